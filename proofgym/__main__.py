@@ -1,0 +1,3 @@
+from proofgym.cli.main import main
+
+main()

@@ -1,0 +1,5 @@
+"""The shared rich console of the CLI."""
+
+from rich.console import Console
+
+console = Console()

@@ -1,0 +1,46 @@
+"""``proofgym eval``: run a policy on an environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from proofgym.cli.console import console
+
+
+def eval_command(
+    env_id: Annotated[str, typer.Argument(metavar="ENV", help="e.g. proofgym/Arith-v0")],
+    n: Annotated[Optional[int], typer.Option("-n", "--episodes", min=1,  # noqa: UP045 - typer
+                                             help="Episodes to run (default: every task once).")] = None,
+    policy: Annotated[str, typer.Option(help="reference | random | control:NAME")] = "reference",
+    seed: Annotated[int, typer.Option(help="Seed of the first episode (episode i uses seed+i).")] = 0,
+    out: Annotated[Optional[Path], typer.Option(help="Run directory to write.")] = None,  # noqa: UP045
+) -> None:
+    """Run a policy on an environment and report rewards."""
+    from proofgym.eval import evaluate
+    from proofgym.rollout import make_policy
+
+    try:
+        pol = make_policy(policy, seed=seed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--policy") from None
+    out = out or Path("runs") / f"{env_id.replace('/', '_')}-{policy.replace(':', '_')}-s{seed}"
+    with Progress(console=console, transient=True) as progress:
+        bar = progress.add_task(f"{env_id} · {policy}", total=n)
+        _, summary = evaluate(env_id, pol, episodes=n, seed=seed, out=out,
+                              on_episode=lambda _t: progress.advance(bar))
+    print_summary(summary, title=f"{env_id} · policy {policy} · {summary['episodes']} episodes")
+    console.print(f"wrote {out / 'trajectories.jsonl'} and {out / 'summary.json'}")
+
+
+def print_summary(summary: dict, *, title: str) -> None:
+    table = Table(title=title, show_header=False)
+    for key in ("episodes", "scored", "mean_reward", "terminated_rate", "truncated_rate",
+                "truncation_reasons", "verify_errors", "episode_errors", "tool_errors"):
+        value = summary.get(key)
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    console.print(table)

@@ -1,0 +1,44 @@
+"""The closed vocabularies of the contract: tool error kinds and truncation reasons.
+
+They are plain string enums so that they serialise as themselves in records and ``info`` dicts.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ToolErrorKind(str, Enum):
+    """Why a tool call produced an error observation instead of output."""
+
+    UNKNOWN_TOOL = "unknown_tool"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    EXECUTION_ERROR = "execution_error"
+    TIMEOUT = "timeout"
+    DENIED = "denied"
+
+
+class TruncationReason(str, Enum):
+    """Which budget ended an episode that the task itself had not finished."""
+
+    TURNS = "turns"
+    TOOL_CALLS = "tool_calls"
+    WALL_TIME = "wall_time"
+    TOKENS = "tokens"
+    COST = "cost"
+    CONTEXT = "context"
+
+
+class ProofgymError(Exception):
+    """Base class of the errors proofgym raises for misuse (not for agent mistakes)."""
+
+
+class TaskNotFoundError(ProofgymError, KeyError):
+    """A task id that the task set does not hold."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0]) if self.args else "task not found"
+
+
+class EpisodeStateError(ProofgymError, RuntimeError):
+    """The env was used out of order (``step`` before ``reset``, after the episode ended, ...)."""

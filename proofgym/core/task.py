@@ -1,0 +1,84 @@
+"""The task contract: what to show, how to set up the world, how to grade."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Generator, Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from proofgym.core.actions import AgentAction
+from proofgym.core.spec import TaskSpec
+from proofgym.core.trace import Trace
+from proofgym.core.verdict import Verdict
+
+#: A scripted solution: a fixed sequence of actions, or a generator that receives each observation
+#: dict (``gen.send(obs)``) and yields the next action, for solutions that must react (multi-turn).
+ActionScript = Iterable[AgentAction] | Generator[AgentAction, Mapping[str, Any], None]
+
+
+class Task(ABC):
+    """A task: spec, runtime setup, and grading.
+
+    Invariants:
+        * A task holds **no per-episode state**: the same instance may run in many envs at once and
+          be graded in another process. Everything an episode changes lives in the runtime.
+        * ``id`` is stable across processes and versions of the task set (it names the task in
+          records, splits and resumes). ``content_hash`` changes whenever what the task *is*
+          changes (prompt, expected answer, tests), so a record can be traced to the exact task.
+        * ``verify`` never sees the live agent runtime of an ongoing episode: it is given a frozen,
+          read-only view of the episode's final state, so it can run out of band.
+    """
+
+    #: Version of this task's grading logic, recorded with each verdict.
+    verifier_version: str = "1"
+
+    @property
+    @abstractmethod
+    def id(self) -> str:
+        """A stable identifier, unique within its task set."""
+
+    @abstractmethod
+    def get_spec(self) -> TaskSpec:
+        """What the agent is shown. Leave ``tools`` as ``None``: the env fills it from the runtime."""
+
+    def setup_runtime(self, runtime: Any) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Prepare a freshly reset runtime for this task (seed files, state). Optional."""
+
+    @abstractmethod
+    def verify(self, trace: Trace, runtime: Any) -> float | Verdict:
+        """Grade a finished episode from its trace and a read-only view of its final state."""
+
+    def on_turn_complete(self, message: str, runtime: Any) -> str | None:
+        """Answer the agent's turn: the next user/environment message, or ``None`` when the task
+        has reached its terminal state. The default is a single-turn task: the first turn ends it."""
+        return None
+
+    def reference_solution(self) -> ActionScript | None:
+        """A solution that scores 1.0, used by the ``reference`` policy and by validation."""
+        return None
+
+    def controls(self) -> Mapping[str, ActionScript]:
+        """Negative controls, by name: action scripts that must score 0 (wrong answers,
+        shortcuts, tampering). ``proofgym validate`` runs every one."""
+        return {}
+
+    def content(self) -> Mapping[str, Any]:
+        """Everything that defines the task, JSON-serialisable; hashed into ``content_hash``.
+        Override to include what ``get_spec`` does not show (expected answers, hidden tests)."""
+        spec = self.get_spec()
+        return {"id": self.id, "prompt": spec.prompt, "metadata": spec.metadata or {}}
+
+    @property
+    def content_hash(self) -> str:
+        payload = orjson.dumps(
+            {"type": f"{type(self).__module__}.{type(self).__qualname__}", **self.content()},
+            option=orjson.OPT_SORT_KEYS,
+            default=str,
+        )
+        return hashlib.sha256(payload).hexdigest()[:16]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r})"

@@ -1,0 +1,15 @@
+"""Evaluation: metrics over trajectories."""
+
+from proofgym.eval.runner import (
+    EpisodeSpec,
+    JsonlSink,
+    TrajectorySink,
+    evaluate,
+    make_env,
+    plan_episodes,
+    run_plan,
+)
+from proofgym.eval.summary import summarize
+
+__all__ = ["EpisodeSpec", "JsonlSink", "TrajectorySink", "evaluate", "make_env", "plan_episodes",
+           "run_plan", "summarize"]

@@ -1,0 +1,129 @@
+"""Evaluate a policy on an env: the library behind ``proofgym eval``.
+
+A run is a *plan* (which task, which attempt, which seed) executed by an episode loop, with every
+finished trajectory handed to a *sink* as soon as it exists. The three parts are separate so the
+loop can be swapped (synchronous here, concurrent in the orchestrator) and the sink can be a
+crash-safe run store without either knowing about the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium
+import orjson
+
+from proofgym.env import UniversalVerifiableEnv
+from proofgym.eval.summary import summarize
+from proofgym.record import Trajectory
+from proofgym.rollout import Policy, run_episode
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One planned episode: attempt ``attempt`` at task ``task_id`` with reset seed ``seed``."""
+
+    task_id: str
+    attempt: int
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.task_id}#{self.attempt}"
+
+
+def plan_episodes(task_ids: Sequence[str], *, episodes: int | None = None, repeats: int = 1,
+                  seed: int = 0) -> list[EpisodeSpec]:
+    """The episodes of a run, in a deterministic order.
+
+    With ``episodes``, tasks are taken in order (``i mod len(tasks)``), so ``-n len(tasks)``
+    covers every task once; otherwise every task ``repeats`` times. Episode ``i`` is reset with
+    seed ``seed + i``.
+    """
+    if not task_ids:
+        raise ValueError("no tasks to plan")
+    if episodes is None:
+        order = [(tid, a) for tid in task_ids for a in range(repeats)]
+    else:
+        order = []
+        for i in range(episodes):
+            tid = task_ids[i % len(task_ids)]
+            order.append((tid, (i // len(task_ids)) * repeats))
+        if repeats > 1:
+            order = [(tid, base + r) for tid, base in order for r in range(repeats)]
+    return [EpisodeSpec(tid, attempt, seed + i) for i, (tid, attempt) in enumerate(order)]
+
+
+class TrajectorySink(Protocol):
+    """Where finished trajectories go, one at a time, as they complete."""
+
+    def write(self, trajectory: Trajectory) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JsonlSink:
+    """Appends each trajectory to ``DIR/trajectories.jsonl``, flushed when written."""
+
+    def __init__(self, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.path = out / "trajectories.jsonl"
+        self._file = self.path.open("wb")
+
+    def write(self, trajectory: Trajectory) -> None:
+        self._file.write(trajectory.to_json() + b"\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def make_env(env_id: str, **kwargs: Any) -> UniversalVerifiableEnv:
+    """``gymnasium.make`` a proofgym env and return the :class:`UniversalVerifiableEnv` inside."""
+    env = gymnasium.make(env_id, **kwargs).unwrapped
+    if not isinstance(env, UniversalVerifiableEnv):
+        raise TypeError(f"{env_id!r} is not a proofgym environment ({type(env).__name__})")
+    return env
+
+
+def run_plan(env: UniversalVerifiableEnv, policy: Policy, plan: Iterable[EpisodeSpec], *,
+             env_id: str = "", sink: TrajectorySink | None = None,
+             on_episode: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
+    """Run the planned episodes one after another in ``env`` (the synchronous loop)."""
+    trajectories = []
+    for spec in plan:
+        traj = run_episode(env, policy, task_id=spec.task_id, seed=spec.seed,
+                           trajectory_id=spec.key, env_id=env_id)
+        traj.extra["attempt"] = spec.attempt
+        trajectories.append(traj)
+        if sink is not None:
+            sink.write(traj)
+        if on_episode is not None:
+            on_episode(traj)
+    return trajectories
+
+
+def evaluate(env_id: str, policy: Policy, *, episodes: int | None = None, repeats: int = 1,
+             seed: int = 0, out: Path | None = None, env_kwargs: dict[str, Any] | None = None,
+             on_episode: Callable[[Trajectory], None] | None = None,
+             ) -> tuple[list[Trajectory], dict[str, Any]]:
+    """Run a policy on ``env_id`` and summarise. With ``out``, writes ``trajectories.jsonl`` (each
+    record flushed as it completes) and ``summary.json``."""
+    env = make_env(env_id, **(env_kwargs or {}))
+    if env.tasks is None:
+        raise ValueError(f"{env_id!r} has no task set to evaluate on")
+    plan = plan_episodes(env.tasks.ids, episodes=episodes, repeats=repeats, seed=seed)
+    sink = JsonlSink(out) if out is not None else None
+    try:
+        trajectories = run_plan(env, policy, plan, env_id=env_id, sink=sink, on_episode=on_episode)
+    finally:
+        if sink is not None:
+            sink.close()
+        env.close()
+    summary = {"env_id": env_id, "policy": policy.describe(), "seed": seed, **summarize(trajectories)}
+    if out is not None:
+        (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    return trajectories, summary

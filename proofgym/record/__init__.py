@@ -1,0 +1,5 @@
+"""Records: trajectories and their provenance."""
+
+from proofgym.record.trajectory import StepRecord, Trajectory
+
+__all__ = ["StepRecord", "Trajectory"]

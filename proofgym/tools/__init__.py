@@ -1,0 +1,8 @@
+"""Typed tools: schemas from type hints and docstrings, validation, typed errors."""
+
+from proofgym.tools.registry import ToolRegistry
+from proofgym.tools.result import ToolError, ToolResult, cut_output
+from proofgym.tools.tool import Tool, ToolContext, render_output, tool
+
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "cut_output",
+           "render_output", "tool"]

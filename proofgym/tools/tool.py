@@ -1,0 +1,163 @@
+"""A tool: a typed Python callable with an OpenAI function-calling schema derived from it."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+import docstring_parser
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from proofgym.tools.result import ToolError, ToolResult
+
+
+@dataclass
+class ToolContext:
+    """Injected into a tool that declares a parameter of this type; never part of the schema.
+
+    ``state`` is the runtime's per-episode state (reset with the runtime), so tools can keep an
+    episode's world without the task holding per-episode state.
+    """
+
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool:
+    """A callable the agent may invoke, with its schema and argument validation.
+
+    Invariant: the JSON schema in :attr:`schema` is generated from the same pydantic model that
+    :meth:`validate` uses, so what the agent is told and what is enforced cannot drift apart.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None,
+                 description: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not self.name.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"tool name {self.name!r} must be letters, digits, '_' or '-'")
+        doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+        self.description = description or "\n\n".join(
+            part for part in (doc.short_description, doc.long_description) if part
+        )
+        if not self.description:
+            raise ValueError(
+                f"tool {self.name!r} has no description: give the function a docstring "
+                "(the model reads it to decide when to call the tool)"
+            )
+        param_docs = {p.arg_name: p.description for p in doc.params}
+        self._context_param: str | None = None
+        self.model = self._build_model(fn, param_docs)
+        self.parameters = self._json_schema()
+
+    def _build_model(self, fn: Callable[..., Any], param_docs: dict[str, str | None]) -> type[BaseModel]:
+        hints = get_type_hints(fn)
+        fields: dict[str, Any] = {}
+        for pname, param in inspect.signature(fn).parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(f"tool {self.name!r}: *args/**kwargs cannot be described to a model")
+            annotation = hints.get(pname)
+            if annotation is None:
+                raise TypeError(f"tool {self.name!r}: parameter {pname!r} needs a type hint")
+            if annotation is ToolContext:
+                self._context_param = pname
+                continue
+            from pydantic import Field
+
+            default = ... if param.default is param.empty else param.default
+            fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
+        config = ConfigDict(strict=True, extra="forbid")
+        return create_model(f"{self.name}_arguments", __config__=config, **fields)
+
+    def _json_schema(self) -> dict[str, Any]:
+        schema = self.model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        schema.setdefault("properties", {})
+        schema["additionalProperties"] = False
+        return schema
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI function-calling schema (``{"type": "function", "function": {...}}``)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def validate(self, tool_input: Any) -> dict[str, Any] | ToolResult:
+        """Check ``tool_input`` against the schema: validated kwargs, or an error result."""
+        if isinstance(tool_input, (str, bytes)):
+            try:
+                tool_input = orjson.loads(tool_input) if tool_input.strip() else {}
+            except orjson.JSONDecodeError as exc:
+                return ToolResult.error(
+                    "invalid_arguments",
+                    f"arguments for {self.name!r} are not valid JSON ({exc}); "
+                    "send a JSON object matching the tool's parameters",
+                )
+        if not isinstance(tool_input, dict):
+            return ToolResult.error(
+                "invalid_arguments",
+                f"arguments for {self.name!r} must be a JSON object, got {type(tool_input).__name__}",
+            )
+        try:
+            parsed = self.model.model_validate(tool_input)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '(arguments)'}: {e['msg']}" for e in exc.errors()
+            )
+            expected = ", ".join(self.parameters.get("properties", {})) or "no arguments"
+            return ToolResult.error(
+                "invalid_arguments",
+                f"invalid arguments for {self.name!r}: {problems}. Expected: {expected}.",
+            )
+        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+
+    def invoke(self, kwargs: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
+        """Run the tool on validated ``kwargs``; exceptions become typed error results."""
+        if self._context_param is not None:
+            kwargs = {**kwargs, self._context_param: context or ToolContext()}
+        try:
+            value = self.fn(**kwargs)
+        except ToolError as exc:
+            return ToolResult.error(exc.kind, str(exc))
+        except Exception as exc:  # the tool's bug or the agent's bad input: report, don't crash
+            return ToolResult.error("execution_error", f"{type(exc).__name__}: {exc}")
+        return ToolResult(render_output(value))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+def render_output(value: Any) -> str:
+    """A tool's return value as the text the agent reads."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return str(value)
+
+
+def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
+         description: str | None = None) -> Any:
+    """Make a :class:`Tool` from a type-hinted function with a Google-style docstring.
+
+    Usable bare (``@tool``) or with arguments (``@tool(name="calc")``).
+    """
+    if fn is None:
+        return lambda f: Tool(f, name=name, description=description)
+    return Tool(fn, name=name, description=description)

@@ -1,0 +1,44 @@
+"""Shared fixtures. Tests use real parts: real subprocesses, real files, real sandboxes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import proofgym  # noqa: F401 - registers the bundled environments
+
+REPO = Path(__file__).resolve().parents[1]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require_tool(name: str) -> str:
+    """The path of a system tool. Missing: a failure in CI (never a silent skip), a skip locally."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name!r} is not installed (apt-get install -y {name})"
+        if IN_CI:
+            pytest.fail(f"{message}; CI must install it in .ci/run")
+        pytest.skip(message)
+    return path
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m proofgym ARGS`` as a real subprocess against this checkout."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "proofgym", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"proofgym {' '.join(args)} exited {proc.returncode}\n"
+                             f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def cli():
+    return run_cli
