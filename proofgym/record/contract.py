@@ -158,7 +158,7 @@ MISSING = "<missing>"
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
-    if isinstance(value, Mapping) and value:
+    if isinstance(value, Mapping):  # an empty mapping has no settings (``{}`` == absent)
         for key, sub in value.items():
             _flatten(sub, f"{prefix}.{key}" if prefix else str(key), out)
     elif isinstance(value, list) and value and any(isinstance(v, (Mapping, list)) for v in value):
