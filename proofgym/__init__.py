@@ -19,6 +19,7 @@ from proofgym.envs import register_envs
 from proofgym.runtimes import Artifact, InProcessRuntime, Runtime
 from proofgym.tasks import TaskSet
 from proofgym.tools import Tool, ToolError, ToolRegistry, ToolResult, tool
+from proofgym.verify import Rubric
 from proofgym.version import __version__
 
 register_envs()
@@ -28,6 +29,7 @@ __all__ = [
     "Artifact",
     "InProcessRuntime",
     "Limits",
+    "Rubric",
     "Runtime",
     "Task",
     "TaskSet",
