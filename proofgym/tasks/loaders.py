@@ -33,9 +33,9 @@ def read_jsonl_records(path: Path) -> Iterator[dict[str, Any]]:
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                raise TaskRecordError(f"{path}:{lineno}: not valid JSON ({exc})") from None
+                raise TaskRecordError(f"{path}: line {lineno}: not valid JSON ({exc})") from None
             if not isinstance(record, dict):
-                raise TaskRecordError(f"{path}:{lineno}: expected a JSON object, got "
+                raise TaskRecordError(f"{path}: line {lineno}: expected a JSON object, got "
                                       f"{type(record).__name__}")
             yield {**record, "_source": f"line {lineno}"}
 
