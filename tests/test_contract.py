@@ -15,7 +15,7 @@ import pytest
 
 from proofgym import InProcessRuntime, Limits, Task, TaskSet, TaskSpec, Trace, UniversalVerifiableEnv
 from proofgym.eval import evaluate
-from proofgym.eval.runner import TrainSplitWarning
+from proofgym.eval.runs import TrainSplitWarning
 from proofgym.record import ContractError, RolloutContract, diff_contracts, load_parity
 from proofgym.rollout import ReferencePolicy
 from proofgym.tools import Tool

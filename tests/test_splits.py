@@ -48,6 +48,32 @@ def test_assignment_is_stable_across_processes() -> None:
     assert outs[0]["splits"] == here and outs[0]["digest"] == ts.manifest.digest
 
 
+SPEC_SCRIPT = """
+import hashlib, json, sys
+out = []
+for i in range(500):
+    d = hashlib.sha256(("proofgym-split\\0\\0task-%d" % i).encode()).digest()
+    p = int.from_bytes(d[:8], "big") / 2.0 ** 64
+    out.append("train" if p < 0.8 else "dev" if p < 0.9 else "heldout")
+print(json.dumps(out))
+"""
+
+
+def test_assignment_scheme_is_the_same_in_other_python_versions() -> None:
+    """The scheme uses only sha256 and integer arithmetic; other interpreters on this machine
+    (pyenv versions, if present) compute the same assignments as ours."""
+    ours = [assign_split(f"task-{i}") for i in range(500)]
+    here = subprocess.run([sys.executable, "-c", SPEC_SCRIPT], capture_output=True, text=True, check=True)
+    assert json.loads(here.stdout) == ours
+    others = sorted(Path.home().glob(".pyenv/versions/3.*/bin/python3"))
+    others += [Path(p) for p in ("/usr/bin/python3",) if Path(p).exists()]
+    for interpreter in others:
+        proc = subprocess.run([str(interpreter), "-c", SPEC_SCRIPT], capture_output=True, text=True,
+                              env={"PATH": os.environ.get("PATH", "")})
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == ours, interpreter
+
+
 def test_assignment_is_a_pure_function_of_the_id() -> None:
     # pinned values: a change of the hashing scheme would silently move tasks between splits
     assert [assign_split(f"task-{i}") for i in range(8)] == [

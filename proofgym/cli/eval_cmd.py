@@ -27,7 +27,7 @@ def eval_command(
     """Run a policy on an environment and report rewards."""
     from proofgym.core import ProofgymError
     from proofgym.eval import evaluate
-    from proofgym.eval.runner import train_split_warning
+    from proofgym.eval.runs import train_split_warning
     from proofgym.rollout import make_policy
 
     try:

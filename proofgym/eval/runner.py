@@ -8,7 +8,6 @@ crash-safe run store without either knowing about the other.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any, Protocol
 import gymnasium
 
 from proofgym.env import UniversalVerifiableEnv
-from proofgym.eval.summary import summarize
-from proofgym.record import RolloutContract, RunStore, Trajectory, trajectory_id_for
+from proofgym.eval.runs import start_run
+from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout import Policy, run_episode
 
 
@@ -112,15 +111,6 @@ def run_plan(env: UniversalVerifiableEnv, policy: Policy, plan: Iterable[Episode
     return trajectories
 
 
-class TrainSplitWarning(UserWarning):
-    """An evaluation ran on the train split: its numbers say nothing about generalisation."""
-
-
-def train_split_warning(env_id: str) -> str:
-    return (f"EVALUATING {env_id} ON THE TRAIN SPLIT: these tasks may have been trained on, so the "
-            "numbers measure fit, not generalisation. Use --split heldout (or dev) for results.")
-
-
 def evaluate(env_id: str, policy: Policy, *, episodes: int | None = None, repeats: int = 1,
              seed: int = 0, out: Path | None = None, env_kwargs: dict[str, Any] | None = None,
              on_episode: Callable[[Trajectory], None] | None = None,
@@ -135,37 +125,16 @@ def evaluate(env_id: str, policy: Policy, *, episodes: int | None = None, repeat
     task set (``train`` warns loudly and is recorded in the contract and summary).
     """
     env = make_env(env_id, **(env_kwargs or {}))
-    if env.tasks is None:
-        raise ValueError(f"{env_id!r} has no task set to evaluate on")
-    run_warnings = []
-    if split == "train":
-        run_warnings.append(train_split_warning(env_id))
-        warnings.warn(run_warnings[-1], TrainSplitWarning, stacklevel=2)
-    task_ids = env.tasks.split(split).ids if split is not None else env.tasks.ids
-    plan = plan_episodes(task_ids, episodes=episodes, repeats=repeats, seed=seed)
-    contract = RolloutContract.build(
-        env, policy=policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
-        seeds={"seed": seed, "episodes": episodes, "repeats": repeats})
-    store: RunStore | None = None
-    done_before = 0
     try:
-        if resume is not None:
-            store = RunStore.resume(resume, contract, manifest=env.tasks.manifest)
-            done_before = len(store.completed)
-            plan = [s for s in plan if s.trajectory_id(contract.id) not in store.completed]
-        elif out is not None:
-            store = RunStore.create(out, contract, manifest=env.tasks.manifest)
-        trajectories = run_plan(env, policy, plan, env_id=env_id, sink=store, on_episode=on_episode,
-                                contract_id=contract.id)
+        run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
+                        seeds={"seed": seed, "episodes": episodes, "repeats": repeats},
+                        out=out, resume=resume)
+        try:
+            plan = run.pending(plan_episodes(run.task_ids, episodes=episodes, repeats=repeats, seed=seed))
+            trajectories = run_plan(env, policy, plan, env_id=env_id, sink=run.store,
+                                    on_episode=on_episode, contract_id=run.contract.id)
+        finally:
+            run.close()
     finally:
-        if store is not None:
-            store.close()
         env.close()
-    if store is not None:
-        trajectories = store.trajectories()
-    summary = {"env_id": env_id, "policy": policy.describe(), "seed": seed,
-               "contract_id": contract.id, "split": split, "warnings": run_warnings,
-               "resumed_from": done_before, **summarize(trajectories)}
-    if store is not None:
-        store.write_summary(summary)
-    return trajectories, summary
+    return run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed})
