@@ -9,7 +9,9 @@ Layout of ``DIR``::
     summary.json         headline numbers, rewritten atomically at the end of a run
 
 Durability: a trajectory counts as done only after its line was written, flushed and fsynced, so
-a SIGKILL or power cut loses at most the episode in flight. Such a crash can leave a torn last line;
+a SIGKILL or power cut loses at most the episodes in flight. Writers that call ``write`` from
+several threads share fsyncs (group commit: one fsync makes every line written before it durable),
+so concurrent loops are not held to one fsync per record. Such a crash can leave a torn last line;
 opening the store for writing detects it, keeps its bytes in ``trajectories.jsonl.torn`` and cuts
 the file back to the last complete record (that episode simply runs again). A bad line *before*
 the last is not a crash artefact and is reported, never dropped.
@@ -126,7 +128,10 @@ class RunStore:
         self.manifest = manifest
         self.completed: set[str] = {r["trajectory_id"] for r in (_records or [])}
         self.repaired: bytes = b""
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the file buffer and the bookkeeping below
+        self._sync_lock = threading.Lock()  # one fsync at a time; later writers ride on it
+        self._unsynced: list[str] = []  # written and flushed, not yet fsynced (not done yet)
+        self._written = self._synced = 0  # line counters for group commit
         self._file = (self.root / TRAJECTORIES).open("ab") if _writable else None
 
     # ------------------------------------------------------------ opening
@@ -233,14 +238,31 @@ class RunStore:
             trajectory.split = self.manifest.split_of(trajectory.task_id)
         line = trajectory.to_json() + b"\n"
         with self._lock:
-            if trajectory.trajectory_id in self.completed:
+            if trajectory.trajectory_id in self.completed or trajectory.trajectory_id in self._unsynced:
                 log.warning("%s: trajectory %s is already recorded; not writing it twice",
                             self.root, trajectory.trajectory_id)
                 return
             self._file.write(line)
             self._file.flush()
-            os.fsync(self._file.fileno())
-            self.completed.add(trajectory.trajectory_id)
+            self._unsynced.append(trajectory.trajectory_id)
+            self._written += 1
+            ticket = self._written
+        self._sync(ticket)
+
+    def _sync(self, ticket: int) -> None:
+        """Return once line ``ticket`` is fsynced; one fsync covers every line written before it."""
+        with self._sync_lock:
+            if self._synced >= ticket:
+                return  # another writer's fsync already made this line durable
+            with self._lock:
+                assert self._file is not None
+                target, ids = self._written, list(self._unsynced)
+                fd = self._file.fileno()
+            os.fsync(fd)
+            with self._lock:
+                self._synced = target
+                self.completed.update(ids)
+                del self._unsynced[: len(ids)]
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         write_atomic(self.root / SUMMARY, orjson.dumps(dict(summary), option=orjson.OPT_INDENT_2))
@@ -254,7 +276,7 @@ class RunStore:
             os.fsync(f.fileno())
 
     def close(self) -> None:
-        with self._lock:
+        with self._sync_lock, self._lock:  # never close under a running fsync
             if self._file is not None:
                 self._file.close()
                 self._file = None
