@@ -19,10 +19,18 @@ from proofgym.envs import register_envs
 from proofgym.runtimes import Artifact, InProcessRuntime, Runtime
 from proofgym.tasks import TaskSet
 from proofgym.tools import Tool, ToolError, ToolRegistry, ToolResult, tool
-from proofgym.verify import Rubric
 from proofgym.version import __version__
 
 register_envs()
+
+
+def __getattr__(name: str) -> object:
+    # Rubric's package pulls in math-verify (sympy, ~0.5 s): load it on first use, not on import.
+    if name == "Rubric":
+        from proofgym.verify.rubric import Rubric
+
+        return Rubric
+    raise AttributeError(f"module 'proofgym' has no attribute {name!r}")
 
 __all__ = [
     "AgentAction",

@@ -175,3 +175,28 @@ def test_run_dir_freezes_the_manifest_and_records_splits(tmp_path: Path) -> None
     for line in (tmp_path / "trajectories.jsonl").read_text().splitlines():
         record = json.loads(line)
         assert record["split"] == manifest.split_of(record["task_id"])
+
+
+def test_splits_cli_freeze_burn_and_eval_heldout(tmp_path: Path, cli) -> None:
+    manifest = tmp_path / "m.json"
+    cli("splits", "freeze", "proofgym/Guess-v0", "--out", str(manifest), "--ratios", "0.5,0.2,0.3")
+    again = cli("splits", "freeze", "proofgym/Guess-v0", "--out", str(manifest), check=False)
+    assert again.returncode == 2 and "never overwritten" in again.stdout
+    frozen = SplitManifest.load(manifest)
+    victim = frozen.pool("heldout")[0]
+    cli("splits", "burn", str(manifest), victim, "--reason", "its trace was used in a prompt")
+    run = tmp_path / "run"
+    cli("eval", "proofgym/Guess-v0", "--split", "heldout", "--splits", str(manifest), "--out", str(run))
+    burned = SplitManifest.load(manifest)
+    records = [json.loads(x) for x in (run / "trajectories.jsonl").read_text().splitlines()]
+    assert sorted(r["task_id"] for r in records) == sorted(burned.pool("heldout"))
+    assert victim not in {r["task_id"] for r in records} and {r["split"] for r in records} == {"heldout"}
+    contract = json.loads((run / "contract.json").read_text())
+    assert contract["tasks"]["split_manifest"] == burned.digest != frozen.digest
+    stored = SplitManifest.load(run / "splits.json")
+    assert stored.burned[victim]["reason"] == "its trace was used in a prompt"
+    # burning another task after the run changes the contract: resuming under it is refused
+    cli("splits", "burn", str(manifest), burned.pool("heldout")[0], "--reason", "leaked")
+    refused = cli("eval", "proofgym/Guess-v0", "--split", "heldout", "--splits", str(manifest),
+                  "--resume", str(run), check=False)
+    assert refused.returncode == 2 and "tasks.split_manifest" in refused.stdout

@@ -23,6 +23,8 @@ def eval_command(
         help="Continue the killed or unfinished run in this directory (same settings).")] = None,
     split: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         help="Evaluate one split only: train | dev | heldout.")] = None,
+    splits: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
+        help="Split manifest (from `proofgym splits freeze`) to take the splits from.")] = None,
 ) -> None:
     """Run a policy on an environment and report rewards."""
     from proofgym.core import ProofgymError
@@ -46,7 +48,7 @@ def eval_command(
         with Progress(console=console, transient=True) as progress:
             bar = progress.add_task(f"{env_id} · {policy}", total=n)
             _, summary = evaluate(env_id, pol, episodes=n, seed=seed,
-                                  out=None if resume else out, resume=resume, split=split,
+                                  out=None if resume else out, resume=resume, split=split, splits=splits,
                                   on_episode=lambda _t: progress.advance(bar))
     except ProofgymError as exc:
         console.print(f"[bold red]error:[/] {exc}")

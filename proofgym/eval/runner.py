@@ -114,7 +114,7 @@ def run_plan(env: UniversalVerifiableEnv, policy: Policy, plan: Iterable[Episode
 def evaluate(env_id: str, policy: Policy, *, episodes: int | None = None, repeats: int = 1,
              seed: int = 0, out: Path | None = None, env_kwargs: dict[str, Any] | None = None,
              on_episode: Callable[[Trajectory], None] | None = None,
-             resume: Path | None = None, split: str | None = None,
+             resume: Path | None = None, split: str | None = None, splits: Path | None = None,
              ) -> tuple[list[Trajectory], dict[str, Any]]:
     """Run a policy on ``env_id`` and summarise.
 
@@ -122,13 +122,14 @@ def evaluate(env_id: str, policy: Policy, *, episodes: int | None = None, repeat
     ``trajectories.jsonl`` with each record fsynced as it completes, ``summary.json``). With
     ``resume``, continue the run in that directory: its finished episodes are kept and only the
     rest run; a different contract is refused. ``split`` restricts the plan to one split of the
-    task set (``train`` warns loudly and is recorded in the contract and summary).
+    task set (``train`` warns loudly and is recorded in the contract and summary); ``splits`` a
+    frozen split manifest file to take the splits from.
     """
     env = make_env(env_id, **(env_kwargs or {}))
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
                         seeds={"seed": seed, "episodes": episodes, "repeats": repeats},
-                        out=out, resume=resume)
+                        out=out, resume=resume, splits=splits)
         try:
             plan = run.pending(plan_episodes(run.task_ids, episodes=episodes, repeats=repeats, seed=seed))
             trajectories = run_plan(env, policy, plan, env_id=env_id, sink=run.store,

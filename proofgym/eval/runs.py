@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.summary import summarize
 from proofgym.record import RolloutContract, RunStore, Trajectory, trajectory_id_for
+from proofgym.tasks import SplitManifest
 
 if TYPE_CHECKING:
     from proofgym.eval.runner import EpisodeSpec
@@ -78,11 +79,17 @@ class Run:
 def start_run(env: UniversalVerifiableEnv, policy: Mapping[str, Any], *, env_id: str,
               env_kwargs: Mapping[str, Any] | None = None, split: str | None = None,
               seeds: Mapping[str, Any] | None = None, out: Path | None = None,
-              resume: Path | None = None, verifiers: Mapping[str, Any] | None = None) -> Run:
+              resume: Path | None = None, verifiers: Mapping[str, Any] | None = None,
+              splits: SplitManifest | Path | None = None) -> Run:
     """Build the contract and open the store: a new run in ``out``, or continue ``resume``
-    (refused, naming the changes, when the contract differs). ``split="train"`` warns loudly."""
+    (refused, naming the changes, when the contract differs). ``split="train"`` warns loudly.
+    ``splits`` is a frozen split manifest (or its file) to use instead of the task set's default
+    one; it must match the tasks' content hashes, and its burned tasks leave the held-out pool."""
     if env.tasks is None:
         raise ValueError(f"{env_id!r} has no task set to evaluate on")
+    if splits is not None:
+        manifest = splits if isinstance(splits, SplitManifest) else SplitManifest.load(splits)
+        env.tasks = env.tasks.with_splits(manifest)
     notes = []
     if split == "train":
         notes.append(train_split_warning(env_id))
