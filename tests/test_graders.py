@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import threading
 import time
 from collections.abc import Iterator
@@ -144,6 +145,8 @@ def test_llm_judge_over_http(judge_server: JudgeServer) -> None:
     assert sent["model"] == "judge-model" and sent["temperature"] == 0.0
     assert sent["messages"][0] == {"role": "system", "content": JUDGE_PROMPTS["judge-v1"]["system"]}
     assert "<question>\nWhat is the capital of France?\n</question>" in sent["messages"][1]["content"]
+    clone = pickle.loads(pickle.dumps(judge))  # a judge travels to a grader process
+    assert clone.judge("Capital of France?", "Paris!", "Paris").score == 1.0
     described = judge.describe()
     assert described["version"] == "judge-v1" and described["model"] == "judge-model"
     assert len(described["prompt_sha256"]) == 12

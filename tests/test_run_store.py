@@ -274,6 +274,12 @@ def test_regrade_refuses_a_task_that_changed(tmp_path: Path) -> None:
     assert report.errors == 1 and "changed since the run" in report.records[0]["verdict"]["error"]
 
 
+def test_regrade_of_an_unknown_env_is_a_clear_error(tmp_path: Path, cli) -> None:
+    evaluate("proofgym-test/Echo-v0", ReferencePolicy(), out=tmp_path)  # registered in this process only
+    proc = cli("verify", str(tmp_path), check=False)
+    assert proc.returncode == 2 and "cannot rebuild env 'proofgym-test/Echo-v0'" in proc.stdout
+
+
 def test_read_only_store_refuses_writes(tmp_path: Path) -> None:
     trajs, _ = evaluate(ARITH, ReferencePolicy(), episodes=1, out=tmp_path)
     store = RunStore.open(tmp_path)

@@ -87,6 +87,8 @@ def start_run(env: UniversalVerifiableEnv, policy: Mapping[str, Any], *, env_id:
     one; it must match the tasks' content hashes, and its burned tasks leave the held-out pool."""
     if env.tasks is None:
         raise ValueError(f"{env_id!r} has no task set to evaluate on")
+    if out is not None and resume is not None and Path(out).resolve() != Path(resume).resolve():
+        raise ValueError(f"resume={resume} continues the run in that directory; out={out} differs")
     if splits is not None:
         manifest = splits if isinstance(splits, SplitManifest) else SplitManifest.load(splits)
         env.tasks = env.tasks.with_splits(manifest)

@@ -85,15 +85,26 @@ class LLMJudge:
                  max_tokens: int = 1024) -> None:
         if prompt_version not in JUDGE_PROMPTS:
             raise ValueError(f"unknown judge prompt {prompt_version!r}; known: {sorted(JUDGE_PROMPTS)}")
-        from openai import OpenAI
-
         self.model, self.prompt_version, self.max_tokens = model, prompt_version, max_tokens
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not self.base_url:
             raise ValueError("LLMJudge needs base_url= (or $OPENAI_BASE_URL): the server's .../v1 URL")
-        self._client = OpenAI(base_url=self.base_url,
-                              api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
-                              timeout=timeout_s, max_retries=max_retries)
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self.timeout_s, self.max_retries = timeout_s, max_retries
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The OpenAI client, made on first use (so a judge pickles into a grader process)."""
+        if self._client is None:
+            from openai import OpenAI
+
+            self._client = OpenAI(base_url=self.base_url, api_key=self._api_key,
+                                  timeout=self.timeout_s, max_retries=self.max_retries)
+        return self._client
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}
 
     @property
     def version(self) -> str:
@@ -112,7 +123,7 @@ class LLMJudge:
         return [{"role": "system", "content": template["system"]}, {"role": "user", "content": user}]
 
     def judge(self, question: str, response: str, reference: str | None = None) -> Judgement:
-        completion = self._client.chat.completions.create(
+        completion = self.client.chat.completions.create(
             model=self.model, messages=self.messages(question, response, reference),  # type: ignore[arg-type]
             temperature=0.0, max_tokens=self.max_tokens)
         if not completion.choices:

@@ -73,7 +73,11 @@ def _taskset_of(store: RunStore) -> TaskSet:
     env_conf = store.contract["env"]
     if not env_conf.get("id"):
         raise RegradeError(f"{store.root}: the contract names no env id; pass tasks= to regrade_run")
-    env = gymnasium.make(env_conf["id"], **env_conf.get("kwargs", {})).unwrapped
+    try:
+        env = gymnasium.make(env_conf["id"], **env_conf.get("kwargs", {})).unwrapped
+    except gymnasium.error.Error as exc:
+        raise RegradeError(f"cannot rebuild env {env_conf['id']!r} to look its tasks up ({exc}); "
+                           "import the module that registers it, or pass tasks=") from None
     try:
         if getattr(env, "tasks", None) is None:
             raise RegradeError(f"env {env_conf['id']!r} has no task set to look tasks up in")
