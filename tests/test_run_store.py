@@ -70,6 +70,16 @@ def test_records_carry_contract_task_hash_and_split(tmp_path: Path) -> None:
     assert orjson.loads((run / "splits.json").read_bytes())["tasks"].keys() == set(env.tasks.ids)
 
 
+def test_in_memory_runs_carry_the_same_provenance() -> None:
+    trajs, summary = evaluate(ARITH, ReferencePolicy(), episodes=5)
+    env = make_env(ARITH)
+    for t in trajs:
+        assert t.contract_id == summary["contract_id"]
+        assert t.split == env.tasks.split_of(t.task_id)
+        assert t.trajectory_id == trajectory_id_for(t.contract_id, t.task_id, 0)
+        assert t.task_hash == env.tasks.get(t.task_id).content_hash
+
+
 def test_trajectory_ids_are_derived_not_random(tmp_path: Path) -> None:
     evaluate(ARITH, ReferencePolicy(), episodes=4, out=tmp_path / "a")
     evaluate(ARITH, ReferencePolicy(), episodes=4, out=tmp_path / "b")

@@ -68,6 +68,9 @@ class Run:
             for traj in trajectories:
                 traj.contract_id = self.contract.id
                 traj.split = self.env.tasks.split_of(traj.task_id)
+                if "attempt" in traj.extra:  # whichever loop ran it, the id is the derived one
+                    traj.trajectory_id = trajectory_id_for(self.contract.id, traj.task_id,
+                                                           int(traj.extra["attempt"]))
         split = self.contract["tasks"]["split"]
         summary = {**fields, "contract_id": self.contract.id, "split": split, "warnings": self.warnings,
                    "resumed_from": self.done_before, **summarize(trajectories)}
