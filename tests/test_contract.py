@@ -182,3 +182,27 @@ def test_eval_on_heldout_split_only_runs_heldout_tasks(tmp_path: Path) -> None:
     assert summary["warnings"] == [] and summary["episodes"] == len(records)
     with pytest.warns(TrainSplitWarning):
         evaluate("proofgym/Arith-v0", ReferencePolicy(), split="train", episodes=2)
+
+
+@dataclass(frozen=True)
+class JudgedTask(ShoutTask):
+    judge_model: str = "judge-a"
+
+    def rubric(self):
+        from proofgym.verify import Component, LLMJudge, Rubric
+
+        judge = LLMJudge(self.judge_model, base_url="http://127.0.0.1:9/v1")
+        return Rubric([Component("shouted", lambda trace, rt: self.verify(trace, rt)),
+                       judge.component(f"Shout {self.word}.", self.word.upper(), weight=0)], name="judged")
+
+
+def test_a_rubric_judge_model_is_part_of_the_contract() -> None:
+    def contract(model: str) -> RolloutContract:
+        env = UniversalVerifiableEnv(InProcessRuntime([]), max_turns=1,
+                                     tasks=TaskSet([JudgedTask("a", judge_model=model)], name="judged"))
+        return RolloutContract.build(env, policy={"name": "p"})
+
+    diffs = diff_contracts(contract("judge-a"), contract("judge-b"))
+    paths = {d.path for d in diffs}
+    assert "verifiers.rubrics[0].components.judge.grader.model" in paths
+    assert all(d.category == "verifiers" for d in diffs)

@@ -96,3 +96,17 @@ def test_from_hf_dataset_built_locally() -> None:
     bad = datasets.Dataset.from_list([{"question": "q"}])
     with pytest.raises(TaskRecordError, match="row 0: cannot build a task"):
         QATask.from_dataset(bad, fields={"question": "prompt"})
+
+
+def test_from_hf_dataset_saved_to_disk(tmp_path: Path) -> None:
+    import datasets
+
+    ds = datasets.Dataset.from_list([{"prompt": "Capital of Italy?", "answer": "Rome", "id": "it"}])
+    ds.save_to_disk(str(tmp_path / "capitals"))
+    ts = QATask.from_dataset(tmp_path / "capitals")
+    assert ts.name == "capitals" and ts.ids == ["it"] and solve_all(ts) == {"it": 1.0}
+    with pytest.raises(TaskRecordError, match="pick one split"):
+        QATask.from_dataset(datasets.DatasetDict({"test": ds}))
+    with pytest.raises(FileNotFoundError, match="save_to_disk"):
+        QATask.from_dataset(tmp_path / "missing")
+

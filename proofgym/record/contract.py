@@ -87,10 +87,19 @@ class RolloutContract:
             ts = env.tasks
             tasks.update(name=ts.name, content_hash=ts.content_hash, count=len(ts),
                          split_manifest=ts.manifest.digest)
+            rubrics: dict[bytes, Any] = {}
             for task in ts:
                 name = f"{type(task).__module__}.{type(task).__qualname__}"
                 graders.setdefault(name, set()).add(str(task.verifier_version))
+                # a task graded by a Rubric (duck-typed: ``task.rubric()``) adds its components,
+                # so a judge's model and prompt version are part of the contract too
+                rubric = getattr(task, "rubric", None)
+                if callable(rubric):
+                    described = rubric().describe()
+                    rubrics.setdefault(canonical_json(described), described)
         graders = {name: sorted(versions) for name, versions in graders.items()}
+        if env.tasks is not None and rubrics:
+            graders["rubrics"] = [rubrics[k] for k in sorted(rubrics)]
         graders.update(verifiers or {})
         return cls({
             "proofgym": {"version": __version__},

@@ -40,9 +40,25 @@ def read_jsonl_records(path: Path) -> Iterator[dict[str, Any]]:
             yield {**record, "_source": f"line {lineno}"}
 
 
+def load_dataset_dir(path: str | Path) -> Any:
+    """A dataset saved with ``Dataset.save_to_disk`` (needs the ``datasets`` extra)."""
+    try:
+        import datasets
+    except ImportError:
+        raise ImportError("loading a Hugging Face dataset needs the `datasets` package: "
+                          "pip install 'proofgym[datasets]'") from None
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no dataset at {path} (expected a directory written by "
+                                "Dataset.save_to_disk)")
+    return datasets.load_from_disk(str(path))
+
+
 def dataset_records(dataset: Any, fields: Mapping[str, str] | None = None) -> Iterator[dict[str, Any]]:
     """Rows of a ``datasets.Dataset`` (or any iterable of dict rows), columns renamed by
     ``fields`` (``{"question": "prompt"}`` makes the ``question`` column the ``prompt`` key)."""
+    if isinstance(dataset, Mapping):  # a DatasetDict: one dataset per split
+        raise TaskRecordError(f"got a mapping of splits ({sorted(dataset.keys())}); pick one split "
+                              "first, e.g. dataset['test']")
     rename = dict(fields or {})
     for index, row in enumerate(dataset):
         if not isinstance(row, Mapping):

@@ -66,9 +66,14 @@ class TaskSet:
     @classmethod
     def from_hf(cls, dataset: Any, task_factory: Callable[[Mapping[str, Any]], Task], *,
                 name: str | None = None, fields: Mapping[str, str] | None = None) -> TaskSet:
-        """Tasks from a Hugging Face ``datasets.Dataset`` (the ``datasets`` extra), one per row;
-        ``fields`` renames columns to the record keys ``task_factory`` expects."""
-        from proofgym.tasks.loaders import dataset_records, tasks_from_records
+        """Tasks from a Hugging Face ``datasets.Dataset`` (the ``datasets`` extra), or the
+        directory one was saved to (``Dataset.save_to_disk``), one task per row; ``fields``
+        renames columns to the record keys ``task_factory`` expects."""
+        from proofgym.tasks.loaders import dataset_records, load_dataset_dir, tasks_from_records
+
+        if isinstance(dataset, (str, Path)):
+            name = name or Path(dataset).name
+            dataset = load_dataset_dir(dataset)
 
         label = name or getattr(getattr(dataset, "info", None), "dataset_name", None) or "hf-dataset"
         return cls(tasks_from_records(dataset_records(dataset, fields), task_factory, source=label),
