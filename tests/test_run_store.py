@@ -271,6 +271,13 @@ def test_regrade_with_another_named_version(tmp_path: Path) -> None:
         regrade_run(tmp_path, verifier_version="3")
     versions = [orjson.loads(x)["verifier_version"] for x in lines(tmp_path / "verdicts.jsonl")]
     assert versions == ["1"] * 3 + ["2"] * 3 + ["broken"] * 3
+    # a re-grade killed while appending leaves a torn line; the next one repairs it first
+    with (tmp_path / "verdicts.jsonl").open("ab") as f:
+        f.write(b'{"trajectory_id": "half')
+    regrade_run(tmp_path, verifier_version="1")
+    versions = [orjson.loads(x)["verifier_version"] for x in lines(tmp_path / "verdicts.jsonl")]
+    assert versions == ["1"] * 3 + ["2"] * 3 + ["broken"] * 3 + ["1"] * 3
+    assert len(RunStore.open(tmp_path).verdict_records()) == 12
 
 
 def test_regrade_refuses_a_task_that_changed(tmp_path: Path) -> None:

@@ -268,8 +268,13 @@ class RunStore:
         write_atomic(self.root / SUMMARY, orjson.dumps(dict(summary), option=orjson.OPT_INDENT_2))
 
     def append_verdicts(self, records: list[dict[str, Any]]) -> None:
-        """Append re-grade records to ``verdicts.jsonl`` (durably, like trajectories)."""
-        with self._lock, (self.root / VERDICTS).open("ab") as f:
+        """Append re-grade records to ``verdicts.jsonl`` (durably, like trajectories; a torn last
+        line left by a killed re-grade is repaired first)."""
+        path = self.root / VERDICTS
+        _, good_end, torn = _scan_jsonl(path)
+        if torn:
+            self._repair(path, good_end, torn)
+        with self._lock, path.open("ab") as f:
             for record in records:
                 f.write(orjson.dumps(record, default=repr) + b"\n")
             f.flush()
