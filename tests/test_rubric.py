@@ -77,6 +77,21 @@ def test_a_raising_component_leaves_siblings_intact() -> None:
     assert Verdict.from_dict(v.to_dict()) == v  # serialisable with the per-component errors
 
 
+def test_component_exceptions_are_named_whatever_their_type() -> None:
+    def bad_value(trace, runtime):
+        raise ValueError("cannot parse the answer")
+
+    def own_timeout(trace, runtime):
+        raise TimeoutError("upstream test runner timed out")
+
+    for timeout in (5.0, None):  # on a worker thread, and inline
+        v = Rubric([Component("ok", const(1.0)), Component("v", bad_value, weight=0),
+                    Component("t", own_timeout, weight=0)], timeout_s=timeout).score(TRACE)
+        assert v.status == "scored" and v.reward == 1.0
+        assert v.errors["v"].startswith("ValueError: cannot parse the answer")
+        assert v.errors["t"].startswith("TimeoutError: upstream test runner timed out")
+
+
 def test_a_hanging_component_is_abandoned_and_siblings_score() -> None:
     release, finished = threading.Event(), threading.Event()
 

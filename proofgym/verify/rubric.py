@@ -3,17 +3,23 @@
 A component is any ``fn(trace, runtime) -> float | bool | Verdict`` (the signature of
 ``Task.verify``), so a task's own check, a built-in grader and an LLM judge compose the same way.
 
-Isolation choice: every component runs in its own *daemon thread* and is waited for at most its
-timeout. A component that raises or times out becomes an entry in ``Verdict.errors`` and its
-siblings still score. Python cannot kill a thread, so a hung component is *abandoned*: it keeps its
-thread until it returns, but it never blocks the rubric, the run or interpreter exit (daemon). That
-suits graders that wait (an HTTP judge, a slow parse); a grader that may spin forever on untrusted
-input belongs in the process-isolated verifier pool, which can kill it.
+Isolation choice: every component with a timeout runs on a *daemon worker thread* (reused from a
+small shared pool) and is waited for at most its timeout. A component that raises or times out
+becomes an entry in ``Verdict.errors`` and its siblings still score. Python cannot kill a thread, so
+a hung component is *abandoned*: it keeps its worker until it returns (the pool starts another), but
+it never blocks the rubric, the run or interpreter exit (daemon). That suits graders that wait (an
+HTTP judge, a slow parse); a grader that may spin forever on untrusted input belongs in the
+process-isolated verifier pool, which can kill it. A component whose timeout is ``None`` (and a
+rubric with ``timeout_s=None``) runs inline in the caller's thread: still isolated from raising,
+not from hanging.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import math
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -77,21 +83,48 @@ class Component:
         return (value - low) / (high - low)
 
 
-class _Run:
-    """One component running in a daemon thread."""
+class _DaemonWorkers:
+    """Reusable daemon threads. A worker stuck in a hung component never comes back; the pool
+    simply starts another when no worker is idle, so a hang costs one thread, never the caller."""
 
-    def __init__(self, component: Component, trace: Trace, runtime: Any) -> None:
-        self.component = component
-        self.result: Any = None
-        self.error: str | None = None
-        self.thread = threading.Thread(target=self._target, args=(trace, runtime), daemon=True,
-                                       name=f"rubric-{component.name}")
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[cf.Future[Any], Callable[..., Any], tuple[Any, ...]]] = (
+            queue.SimpleQueue())
+        self._idle = 0
+        self._lock = threading.Lock()
 
-    def _target(self, trace: Trace, runtime: Any) -> None:
-        try:
-            self.result = self.component.fn(trace, runtime)
-        except Exception as exc:  # recorded on this component only; siblings go on
-            self.error = describe_exception(exc)
+    def submit(self, fn: Callable[..., Any], *args: Any) -> cf.Future[Any]:
+        future: cf.Future[Any] = cf.Future()
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            else:
+                threading.Thread(target=self._work, daemon=True, name="proofgym-rubric").start()
+        self._queue.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._queue.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # handed to the waiting rubric, which records it
+                    future.set_exception(exc)
+            del future, fn, args  # drop references while idle
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _DaemonWorkers()
+
+
+def _reset_workers_after_fork() -> None:
+    global _WORKERS
+    _WORKERS = _DaemonWorkers()  # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_reset_workers_after_fork)
 
 
 class Rubric:
@@ -136,27 +169,33 @@ class Rubric:
         return self.score(trace, runtime)
 
     def score(self, trace: Trace | Sequence[Any], runtime: Any = None) -> Verdict:
-        """Run every component (concurrently, each with its timeout) and combine them."""
+        """Run every component (concurrently, each within its timeout) and combine them."""
         trace = Trace.coerce(trace)
-        runs = [_Run(c, trace, runtime) for c in self.components]
-        for run in runs:
-            run.thread.start()
+        limits = [c.timeout_s if c.timeout_s is not None else self.timeout_s for c in self.components]
+        futures = {c.name: _WORKERS.submit(c.fn, trace, runtime)
+                   for c, limit in zip(self.components, limits, strict=True) if limit is not None}
         start = time.monotonic()
         scores: dict[str, float] = {}
         errors: dict[str, str] = {}
-        for run in runs:
-            c = run.component
-            limit = c.timeout_s if c.timeout_s is not None else self.timeout_s
-            run.thread.join(None if limit is None else max(0.0, start + limit - time.monotonic()))
-            if run.thread.is_alive():
-                errors[c.name] = f"timed out after {limit:g} s (abandoned)"
-            elif run.error is not None:
-                errors[c.name] = run.error
-            else:
-                try:
-                    scores[c.name] = c.normalise(run.result)
-                except ValueError as exc:
-                    errors[c.name] = str(exc)
+        for c, limit in zip(self.components, limits, strict=True):
+            try:
+                if limit is None:
+                    raw = c.fn(trace, runtime)
+                else:
+                    raw = futures[c.name].result(timeout=max(0.0, start + limit - time.monotonic()))
+            except (cf.TimeoutError, TimeoutError) as exc:
+                future = futures.get(c.name)
+                hung = future is not None and not future.done()  # else the component raised it
+                errors[c.name] = (f"timed out after {limit:g} s (abandoned)" if hung
+                                  else describe_exception(exc))
+                continue
+            except Exception as exc:  # recorded on this component only; siblings go on
+                errors[c.name] = describe_exception(exc)
+                continue
+            try:
+                scores[c.name] = c.normalise(raw)
+            except ValueError as exc:  # the component returned something unusable
+                errors[c.name] = str(exc)
         return self._combine(scores, errors)
 
     def _combine(self, scores: Mapping[str, float], errors: Mapping[str, str]) -> Verdict:
