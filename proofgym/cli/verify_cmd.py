@@ -28,6 +28,8 @@ def verify_command(
     table = Table(title=f"re-grade of {run} · verifier {verifier_version or 'current'}",
                   show_header=False)
     for key, value in report.to_dict().items():
+        if key == "verifier_version" and value is None:
+            value = "current (each task's own)"
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     console.print(table)
     console.print(f"appended {len(report.records)} verdicts to {run / 'verdicts.jsonl'}")
