@@ -206,3 +206,20 @@ def test_a_rubric_judge_model_is_part_of_the_contract() -> None:
     paths = {d.path for d in diffs}
     assert "verifiers.rubrics[0].components.judge.grader.model" in paths
     assert all(d.category == "verifiers" for d in diffs)
+
+
+def test_parity_rules_match_paths_prefixes_and_wildcards() -> None:
+    from proofgym.record.contract import Difference, ParityRule
+
+    def allowed(rule: str, path: str) -> bool:
+        return ParityRule(rule, "why").matches(Difference(path.split(".")[0], path, 1, 2))
+
+    assert allowed("limits.max_tool_calls", "limits.max_tool_calls")
+    assert not allowed("limits.max_tool", "limits.max_tool_calls")
+    assert allowed("policy.sampling", "policy.sampling.temperature")
+    assert allowed("verifiers.rubrics", "verifiers.rubrics[0].components.judge.grader.model")
+    assert allowed("verifiers.rubrics[0].components.*.model", "verifiers.rubrics[0].components.j.model")
+    assert not allowed("verifiers.rubrics[1]", "verifiers.rubrics[0].version")
+    assert allowed("tools.*.function.description", "tools.shout.function.description")
+    assert not allowed("tools.*.function.description", "tools.shout.function.parameters.type")
+

@@ -194,13 +194,17 @@ def diff_contracts(a: RolloutContract, b: RolloutContract) -> list[Difference]:
 
 @dataclass(frozen=True)
 class ParityRule:
-    """An allowed difference: ``path`` is a dotted setting path or a glob (``policy.*``)."""
+    """An allowed difference: ``path`` is a dotted setting path, which also covers everything
+    under it (``policy.sampling`` allows ``policy.sampling.temperature``), or a pattern with
+    ``*`` and ``?`` wildcards (``tools.*.function.description``); brackets are literal."""
 
     path: str
     reason: str
 
     def matches(self, diff: Difference) -> bool:
-        return fnmatch.fnmatchcase(diff.path, self.path) or diff.path.startswith(self.path + ".")
+        if diff.path == self.path or diff.path.startswith((self.path + ".", self.path + "[")):
+            return True
+        return fnmatch.fnmatchcase(diff.path, self.path.replace("[", "[[]"))
 
 
 def load_parity(path: str | Path) -> list[ParityRule]:
