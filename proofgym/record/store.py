@@ -238,15 +238,20 @@ class RunStore:
             trajectory.split = self.manifest.split_of(trajectory.task_id)
         line = trajectory.to_json() + b"\n"
         with self._lock:
-            if trajectory.trajectory_id in self.completed or trajectory.trajectory_id in self._unsynced:
-                log.warning("%s: trajectory %s is already recorded; not writing it twice",
-                            self.root, trajectory.trajectory_id)
-                return
-            self._file.write(line)
-            self._file.flush()
-            self._unsynced.append(trajectory.trajectory_id)
-            self._written += 1
-            ticket = self._written
+            duplicate = (trajectory.trajectory_id in self.completed
+                         or trajectory.trajectory_id in self._unsynced)
+            if duplicate:
+                # the first write may still be waiting for its fsync: return only once it is done
+                ticket = self._written if trajectory.trajectory_id in self._unsynced else 0
+            else:
+                self._file.write(line)
+                self._file.flush()
+                self._unsynced.append(trajectory.trajectory_id)
+                self._written += 1
+                ticket = self._written
+        if duplicate:
+            log.warning("%s: trajectory %s is already recorded; not writing it twice",
+                        self.root, trajectory.trajectory_id)
         self._sync(ticket)
 
     def _sync(self, ticket: int) -> None:
