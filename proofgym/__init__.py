@@ -23,11 +23,21 @@ from proofgym.version import __version__
 
 register_envs()
 
+
+def __getattr__(name: str) -> object:
+    # Rubric's package pulls in math-verify (sympy, ~0.5 s): load it on first use, not on import.
+    if name == "Rubric":
+        from proofgym.verify.rubric import Rubric
+
+        return Rubric
+    raise AttributeError(f"module 'proofgym' has no attribute {name!r}")
+
 __all__ = [
     "AgentAction",
     "Artifact",
     "InProcessRuntime",
     "Limits",
+    "Rubric",
     "Runtime",
     "Task",
     "TaskSet",

@@ -8,13 +8,19 @@ from __future__ import annotations
 import typer
 
 import proofgym  # noqa: F401 - registers the bundled environments with Gymnasium
+from proofgym.cli.contract_cmd import contract_app
 from proofgym.cli.envs_cmd import envs_command
 from proofgym.cli.eval_cmd import eval_command
+from proofgym.cli.splits_cmd import splits_app
+from proofgym.cli.verify_cmd import verify_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Verifiable RL environments for LLM agents.")
 app.command("eval")(eval_command)
 app.command("envs")(envs_command)
+app.add_typer(contract_app, name="contract")
+app.command("verify")(verify_command)
+app.add_typer(splits_app, name="splits")
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from proofgym.core.task import Task
@@ -22,6 +23,5 @@ def grade(task: Task, trace: Trace | list[Any], runtime_view: Any) -> Verdict:
         return Verdict.failed(describe_exception(exc), grader=grader)
     verdict = coerce_verdict(result, grader=grader)
     if verdict.grader is None:
-        verdict = Verdict(verdict.reward, dict(verdict.components), dict(verdict.metrics),
-                          verdict.status, verdict.error, grader)
+        verdict = replace(verdict, grader=grader)  # keeps every field (errors, failed_gates, ...)
     return verdict

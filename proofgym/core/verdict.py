@@ -21,6 +21,9 @@ class Verdict:
         * ``status == "unscored"``: grading was deliberately skipped (e.g. an infrastructure
           failure ended the episode); ``reward`` is meaningless.
         * ``components`` hold the rewarded parts, ``metrics`` the logged-only ones (weight 0).
+        * ``errors`` names each part of a composite grader (a rubric component) that raised or
+          timed out, with the reason; its siblings' scores are still in ``components``/``metrics``.
+          ``failed_gates`` lists the gates that did not pass (the reward is then 0).
     """
 
     reward: float
@@ -29,6 +32,8 @@ class Verdict:
     status: VerdictStatus = "scored"
     error: str | None = None
     grader: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    failed_gates: list[str] = field(default_factory=list)
 
     @property
     def scored(self) -> bool:
@@ -48,7 +53,7 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        return cls(**data)
+        return cls(**data)  # records written before ``errors``/``failed_gates`` get the defaults
 
 
 def coerce_verdict(result: object, *, grader: str | None = None) -> Verdict:

@@ -9,7 +9,8 @@ from proofgym.eval.runner import (
     plan_episodes,
     run_plan,
 )
+from proofgym.eval.runs import Run, TrainSplitWarning, start_run
 from proofgym.eval.summary import summarize
 
-__all__ = ["EpisodeSpec", "JsonlSink", "TrajectorySink", "evaluate", "make_env", "plan_episodes",
-           "run_plan", "summarize"]
+__all__ = ["EpisodeSpec", "JsonlSink", "Run", "TrainSplitWarning", "TrajectorySink", "evaluate", "make_env",
+           "plan_episodes", "run_plan", "start_run", "summarize"]

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import gymnasium
-import orjson
 
 from proofgym.env import UniversalVerifiableEnv
-from proofgym.eval.summary import summarize
-from proofgym.record import Trajectory
+from proofgym.eval.runs import start_run
+from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout import Policy, run_episode
 
 
@@ -33,6 +32,10 @@ class EpisodeSpec:
     @property
     def key(self) -> str:
         return f"{self.task_id}#{self.attempt}"
+
+    def trajectory_id(self, contract_id: str | None = None) -> str:
+        """Derived from (contract id, task id, attempt): a resumed run finds its episodes by it."""
+        return trajectory_id_for(contract_id, self.task_id, self.attempt) if contract_id else self.key
 
 
 def plan_episodes(task_ids: Sequence[str], *, episodes: int | None = None, repeats: int = 1,
@@ -91,13 +94,15 @@ def make_env(env_id: str, **kwargs: Any) -> UniversalVerifiableEnv:
 
 def run_plan(env: UniversalVerifiableEnv, policy: Policy, plan: Iterable[EpisodeSpec], *,
              env_id: str = "", sink: TrajectorySink | None = None,
-             on_episode: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
+             on_episode: Callable[[Trajectory], None] | None = None,
+             contract_id: str | None = None) -> list[Trajectory]:
     """Run the planned episodes one after another in ``env`` (the synchronous loop)."""
     trajectories = []
     for spec in plan:
         traj = run_episode(env, policy, task_id=spec.task_id, seed=spec.seed,
-                           trajectory_id=spec.key, env_id=env_id)
+                           trajectory_id=spec.trajectory_id(contract_id), env_id=env_id)
         traj.extra["attempt"] = spec.attempt
+        traj.contract_id = contract_id
         trajectories.append(traj)
         if sink is not None:
             sink.write(traj)
@@ -109,21 +114,28 @@ def run_plan(env: UniversalVerifiableEnv, policy: Policy, plan: Iterable[Episode
 def evaluate(env_id: str, policy: Policy, *, episodes: int | None = None, repeats: int = 1,
              seed: int = 0, out: Path | None = None, env_kwargs: dict[str, Any] | None = None,
              on_episode: Callable[[Trajectory], None] | None = None,
+             resume: Path | None = None, split: str | None = None, splits: Path | None = None,
              ) -> tuple[list[Trajectory], dict[str, Any]]:
-    """Run a policy on ``env_id`` and summarise. With ``out``, writes ``trajectories.jsonl`` (each
-    record flushed as it completes) and ``summary.json``."""
+    """Run a policy on ``env_id`` and summarise.
+
+    With ``out``, a new run directory (a :class:`RunStore`: ``contract.json``, ``splits.json``,
+    ``trajectories.jsonl`` with each record fsynced as it completes, ``summary.json``). With
+    ``resume``, continue the run in that directory: its finished episodes are kept and only the
+    rest run; a different contract is refused. ``split`` restricts the plan to one split of the
+    task set (``train`` warns loudly and is recorded in the contract and summary); ``splits`` a
+    frozen split manifest file to take the splits from.
+    """
     env = make_env(env_id, **(env_kwargs or {}))
-    if env.tasks is None:
-        raise ValueError(f"{env_id!r} has no task set to evaluate on")
-    plan = plan_episodes(env.tasks.ids, episodes=episodes, repeats=repeats, seed=seed)
-    sink = JsonlSink(out) if out is not None else None
     try:
-        trajectories = run_plan(env, policy, plan, env_id=env_id, sink=sink, on_episode=on_episode)
+        run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
+                        seeds={"seed": seed, "episodes": episodes, "repeats": repeats},
+                        out=out, resume=resume, splits=splits)
+        try:
+            plan = run.pending(plan_episodes(run.task_ids, episodes=episodes, repeats=repeats, seed=seed))
+            trajectories = run_plan(env, policy, plan, env_id=env_id, sink=run.store,
+                                    on_episode=on_episode, contract_id=run.contract.id)
+        finally:
+            run.close()
     finally:
-        if sink is not None:
-            sink.close()
         env.close()
-    summary = {"env_id": env_id, "policy": policy.describe(), "seed": seed, **summarize(trajectories)}
-    if out is not None:
-        (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    return trajectories, summary
+    return run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed})

@@ -36,6 +36,11 @@ class StepRecord:
 class Trajectory:
     """An episode: ids, the task and its content hash, every step, how it ended, and its verdict.
 
+    Provenance: ``contract_id`` names the :class:`RolloutContract` the episode ran under,
+    ``task_hash`` the exact task content, ``split`` the task's split (``train``, ``dev``,
+    ``heldout`` or ``burned``); a run store fills the first and last when it records the episode.
+    ``artifact`` is the frozen final state (``Artifact.to_dict()``) so the episode can be re-graded.
+
     Invariants: ``status == "ok"`` means the episode ran to termination or truncation and
     ``verdict`` grades it; ``status == "error"`` means the harness, policy server or runtime failed
     (``error`` says how) and the verdict is ``unscored``: an infrastructure failure is never a 0.
@@ -59,6 +64,9 @@ class Trajectory:
     timings: dict[str, float] = field(default_factory=dict)
     proofgym_version: str = __version__
     extra: dict[str, Any] = field(default_factory=dict)
+    contract_id: str | None = None
+    split: str | None = None
+    artifact: dict[str, Any] | None = None
 
     @property
     def reward(self) -> float | None:
@@ -81,6 +89,7 @@ class Trajectory:
             "verdict": self.verdict.to_dict() if self.verdict else None,
             "reward": self.reward, "status": self.status, "error": self.error,
             "timings": self.timings, "proofgym_version": self.proofgym_version, "extra": self.extra,
+            "contract_id": self.contract_id, "split": self.split, "artifact": self.artifact,
         }
 
     def to_json(self) -> bytes:

@@ -63,7 +63,9 @@ def run_episode(env: UniversalVerifiableEnv, policy: Policy, *, task: Task | Non
     verify_s = 0.0
     if traj.status == "ok" and verify:
         t3 = time.perf_counter()
-        traj.verdict = env.verify(steps)
+        job = env.verification_job(steps)
+        traj.verdict = job.run()
+        traj.artifact = job.artifact.to_dict()  # kept so the run can be re-graded later
         verify_s = time.perf_counter() - t3
     traj.timings = {"policy_s": policy_s, "env_s": env_s, "verify_s": verify_s,
                     "total_s": time.perf_counter() - started}

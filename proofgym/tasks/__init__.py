@@ -1,5 +1,16 @@
-"""Task sets: the distribution of tasks an env draws from."""
+"""Task sets: the distribution of tasks an env draws from, its splits and the held-out guard."""
 
+from proofgym.tasks.loaders import TaskRecordError, dataset_records, read_jsonl_records
+from proofgym.tasks.splits import (
+    BURNED,
+    DEFAULT_RATIOS,
+    SPLITS,
+    HeldOutError,
+    SplitManifest,
+    SplitManifestError,
+    assign_split,
+)
 from proofgym.tasks.taskset import TaskSet
 
-__all__ = ["TaskSet"]
+__all__ = ["BURNED", "DEFAULT_RATIOS", "SPLITS", "HeldOutError", "SplitManifest", "SplitManifestError",
+           "TaskRecordError", "TaskSet", "assign_split", "dataset_records", "read_jsonl_records"]

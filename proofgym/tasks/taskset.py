@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from proofgym.core import Task, TaskNotFoundError
+from proofgym.tasks.splits import DEFAULT_RATIOS, HeldOutError, SplitManifest
 
 
 class TaskSet:
@@ -17,10 +20,18 @@ class TaskSet:
     Invariants: iteration order is the construction order; ``get(id)`` always returns the same
     task; ``sample(rng)`` depends only on the generator's state (so a seeded env samples the same
     task every time); ``content_hash`` changes when any task's content changes.
+
+    Splits: :attr:`manifest` is the frozen train/dev/heldout assignment (by default frozen from the
+    task ids with :data:`DEFAULT_RATIOS`; attach another with :meth:`with_splits`). A task set made
+    by :meth:`for_training` holds only training tasks and refuses any other id with
+    :class:`HeldOutError`, so an env built on it cannot be reset on a held-out task.
     """
 
-    def __init__(self, tasks: Iterable[Task], *, name: str = "tasks") -> None:
+    def __init__(self, tasks: Iterable[Task], *, name: str = "tasks",
+                 manifest: SplitManifest | None = None, training: bool = False) -> None:
         self.name = name
+        self.training = training
+        self._manifest = manifest
         self._tasks: tuple[Task, ...] = tuple(tasks)
         self._by_id: dict[str, Task] = {}
         for task in self._tasks:
@@ -31,6 +42,42 @@ class TaskSet:
             self._by_id[task.id] = task
         if not self._tasks:
             raise ValueError(f"TaskSet {name!r} is empty")
+
+    @classmethod
+    def from_iterable(cls, items: Iterable[Any], *, name: str = "tasks",
+                      task_factory: Callable[[Mapping[str, Any]], Task] | None = None) -> TaskSet:
+        """Tasks from an iterable of :class:`Task` objects, or of records (mappings) turned into
+        tasks by ``task_factory`` (for example ``QATask.from_record``)."""
+        from proofgym.tasks.loaders import tasks_from_records
+
+        return cls(tasks_from_records(items, task_factory, source=name), name=name)
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, task_factory: Callable[[Mapping[str, Any]], Task], *,
+                   name: str | None = None) -> TaskSet:
+        """One task per line of a JSONL file, built by ``task_factory``; a bad line is an error
+        naming the file and line."""
+        from proofgym.tasks.loaders import read_jsonl_records, tasks_from_records
+
+        path = Path(path)
+        return cls(tasks_from_records(read_jsonl_records(path), task_factory, source=str(path)),
+                   name=name or path.stem)
+
+    @classmethod
+    def from_hf(cls, dataset: Any, task_factory: Callable[[Mapping[str, Any]], Task], *,
+                name: str | None = None, fields: Mapping[str, str] | None = None) -> TaskSet:
+        """Tasks from a Hugging Face ``datasets.Dataset`` (the ``datasets`` extra), or the
+        directory one was saved to (``Dataset.save_to_disk``), one task per row; ``fields``
+        renames columns to the record keys ``task_factory`` expects."""
+        from proofgym.tasks.loaders import dataset_records, load_dataset_dir, tasks_from_records
+
+        if isinstance(dataset, (str, Path)):
+            name = name or Path(dataset).name
+            dataset = load_dataset_dir(dataset)
+
+        label = name or getattr(getattr(dataset, "info", None), "dataset_name", None) or "hf-dataset"
+        return cls(tasks_from_records(dataset_records(dataset, fields), task_factory, source=label),
+                   name=label)
 
     @classmethod
     def from_generator(cls, factory: Callable[[int], Task], n: int, *, name: str = "tasks") -> TaskSet:
@@ -57,6 +104,12 @@ class TaskSet:
         try:
             return self._by_id[task_id]
         except KeyError:
+            if self._manifest is not None and task_id in self._manifest.tasks:
+                if self.training:
+                    self._manifest.check_training([task_id])  # raises HeldOutError
+                raise TaskNotFoundError(
+                    f"task {task_id!r} is in split {self._manifest.split_of(task_id)!r}, "
+                    f"not in {self.name!r}") from None
             close = difflib.get_close_matches(str(task_id), self._by_id, n=3)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise TaskNotFoundError(
@@ -65,6 +118,44 @@ class TaskSet:
 
     def sample(self, rng: np.random.Generator) -> Task:
         return self._tasks[int(rng.integers(len(self._tasks)))]
+
+    # ----------------------------------------------------------------- splits
+    @property
+    def manifest(self) -> SplitManifest:
+        """The split manifest (frozen from the ids with the default ratios unless one was set)."""
+        if self._manifest is None:
+            self._manifest = SplitManifest.freeze(self._tasks, name=self.name,
+                                                  taskset_hash=self.content_hash, ratios=DEFAULT_RATIOS)
+        return self._manifest
+
+    def with_splits(self, manifest: SplitManifest | None = None, *,
+                    ratios: Mapping[str, float] | None = None, salt: str = "") -> TaskSet:
+        """This task set with a given manifest (checked against the tasks' content hashes), or
+        with a manifest frozen now from ``ratios``/``salt``."""
+        if manifest is None:
+            manifest = SplitManifest.freeze(self._tasks, name=self.name, taskset_hash=self.content_hash,
+                                            ratios=ratios or DEFAULT_RATIOS, salt=salt)
+        else:
+            manifest.verify_tasks(self._tasks)
+        return TaskSet(self._tasks, name=self.name, manifest=manifest, training=self.training)
+
+    def split_of(self, task_id: str) -> str:
+        return self.manifest.split_of(task_id)
+
+    def split(self, name: str) -> TaskSet:
+        """The tasks of one split (``train``, ``dev``, ``heldout``; burned tasks leave ``heldout``).
+        ``split("train")`` is guarded like :meth:`for_training`."""
+        pool = set(self.manifest.pool(name))
+        subset = [t for t in self._tasks if t.id in pool]
+        if not subset:
+            raise ValueError(f"split {name!r} of task set {self.name!r} is empty "
+                             f"(split sizes: {self.manifest.counts()})")
+        return TaskSet(subset, name=f"{self.name}[{name}]", manifest=self.manifest,
+                       training=name == "train")
+
+    def for_training(self) -> TaskSet:
+        """The training tasks only; asking it for any other task raises :class:`HeldOutError`."""
+        return self.split("train")
 
     @property
     def content_hash(self) -> str:
@@ -75,3 +166,6 @@ class TaskSet:
 
     def __repr__(self) -> str:
         return f"TaskSet({self.name!r}, {len(self)} tasks)"
+
+
+__all__ = ["HeldOutError", "TaskSet"]

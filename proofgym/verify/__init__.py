@@ -1,4 +1,4 @@
-"""Verification: verdicts and graders."""
+"""Verification: verdicts, rubrics, built-in graders, the LLM judge, and re-grading."""
 
 from proofgym.core import Verdict, grade
 from proofgym.verify.answers import (
@@ -8,6 +8,44 @@ from proofgym.verify.answers import (
     math_equivalent,
     normalize_text,
 )
+from proofgym.verify.graders import (
+    GRADERS,
+    AnswerGrader,
+    ExactMatch,
+    GraderSpecError,
+    MathMatch,
+    NormalizedMatch,
+    NumericMatch,
+    RegexMatch,
+    make_grader,
+)
+from proofgym.verify.judge import JUDGE_PROMPTS, JudgeError, LLMJudge
+from proofgym.verify.qa import QATask
+from proofgym.verify.rubric import Component, MultiRubric, Rubric, score_all
 
-__all__ = ["HedgedAnswer", "Verdict", "boxed_contents", "extract_final_answer", "grade",
-           "math_equivalent", "normalize_text"]
+__all__ = [
+    "GRADERS",
+    "JUDGE_PROMPTS",
+    "AnswerGrader",
+    "Component",
+    "ExactMatch",
+    "GraderSpecError",
+    "HedgedAnswer",
+    "JudgeError",
+    "LLMJudge",
+    "MathMatch",
+    "MultiRubric",
+    "NormalizedMatch",
+    "NumericMatch",
+    "QATask",
+    "RegexMatch",
+    "Rubric",
+    "Verdict",
+    "boxed_contents",
+    "extract_final_answer",
+    "grade",
+    "make_grader",
+    "math_equivalent",
+    "normalize_text",
+    "score_all",
+]

@@ -1,0 +1,96 @@
+"""``proofgym splits freeze|show|burn``: the frozen train/dev/heldout manifest of a task set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from proofgym.cli.console import console
+
+splits_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                         help="Freeze, inspect and burn the train/dev/heldout splits of a task set.")
+
+
+def _fail(exc: Exception) -> None:
+    console.print(f"[bold red]error:[/] {exc}")
+    raise typer.Exit(2) from None
+
+
+@splits_app.command("freeze")
+def freeze_command(
+    env_id: Annotated[str, typer.Argument(metavar="ENV", help="e.g. proofgym/Arith-v0")],
+    out: Annotated[Path, typer.Option(help="Manifest file to write.")],
+    ratios: Annotated[str, typer.Option(help="train,dev,heldout fractions summing to 1.")] = "0.8,0.1,0.1",
+    salt: Annotated[str, typer.Option(help="Changes every assignment (a new, independent split).")] = "",
+) -> None:
+    """Assign every task of ENV to a split by a hash of its id and write the manifest."""
+    from proofgym.core import ProofgymError
+    from proofgym.eval import make_env
+
+    try:
+        values = [float(x) for x in ratios.split(",")]
+    except ValueError:
+        raise typer.BadParameter(f"{ratios!r} is not three comma-separated numbers",
+                                 param_hint="--ratios") from None
+    if len(values) != 3:
+        raise typer.BadParameter("give three fractions: train,dev,heldout", param_hint="--ratios")
+    if out.exists():
+        _fail(FileExistsError(f"{out} exists; a frozen manifest is never overwritten (choose another "
+                              "file, or delete it knowingly)"))
+    env = make_env(env_id)
+    try:
+        if env.tasks is None:
+            _fail(ValueError(f"{env_id!r} has no task set"))
+        try:
+            split_ratios = dict(zip(("train", "dev", "heldout"), values, strict=True))
+            tasks = env.tasks.with_splits(ratios=split_ratios, salt=salt)
+        except ProofgymError as exc:
+            _fail(exc)
+        tasks.manifest.save(out)
+        _print(tasks.manifest, out)
+    finally:
+        env.close()
+
+
+@splits_app.command("show")
+def show_command(manifest: Annotated[Path, typer.Argument(help="A manifest file or run directory.")]) -> None:
+    """Print split sizes, the manifest hash and the burned tasks."""
+    from proofgym.tasks import SplitManifest, SplitManifestError
+
+    path = manifest / "splits.json" if manifest.is_dir() else manifest
+    try:
+        _print(SplitManifest.load(path), path)
+    except (SplitManifestError, FileNotFoundError) as exc:
+        _fail(exc)
+
+
+@splits_app.command("burn")
+def burn_command(
+    manifest: Annotated[Path, typer.Argument(help="The manifest file to update.")],
+    task_ids: Annotated[list[str], typer.Argument(metavar="TASK_ID...",
+                                                  help="Tasks that influenced training.")],
+    reason: Annotated[str, typer.Option(help="What they influenced (recorded in the manifest).")],
+) -> None:
+    """Mark tasks as burned: they leave the held-out pool, and the manifest records why."""
+    from proofgym.tasks import SplitManifest, SplitManifestError
+
+    try:
+        loaded = SplitManifest.load(manifest)
+        for task_id in task_ids:
+            loaded.burn(task_id, reason)
+        loaded.save(manifest)
+    except (SplitManifestError, FileNotFoundError) as exc:
+        _fail(exc)
+    _print(loaded, manifest)
+
+
+def _print(manifest, path: Path) -> None:
+    table = Table(title=f"{manifest.taskset} · splits {manifest.digest} · {path}", show_header=False)
+    for name, count in manifest.counts().items():
+        table.add_row(name, str(count))
+    console.print(table)
+    for task_id, entry in manifest.burned.items():
+        console.print(f"burned {task_id} (was {entry['was']}): {entry['reason']}")

@@ -1,0 +1,35 @@
+"""``proofgym verify RUN``: re-grade a stored run; new verdicts go beside the old ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from proofgym.cli.console import console
+
+
+def verify_command(
+    run: Annotated[Path, typer.Argument(help="A run directory written by `proofgym eval`.")],
+    verifier_version: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        help="Grade with this verifier version instead of the tasks' current one.")] = None,
+) -> None:
+    """Re-grade every finished trajectory of RUN and append the verdicts to RUN/verdicts.jsonl."""
+    from proofgym.core import ProofgymError
+    from proofgym.verify.regrade import regrade_run
+
+    try:
+        report = regrade_run(run, verifier_version=verifier_version)
+    except ProofgymError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    table = Table(title=f"re-grade of {run} · verifier {verifier_version or 'current'}",
+                  show_header=False)
+    for key, value in report.to_dict().items():
+        if key == "verifier_version" and value is None:
+            value = "current (each task's own)"
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    console.print(table)
+    console.print(f"appended {len(report.records)} verdicts to {run / 'verdicts.jsonl'}")

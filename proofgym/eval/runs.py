@@ -1,0 +1,110 @@
+"""The provenance side of a run, shared by every episode loop (the synchronous one in ``runner``
+and the concurrent orchestrator): the contract, the run store, resume, and the split checks.
+
+A loop does::
+
+    run = start_run(env, policy.describe(), env_id=..., split=..., seeds=..., out=..., resume=...)
+    plan = run.pending(plan_episodes(run.task_ids, ...))   # what a resumed run still has to do
+    ... write each finished trajectory to run.store (a TrajectorySink), ids from run.contract.id ...
+    trajectories, summary = run.finish(trajectories, {"env_id": ..., ...})
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from proofgym.env import UniversalVerifiableEnv
+from proofgym.eval.summary import summarize
+from proofgym.record import RolloutContract, RunStore, Trajectory, trajectory_id_for
+from proofgym.tasks import SplitManifest
+
+if TYPE_CHECKING:
+    from proofgym.eval.runner import EpisodeSpec
+
+
+class TrainSplitWarning(UserWarning):
+    """An evaluation ran on the train split: its numbers say nothing about generalisation."""
+
+
+def train_split_warning(env_id: str) -> str:
+    return (f"EVALUATING {env_id} ON THE TRAIN SPLIT: these tasks may have been trained on, so the "
+            "numbers measure fit, not generalisation. Use --split heldout (or dev) for results.")
+
+
+@dataclass
+class Run:
+    """A started run: its contract, its store (``None`` for an in-memory run), the task ids to
+    plan over, how many episodes a resumed store already had, and the run's warnings."""
+
+    env: UniversalVerifiableEnv
+    contract: RolloutContract
+    store: RunStore | None
+    task_ids: list[str]
+    done_before: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def pending(self, plan: Iterable[EpisodeSpec]) -> list[EpisodeSpec]:
+        """The planned episodes that the store does not hold yet."""
+        done = self.store.completed if self.store is not None else set()
+        return [s for s in plan
+                if trajectory_id_for(self.contract.id, s.task_id, s.attempt) not in done]
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+    def finish(self, trajectories: list[Trajectory],
+               fields: Mapping[str, Any]) -> tuple[list[Trajectory], dict[str, Any]]:
+        """All the run's trajectories (a resumed store's included) and its summary, written to the
+        store's ``summary.json``."""
+        if self.store is not None:
+            trajectories = self.store.trajectories()
+        else:  # the store stamps what it records; without one, stamp here
+            assert self.env.tasks is not None
+            for traj in trajectories:
+                traj.contract_id = self.contract.id
+                traj.split = self.env.tasks.split_of(traj.task_id)
+                if "attempt" in traj.extra:  # whichever loop ran it, the id is the derived one
+                    traj.trajectory_id = trajectory_id_for(self.contract.id, traj.task_id,
+                                                           int(traj.extra["attempt"]))
+        split = self.contract["tasks"]["split"]
+        summary = {**fields, "contract_id": self.contract.id, "split": split, "warnings": self.warnings,
+                   "resumed_from": self.done_before, **summarize(trajectories)}
+        if self.store is not None:
+            self.store.write_summary(summary)
+        return trajectories, summary
+
+
+def start_run(env: UniversalVerifiableEnv, policy: Mapping[str, Any], *, env_id: str,
+              env_kwargs: Mapping[str, Any] | None = None, split: str | None = None,
+              seeds: Mapping[str, Any] | None = None, out: Path | None = None,
+              resume: Path | None = None, verifiers: Mapping[str, Any] | None = None,
+              splits: SplitManifest | Path | None = None) -> Run:
+    """Build the contract and open the store: a new run in ``out``, or continue ``resume``
+    (refused, naming the changes, when the contract differs). ``split="train"`` warns loudly.
+    ``splits`` is a frozen split manifest (or its file) to use instead of the task set's default
+    one; it must match the tasks' content hashes, and its burned tasks leave the held-out pool."""
+    if env.tasks is None:
+        raise ValueError(f"{env_id!r} has no task set to evaluate on")
+    if out is not None and resume is not None and Path(out).resolve() != Path(resume).resolve():
+        raise ValueError(f"resume={resume} continues the run in that directory; out={out} differs")
+    if splits is not None:
+        manifest = splits if isinstance(splits, SplitManifest) else SplitManifest.load(splits)
+        env.tasks = env.tasks.with_splits(manifest)
+    notes = []
+    if split == "train":
+        notes.append(train_split_warning(env_id))
+        warnings.warn(notes[-1], TrainSplitWarning, stacklevel=3)
+    task_ids = env.tasks.split(split).ids if split is not None else env.tasks.ids
+    contract = RolloutContract.build(env, policy=policy, env_id=env_id, env_kwargs=env_kwargs,
+                                     split=split, seeds=seeds, verifiers=verifiers)
+    store = None
+    if resume is not None:
+        store = RunStore.resume(resume, contract, manifest=env.tasks.manifest)
+    elif out is not None:
+        store = RunStore.create(out, contract, manifest=env.tasks.manifest)
+    return Run(env, contract, store, task_ids, len(store.completed) if store else 0, notes)

@@ -1,0 +1,194 @@
+"""Train / dev / held-out splits, assigned by a stable hash of each task id and frozen in a manifest.
+
+Why a hash of the id: the assignment of a task must not depend on the order of the task set, the
+process, the machine or the Python version (``hash()`` is salted per process), so a task never
+drifts from held-out into train between two runs. Why a manifest: the assignment and the content
+hash of every task are frozen in a JSON file, so a later change of a task, of the ratios or of the
+hash scheme is detected instead of silently re-shuffling the splits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proofgym.core import ProofgymError, Task
+
+SPLITS = ("train", "dev", "heldout")
+DEFAULT_RATIOS: Mapping[str, float] = {"train": 0.8, "dev": 0.1, "heldout": 0.1}
+#: The split name records carry for a held-out task that influenced training.
+BURNED = "burned"
+MANIFEST_VERSION = 1
+
+
+class HeldOutError(ProofgymError):
+    """A held-out (or dev) task was requested for training."""
+
+
+class SplitManifestError(ProofgymError, ValueError):
+    """A split manifest that is malformed or does not match its task set."""
+
+
+def id_hash(task_id: str) -> str:
+    """The sha256 of a task id (hex): what a split assignment is computed from."""
+    return hashlib.sha256(task_id.encode()).hexdigest()
+
+
+def assign_split(task_id: str, ratios: Mapping[str, float] = DEFAULT_RATIOS, *, salt: str = "") -> str:
+    """The split of ``task_id``: a point in [0, 1) from sha256(salt, id), bucketed by ``ratios``
+    in the order train, dev, heldout. Stable across processes, machines and Python versions."""
+    ratios = _check_ratios(ratios)
+    digest = hashlib.sha256(f"proofgym-split\0{salt}\0{task_id}".encode()).digest()
+    point = int.from_bytes(digest[:8], "big") / 2**64
+    edge = 0.0
+    for name in SPLITS:
+        edge += ratios[name]
+        if point < edge:
+            return name
+    return SPLITS[-1]  # float rounding at the very top of the range
+
+
+def _check_ratios(ratios: Mapping[str, float]) -> dict[str, float]:
+    unknown = set(ratios) - set(SPLITS)
+    if unknown:
+        raise SplitManifestError(f"unknown split names {sorted(unknown)}; splits are {list(SPLITS)}")
+    out = {name: float(ratios.get(name, 0.0)) for name in SPLITS}
+    if any(v < 0 for v in out.values()) or abs(sum(out.values()) - 1.0) > 1e-9:
+        raise SplitManifestError(f"split ratios must be non-negative and sum to 1, got {out}")
+    return out
+
+
+@dataclass
+class SplitManifest:
+    """The frozen split of one task set.
+
+    Invariants:
+        * ``tasks`` maps every task id to its split, its id hash and its content hash at freezing
+          time; assignments never change after freezing (re-freeze to change ratios).
+        * A burned task stays listed under its original split but leaves the held-out pool
+          (:meth:`pool`) and is reported as ``"burned"`` by :meth:`split_of`; ``burned`` records
+          why, so the manifest says which held-out numbers are no longer clean.
+        * :attr:`digest` is the sha256 of the canonical JSON: it goes into the rollout contract.
+    """
+
+    taskset: str
+    taskset_hash: str
+    ratios: dict[str, float]
+    salt: str = ""
+    tasks: dict[str, dict[str, str]] = field(default_factory=dict)
+    burned: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def freeze(cls, tasks: Iterable[Task], *, name: str, taskset_hash: str,
+               ratios: Mapping[str, float] = DEFAULT_RATIOS, salt: str = "") -> SplitManifest:
+        checked = _check_ratios(ratios)
+        entries = {t.id: {"split": assign_split(t.id, checked, salt=salt), "id_hash": id_hash(t.id),
+                          "content_hash": t.content_hash} for t in tasks}
+        return cls(name, taskset_hash, checked, salt, entries)
+
+    # ------------------------------------------------------------- queries
+    def split_of(self, task_id: str) -> str:
+        """``train``, ``dev``, ``heldout``, or ``burned`` for a held-out task that was burned."""
+        if task_id in self.burned:
+            return BURNED
+        try:
+            return self.tasks[task_id]["split"]
+        except KeyError:
+            raise SplitManifestError(
+                f"task {task_id!r} is not in the split manifest of {self.taskset!r}; the manifest "
+                "was frozen for another version of the task set: freeze it again") from None
+
+    def pool(self, split: str) -> list[str]:
+        """Ids usable as ``split`` now, in manifest order (burned tasks leave every pool but
+        ``burned``)."""
+        if split not in (*SPLITS, BURNED):
+            raise SplitManifestError(f"unknown split {split!r}; use one of {[*SPLITS, BURNED]}")
+        return [tid for tid in self.tasks if self.split_of(tid) == split]
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(self.pool(name)) for name in (*SPLITS, BURNED)}
+
+    def check_training(self, task_ids: Iterable[str]) -> None:
+        """The held-out guard: raise :class:`HeldOutError` if any id is not a training task."""
+        bad = [(tid, self.split_of(tid)) for tid in task_ids if self.split_of(tid) != "train"]
+        if bad:
+            shown = ", ".join(f"{tid!r} ({split})" for tid, split in bad[:5])
+            more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+            raise HeldOutError(
+                f"refusing to train on non-training tasks: {shown}{more}. Only tasks of the "
+                f"'train' split of {self.taskset!r} may be sampled for training; use "
+                "TaskSet.split('train') or TaskSet.for_training()")
+
+    def verify_tasks(self, tasks: Iterable[Task]) -> None:
+        """Raise when a task's content changed since freezing, or a task is missing from it."""
+        problems = []
+        for t in tasks:
+            entry = self.tasks.get(t.id)
+            if entry is None:
+                problems.append(f"{t.id!r} is not in the manifest")
+            elif entry["content_hash"] != t.content_hash:
+                problems.append(f"{t.id!r} changed (content hash {entry['content_hash']} -> "
+                                f"{t.content_hash})")
+        if problems:
+            raise SplitManifestError(
+                f"the task set no longer matches its split manifest ({len(problems)} problems: "
+                f"{'; '.join(problems[:5])}); freeze a new manifest and record why")
+
+    # ------------------------------------------------------------- changes
+    def burn(self, task_id: str, reason: str) -> None:
+        """Mark a task that influenced training (a held-out task used for tuning, a leaked
+        prompt): it leaves the held-out pool, and the manifest records why."""
+        if task_id not in self.tasks:
+            raise SplitManifestError(f"cannot burn {task_id!r}: not in the manifest of {self.taskset!r}")
+        if not reason.strip():
+            raise SplitManifestError("burning a task needs a reason (what it influenced)")
+        self.burned[task_id] = {"reason": reason, "was": self.tasks[task_id]["split"]}
+
+    # ------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": MANIFEST_VERSION, "taskset": self.taskset, "taskset_hash": self.taskset_hash,
+                "ratios": self.ratios, "salt": self.salt, "tasks": self.tasks, "burned": self.burned}
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(orjson.dumps(self.to_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SplitManifest:
+        if data.get("version") != MANIFEST_VERSION:
+            raise SplitManifestError(f"split manifest version {data.get('version')!r} is not "
+                                     f"supported (expected {MANIFEST_VERSION})")
+        try:
+            return cls(data["taskset"], data["taskset_hash"], _check_ratios(data["ratios"]),
+                       data.get("salt", ""), dict(data["tasks"]), dict(data.get("burned", {})))
+        except KeyError as exc:
+            raise SplitManifestError(f"split manifest lacks the field {exc.args[0]!r}") from None
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically (a temporary file renamed over the target), so a crash leaves the old
+        manifest or the new one, never half of one."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("wb") as f:
+            f.write(self.to_json())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> SplitManifest:
+        try:
+            data = orjson.loads(Path(path).read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise SplitManifestError(f"{path}: not a JSON split manifest ({exc})") from None
+        return cls.from_dict(data)
