@@ -11,6 +11,7 @@ import proofgym  # noqa: F401 - registers the bundled environments with Gymnasiu
 from proofgym.cli.envs_cmd import envs_command
 from proofgym.cli.eval_cmd import eval_command
 from proofgym.cli.export_cmd import export_command
+from proofgym.cli.report_cmd import report_command
 from proofgym.cli.validate_cmd import validate_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -19,6 +20,7 @@ app.command("eval")(eval_command)
 app.command("envs")(envs_command)
 app.command("validate")(validate_command)
 app.command("export")(export_command)
+app.command("report")(report_command)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ import gymnasium
 import orjson
 
 from proofgym.env import UniversalVerifiableEnv
+from proofgym.eval.report import write_report
 from proofgym.eval.summary import summarize
 from proofgym.record import Trajectory
 from proofgym.rollout import Policy, run_episode
@@ -126,4 +127,5 @@ def evaluate(env_id: str, policy: Policy, *, episodes: int | None = None, repeat
     summary = {"env_id": env_id, "policy": policy.describe(), "seed": seed, **summarize(trajectories)}
     if out is not None:
         (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        write_report(out, trajectories=trajectories, summary=summary)
     return trajectories, summary
