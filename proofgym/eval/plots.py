@@ -92,8 +92,10 @@ def line(points: Sequence[tuple[float, float]], *, label: str, x_label: str = ""
     xs = [x for x, _ in points]
     x0, x1 = min(xs), max(xs)
 
+    pad = 22  # keep the first and last points off the axes
+
     def px(x: float) -> float:
-        return left + (span / 2 if x1 == x0 else (x - x0) / (x1 - x0) * span)
+        return left + pad + (span / 2 - pad if x1 == x0 else (x - x0) / (x1 - x0) * (span - 2 * pad))
 
     def py(y: float) -> float:
         return top_pad + plot_h - max(0.0, min(1.0, y / y_max)) * plot_h

@@ -179,6 +179,9 @@ def _rubric(s: dict[str, Any]) -> str:
 
 def _contract(run: Run, trajectories: list[Trajectory]) -> str:
     ids = sorted({c for c in (contract_id_of(t) for t in trajectories) if c})
+    if run.contract is not None and not ids:
+        own = run.contract.get("contract_id") or run.contract.get("id")
+        ids = [str(own)] if own else []
     id_text = ", ".join(ids) if ids else "none recorded"
     if run.contract is None:
         return (f'<p>Contract id: <code>{escape(id_text)}</code>. <span class="muted">This run '
