@@ -63,7 +63,7 @@ def test_every_bundled_env_passes_validation(cli, env_id, tmp_path):
     result = orjson.loads(out.read_bytes())
     assert result["ok"] is True and result["tasks"] == 12
     names = [c["name"] for c in result["checks"]]
-    assert names[:2] == ["reference", "do_nothing"]
+    assert names[:3] == ["reference", "do_nothing", "no_action"]
     assert "same_verdict_twice" in names and "ships_controls" in names
     assert sum(n.startswith("control:") for n in names) >= 2, "bundled envs ship controls"
     assert all(c["passed"] == c["tasks"] == 12 for c in result["checks"])
@@ -78,7 +78,7 @@ def test_a_broken_control_fails_with_a_clear_row(tmp_path):
     rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines()
             if line.startswith("│") and line.split("│")[1].strip()}
     hedge = [c.strip() for c in rows["control:hedge"].split("│")[1:-1]]
-    assert hedge == ["control:hedge", "scores 0", "3", "0", "3", "lenient-0, lenient-1, lenient-2"]
+    assert hedge == ["control:hedge", "= 0", "3", "0", "3", "lenient-0, lenient-1, lenient-2"]
     known = [c.strip() for c in rows["control:known_wrong"].split("│")[1:-1]]
     assert known[2:5] == ["3", "3", "0"]
     assert "FAIL control:hedge · lenient-0: scored 1, expected 0" in proc.stdout
@@ -133,6 +133,13 @@ def test_grader_errors_nondeterminism_and_missing_parts_are_failures():
     rows = {c.name: c for c in validate_env(_env(tasks), tasks).checks}
     assert rows["reference"].ok and not rows["same_verdict_twice"].ok
     assert rows["same_verdict_twice"].failures[0][0] == "t1"
+    assert "metrics.call 0.0 then 1.0" in rows["same_verdict_twice"].failures[0][1]
+
+    def timed(task, message):  # durations differ between gradings by nature: not a failure
+        return Verdict(float(message == "yes"), metrics={"test_run_s": float(next(calls))})
+
+    tasks = [_Answer(3, timed)]
+    assert validate_env(_env(tasks), tasks).ok
 
     class Bare(_Answer):
         def reference_solution(self):

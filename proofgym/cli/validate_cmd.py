@@ -38,9 +38,9 @@ def validate_command(
             raise typer.Exit(2) from None
 
     table = Table(title=f"{env_id} · grader validation · {report.tasks} tasks")
-    for column in ("check", "expects", "tasks", "passed", "failed", "failing tasks"):
+    for column in ("check", "expects", "tasks", "passed", "failed", "failing"):
         table.add_column(column, justify="right" if column in ("tasks", "passed", "failed") else "left",
-                         no_wrap=column == "check")
+                         no_wrap=column != "failing", overflow="fold")
     for check in report.checks:
         ids = [t for t, _ in check.failures]
         shown = ", ".join(ids[:SHOWN_IDS])

@@ -1,7 +1,8 @@
 """Grader validation: prove a grader sound before anyone trains on it (``proofgym validate``).
 
-For every task: its reference solution must score 1; doing nothing (ending the turn with an
-empty message, and again whenever asked) must score 0; every negative control the task ships
+For every task: its reference solution must score 1; doing nothing must score 0, both as an
+episode that ends every turn with an empty message (``do_nothing``) and as an empty trace graded
+on the untouched initial state (``no_action``); every negative control the task ships
 (``Task.controls()``: known-wrong answers, shortcuts, tampering) must score 0; and grading the
 same trajectory twice must give the same verdict. A grader error is a failure, never a pass.
 """
@@ -21,8 +22,13 @@ from proofgym.rollout import ControlPolicy, Policy, ReferencePolicy, ScriptedPol
 #: Rewards within this distance of the expected 1 or 0 pass (graders compute in floating point).
 TOLERANCE = 1e-9
 
+#: Metrics with these suffixes are durations: they differ from one grading to the next by nature,
+#: so the determinism check leaves them out (every other field of the verdict must be identical).
+DURATION_SUFFIXES = ("_s", "_ms", "_seconds")
+
 REFERENCE = "reference"
 DO_NOTHING = "do_nothing"
+NO_ACTION = "no_action"
 DETERMINISTIC = "same_verdict_twice"
 HAS_CONTROLS = "ships_controls"
 
@@ -90,6 +96,18 @@ def _score_problem(verdict: Verdict | None, traj: Trajectory, expected: float) -
     return None
 
 
+def verdict_difference(first: Verdict, second: Verdict) -> str | None:
+    """What differs between two gradings of one trajectory (``None``: the same verdict), ignoring
+    duration metrics (``*_s``, ``*_ms``, ``*_seconds``)."""
+    a, b = first.to_dict(), second.to_dict()
+    diffs = [f"{k} {a[k]!r} then {b[k]!r}" for k in a if k != "metrics" and a[k] != b[k]]
+    ma, mb = a["metrics"], b["metrics"]
+    for name in sorted(set(ma) | set(mb)):
+        if not name.endswith(DURATION_SUFFIXES) and ma.get(name) != mb.get(name):
+            diffs.append(f"metrics.{name} {ma.get(name)!r} then {mb.get(name)!r}")
+    return "; ".join(diffs) or None
+
+
 def _play(env: UniversalVerifiableEnv, policy: Policy, task: Task,
           ) -> tuple[Trajectory, Verdict | None, Verdict | None]:
     """Run one episode and grade its trajectory twice, each time from a fresh verification job."""
@@ -101,25 +119,40 @@ def _play(env: UniversalVerifiableEnv, policy: Policy, task: Task,
     return traj, first, second
 
 
+def _no_action_problem(env: UniversalVerifiableEnv, task: Task) -> str | None:
+    """Grade an empty trace right after ``reset``: the agent did nothing at all."""
+    try:
+        env.reset(seed=0, options={"task": task})
+    except Exception as exc:  # a task whose reset fails cannot be validated; say so in its row
+        return f"reset failed: {describe_exception(exc)}"
+    verdict = env.verify([])
+    traj = Trajectory(trajectory_id="no_action", env_id="", task_id=task.id, task_hash="", seed=0,
+                      policy={}, prompt="", tools=[])
+    return _score_problem(verdict, traj, 0.0)
+
+
 def validate_env(env: UniversalVerifiableEnv, tasks: Sequence[Task], *, env_id: str = "",
                  on_task: Callable[[Task], None] | None = None) -> ValidationReport:
     """Validate the grader of ``tasks`` in ``env`` (see the module docstring for the checks)."""
-    reference = CheckResult(REFERENCE, "scores 1")
-    nothing = CheckResult(DO_NOTHING, "scores 0")
+    reference = CheckResult(REFERENCE, "= 1")
+    nothing = CheckResult(DO_NOTHING, "= 0")
+    no_action = CheckResult(NO_ACTION, "= 0")
     unstable: dict[str, str] = {}  # task id -> the first episode graded differently twice
-    shipped = CheckResult(HAS_CONTROLS, "at least one negative control")
+    shipped = CheckResult(HAS_CONTROLS, "≥ 1 control")
     controls: dict[str, CheckResult] = {}
 
     def check(result: CheckResult, policy: Policy, task: Task, expected: float) -> None:
         traj, first, second = _play(env, policy, task)
         result.record(task.id, _score_problem(first, traj, expected))
-        if first is not None and (second is None or first.to_dict() != second.to_dict()):
-            unstable.setdefault(task.id, f"{result.name}: {first.to_dict()} then "
-                                         f"{second and second.to_dict()}")
+        if first is not None:
+            diff = "no second verdict" if second is None else verdict_difference(first, second)
+            if diff is not None:
+                unstable.setdefault(task.id, f"{result.name}: {diff}")
 
     for task in tasks:
         check(reference, ReferencePolicy(), task, 1.0)
         check(nothing, ScriptedPolicy([], name="do_nothing"), task, 0.0)
+        no_action.record(task.id, _no_action_problem(env, task))
         try:
             names = list(task.controls())
         except Exception as exc:  # a broken controls() is a validation failure, reported as such
@@ -128,16 +161,16 @@ def validate_env(env: UniversalVerifiableEnv, tasks: Sequence[Task], *, env_id: 
         else:
             shipped.record(task.id, None if names else "the task ships no negative controls")
         for name in names:
-            row = controls.setdefault(name, CheckResult(f"control:{name}", "scores 0"))
+            row = controls.setdefault(name, CheckResult(f"control:{name}", "= 0"))
             check(row, ControlPolicy(name), task, 0.0)
         if on_task is not None:
             on_task(task)
     # every graded episode of a task is regraded; the task passes when all gave the same verdict
-    determinism = CheckResult(DETERMINISTIC, "same verdict when graded twice")
+    determinism = CheckResult(DETERMINISTIC, "same twice")
     for task in tasks:
         determinism.record(task.id, unstable.get(task.id))
     return ValidationReport(env_id, len(tasks),
-                            [reference, nothing, *controls.values(), determinism, shipped])
+                            [reference, nothing, no_action, *controls.values(), determinism, shipped])
 
 
 def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] | None = None,
