@@ -209,6 +209,12 @@ def render_report(run: Run, summary: dict[str, Any] | None = None) -> str:
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     tools = sorted({str(tool.get("function", {}).get("name", "?")) for t in trajs[:1] for tool in t.tools})
     figures = _plots(s, [t.reward for t in trajs if t.reward is not None])
+    # run-level warnings (e.g. an evaluation on the train split) belong above every number
+    notes = [str(w) for w in s.get("warnings") or []]
+    notes += [f"{len(run.skipped_lines)} torn line(s) at the end of trajectories.jsonl were skipped"
+              for _ in [0] if run.skipped_lines]
+    banner = "".join(f'<p class="warning">{escape(n)}</p>' for n in notes)
+    split = f" · split {escape(str(s['split']))}" if s.get("split") else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{csp}">
@@ -218,12 +224,13 @@ def render_report(run: Run, summary: dict[str, Any] | None = None) -> str:
 <style>{css}</style></head>
 <body>
 <header><h1>{escape(title)}</h1>
-<p class="sub">{len(trajs)} episodes · {escape(str(run.path))} · tools: {escape(", ".join(tools) or "none")}
+<p class="sub">{len(trajs)} episodes{split} · {escape(str(run.path))}
+ · tools: {escape(", ".join(tools) or "none")}
  · policy <code>{escape(orjson.dumps(policy, default=repr).decode())}</code>
  · proofgym {escape(__version__)} · report generated {generated}</p>
 <nav><a href="#headline">Numbers</a><a href="#contract">Contract</a><a href="#plots">Plots</a>
 <a href="#rubric">Rubric</a><a href="#tasks">Tasks</a><a href="#transcripts">Transcripts</a></nav></header>
-<main>
+<main>{banner}
 <section id="headline"><h2>Headline numbers</h2>{_headline(s)}</section>
 <section id="contract"><h2>Contract</h2>{_contract(run, trajs)}</section>
 <section id="plots"><h2>Plots</h2><div class="plots">{figures}</div></section>
