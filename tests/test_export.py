@@ -160,3 +160,21 @@ def test_system_prompt_and_string_arguments_are_kept(tmp_path):
     assert messages[0] == {"role": "system", "content": "Be brief."}
     assert messages[2]["tool_calls"][0]["function"]["arguments"] == '{"expression": 1'  # verbatim
     assert messages[3]["role"] == "tool" and "not valid JSON" in messages[3]["content"]
+
+
+def test_calls_from_one_model_reply_share_one_assistant_message(tmp_path):
+    """The OpenAI policy records the 2nd..nth call of one reply with usage["from_previous_call"]."""
+    run = _run(tmp_path, "proofgym/Arith-v0", Alternating(), "run", episodes=1)
+    traj = load_run(run).trajectories[0]
+    first = traj.steps[0]
+    second = type(first)(ToolCallAction("calculator", {"expression": "1 + 1"}, "call_b"),
+                         {"type": "tool_output", "observation": "2", "turn": 0}, {},
+                         usage={"from_previous_call": True})
+    first.usage = {"prompt_tokens": 10, "completion_tokens": 5}
+    traj.steps.insert(1, second)
+    messages = chat_messages(traj)
+    CHAT.validate_python(messages)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [c["id"] for c in messages[1]["tool_calls"]] == ["call_0", "call_b"]
+    assert [m["tool_call_id"] for m in messages[2:4]] == ["call_0", "call_b"]
+    assert messages[3]["content"] == "2"

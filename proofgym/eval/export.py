@@ -48,23 +48,41 @@ def _arguments(tool_input: Any) -> str:
 
 
 def chat_messages(traj: Trajectory, *, system: str | None = None) -> list[dict[str, Any]]:
-    """The episode as OpenAI chat messages (see the module docstring)."""
+    """The episode as OpenAI chat messages (see the module docstring).
+
+    Tool calls that came from one model reply (the later ones are recorded with
+    ``usage["from_previous_call"]``) share one assistant message, followed by their tool messages
+    in order, exactly as the model saw them.
+    """
     system = system if system is not None else system_prompt_of(traj)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     messages.append({"role": "user", "content": traj.prompt})
+    pending_results: list[dict[str, Any]] = []  # tool messages of the current assistant message
+
+    def flush() -> None:
+        messages.extend(pending_results)
+        pending_results.clear()
+
     for i, step in enumerate(traj.steps):
         action, obs = step.action, step.observation
         text = str(obs.get("observation", ""))
         if isinstance(action, ToolCallAction):
             call_id = action.call_id or f"call_{i}"
-            messages.append({"role": "assistant", "content": None, "tool_calls": [{
-                "id": call_id, "type": "function",
-                "function": {"name": action.tool_name, "arguments": _arguments(action.tool_input)}}]})
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+            call = {"id": call_id, "type": "function",
+                    "function": {"name": action.tool_name, "arguments": _arguments(action.tool_input)}}
+            same_reply = bool(step.usage.get("from_previous_call")) and pending_results
+            if same_reply:
+                messages[-1]["tool_calls"].append(call)
+            else:
+                flush()
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            pending_results.append({"role": "tool", "tool_call_id": call_id, "content": text})
         elif isinstance(action, TurnCompleteAction):
+            flush()
             messages.append({"role": "assistant", "content": action.message})
             if obs.get("type") == "turn_transition":
                 messages.append({"role": "user", "content": text})
+    flush()
     return messages
 
 
