@@ -49,3 +49,19 @@ def test_warnings_contract_and_torn_last_line_are_shown(tmp_path):
     assert "abc123" in html and "&quot;max_turns&quot;: 1" in html
     message = _data(html)["trajectories"][0]["steps"][0]["m"]
     assert message.startswith("x" * MAX_TEXT) and "50 more characters in trajectories.jsonl" in message
+
+
+def test_eval_and_report_commands_print_the_metrics_and_write_the_page(cli, tmp_path):
+    out = tmp_path / "run"
+    proc = cli("eval", "proofgym/Guess-v0", "-n", "3", "--policy", "reference", "--out", str(out))
+    assert "pass@k" in proc.stdout and "@1 1.0000" in proc.stdout
+    assert "95% CI 1.0000 – 1.0000" in proc.stdout and "report.html" in proc.stdout
+    first = (out / REPORT).read_text()
+    (out / REPORT).unlink()
+    proc = cli("report", str(out), "--out", str(tmp_path / "again.html"))
+    assert f"wrote {tmp_path / 'again.html'}" in proc.stdout
+    again = (tmp_path / "again.html").read_text()
+    strip = re.compile(r"report generated [^<]+")  # the only line that may differ
+    assert strip.sub("", first).replace(str(out), "") == strip.sub("", again).replace(str(out), "")
+    missing = cli("report", str(tmp_path / "nowhere"), check=False)
+    assert missing.returncode == 2 and "no trajectories.jsonl" in missing.stdout
