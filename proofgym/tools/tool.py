@@ -53,7 +53,12 @@ class Tool:
         self.parameters = self._json_schema()
 
     def _build_model(self, fn: Callable[..., Any], param_docs: dict[str, str | None]) -> type[BaseModel]:
-        hints = get_type_hints(fn)
+        # ToolContext resolves even when the tool is defined in a function under postponed annotations
+        try:
+            hints = get_type_hints(fn, localns={"ToolContext": ToolContext})
+        except NameError as exc:
+            raise TypeError(f"tool {self.name!r}: cannot resolve its type hints ({exc}); define the "
+                            "types it uses at module level") from None
         fields: dict[str, Any] = {}
         for pname, param in inspect.signature(fn).parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):

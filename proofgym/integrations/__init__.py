@@ -1,0 +1,1 @@
+"""Bridges to training frameworks. Optional: nothing below imports these modules."""
