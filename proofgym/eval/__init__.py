@@ -3,7 +3,7 @@
 from proofgym.eval.export import chat_messages, preference_pairs, sft_records
 from proofgym.eval.metrics import compute_metrics, pass_at_k
 from proofgym.eval.report import render_report, write_report
-from proofgym.eval.rundir import Run, load_run
+from proofgym.eval.rundir import RunRecord, load_run
 from proofgym.eval.runner import (
     EpisodeSpec,
     JsonlSink,
@@ -16,7 +16,7 @@ from proofgym.eval.runner import (
 from proofgym.eval.summary import summarize
 from proofgym.eval.validate import ValidationReport, validate, validate_env
 
-__all__ = ["EpisodeSpec", "JsonlSink", "Run", "TrajectorySink", "ValidationReport", "chat_messages",
-           "compute_metrics", "evaluate", "load_run", "make_env", "pass_at_k", "plan_episodes",
-           "preference_pairs", "render_report", "run_plan", "sft_records", "summarize", "validate",
-           "validate_env", "write_report"]
+__all__ = ["EpisodeSpec", "JsonlSink", "RunRecord", "TrajectorySink", "ValidationReport",
+           "chat_messages", "compute_metrics", "evaluate", "load_run", "make_env", "pass_at_k",
+           "plan_episodes", "preference_pairs", "render_report", "run_plan", "sft_records", "summarize",
+           "validate", "validate_env", "write_report"]

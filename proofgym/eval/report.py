@@ -25,7 +25,7 @@ import orjson
 from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.eval import plots
 from proofgym.eval.metrics import end_reason
-from proofgym.eval.rundir import Run, contract_id_of, load_run
+from proofgym.eval.rundir import RunRecord, contract_id_of, load_run
 from proofgym.eval.summary import summarize
 from proofgym.record import Trajectory
 from proofgym.version import __version__
@@ -177,7 +177,7 @@ def _rubric(s: dict[str, Any]) -> str:
             f"<tbody>{body}</tbody></table>")
 
 
-def _contract(run: Run, trajectories: list[Trajectory]) -> str:
+def _contract(run: RunRecord, trajectories: list[Trajectory]) -> str:
     ids = sorted({c for c in (contract_id_of(t) for t in trajectories) if c})
     if run.contract is not None and not ids:
         own = run.contract.get("contract_id") or run.contract.get("id")
@@ -192,7 +192,7 @@ def _contract(run: Run, trajectories: list[Trajectory]) -> str:
             f"<details><summary>contract.json</summary><pre>{escape(pretty)}</pre></details>")
 
 
-def render_report(run: Run, summary: dict[str, Any] | None = None) -> str:
+def render_report(run: RunRecord, summary: dict[str, Any] | None = None) -> str:
     """The report page of ``run`` as a string (``summary`` defaults to recomputing it)."""
     trajs = run.trajectories
     s = summary if summary is not None else {**(run.summary or {}), **summarize(trajs)}
@@ -260,7 +260,7 @@ def write_report(run_dir: str | Path, *, trajectories: list[Trajectory] | None =
         run = load_run(run_dir)
     else:
         contract = run_dir / "contract.json"
-        run = Run(run_dir, list(trajectories), summary,
+        run = RunRecord(run_dir, list(trajectories), summary,
                   orjson.loads(contract.read_bytes()) if contract.is_file() else None)
     target = Path(out) if out is not None else run.path / REPORT
     target.write_text(render_report(run, summary), encoding="utf-8")

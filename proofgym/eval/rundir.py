@@ -29,9 +29,10 @@ class RunDirError(ProofgymError, ValueError):
 
 
 @dataclass
-class Run:
-    """A run read from disk: its directory, trajectories, and ``summary.json`` / ``contract.json``
-    when present."""
+class RunRecord:
+    """A finished (or killed) run as read from disk: its directory, trajectories, and
+    ``summary.json`` / ``contract.json`` when present. Read-only; works on any directory holding a
+    ``trajectories.jsonl``, with or without a contract."""
 
     path: Path
     trajectories: list[Trajectory]
@@ -81,7 +82,7 @@ def read_trajectories(path: Path) -> tuple[list[Trajectory], list[int]]:
     return list(by_id.values()), skipped
 
 
-def load_run(path: str | Path) -> Run:
+def load_run(path: str | Path) -> RunRecord:
     """Read a run directory (or a ``trajectories.jsonl`` file directly)."""
     path = Path(path)
     if path.is_file():
@@ -92,7 +93,7 @@ def load_run(path: str | Path) -> Run:
         raise RunDirError(f"{path} is not a run: no {TRAJECTORIES} in it (write one with "
                           "`proofgym eval ENV --out DIR`)")
     trajectories, skipped = read_trajectories(jsonl)
-    return Run(root, trajectories, _read_json(root / SUMMARY), _read_json(root / CONTRACT), skipped)
+    return RunRecord(root, trajectories, _read_json(root / SUMMARY), _read_json(root / CONTRACT), skipped)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
