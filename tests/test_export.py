@@ -178,3 +178,20 @@ def test_calls_from_one_model_reply_share_one_assistant_message(tmp_path):
     assert [c["id"] for c in messages[1]["tool_calls"]] == ["call_0", "call_b"]
     assert [m["tool_call_id"] for m in messages[2:4]] == ["call_0", "call_b"]
     assert messages[3]["content"] == "2"
+
+
+def test_heldout_episodes_are_not_exported_unless_asked(cli, tmp_path):
+    run = _run(tmp_path, "proofgym/Arith-v0", Alternating(), "run", episodes=2, repeats=2)
+    path = run / "trajectories.jsonl"
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    for record in records:  # the run store stamps each record with its task's split
+        record["split"] = "heldout" if record["task_id"].endswith("00000") else "train"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    out = tmp_path / "sft.jsonl"
+    proc = cli("export", str(run), "--out", str(out))
+    assert "wrote 1 records" in proc.stdout and "2 with a held-out task" in proc.stdout
+    (kept,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert kept["split"] == "train"
+    cli("export", str(run), "--include-heldout", "--out", str(out))
+    splits = sorted(orjson.loads(line)["split"] for line in out.read_bytes().splitlines())
+    assert splits == ["heldout", "train"]

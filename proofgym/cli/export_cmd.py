@@ -21,6 +21,9 @@ def export_command(
         "--out", "-o", help="File to write (default: RUN/export-FORMAT.jsonl).")] = None,
     system: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         help="System prompt to put first (default: the one the run's policy recorded, if any).")] = None,
+    include_heldout: Annotated[bool, typer.Option(
+        "--include-heldout",
+        help="Also export episodes of held-out tasks (training on them spends the held-out set).")] = False,
 ) -> None:
     """Export chat-format JSONL: SFT records above a reward threshold, or preference pairs."""
     from proofgym.eval.export import FORMATS, export_records, exportable, write_jsonl
@@ -35,9 +38,11 @@ def export_command(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     target = out or loaded.path / f"export-{fmt}.jsonl"
-    records = export_records(loaded.trajectories, fmt, min_reward=min_reward, system=system)
+    records = export_records(loaded.trajectories, fmt, min_reward=min_reward, system=system,
+                             include_heldout=include_heldout)
     count = write_jsonl(records, target)
-    left_out = Counter(_why_not(t) for t in loaded.trajectories if not exportable(t))
+    left_out = Counter(_why_not(t) for t in loaded.trajectories
+                       if not exportable(t, include_heldout=include_heldout))
     what = "records" if fmt == "sft" else "preference pairs"
     console.print(f"wrote {count} {what} from {len(loaded.trajectories)} trajectories to {target}")
     if left_out:
@@ -46,6 +51,10 @@ def export_command(
 
 
 def _why_not(traj) -> str:
+    from proofgym.eval.rundir import split_of
+
+    if split_of(traj) == "heldout" and traj.status == "ok" and traj.reward is not None:
+        return "a held-out task (--include-heldout exports them)"
     if traj.status == "error":
         return "an episode error"
     return f"verdict {traj.verdict.status}" if traj.verdict is not None else "no verdict"

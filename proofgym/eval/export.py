@@ -8,7 +8,8 @@ multi-turn task. Preference pairs use TRL's conversational format: a shared ``pr
 ``chosen`` and ``rejected`` continuations.
 
 Only complete, scored episodes are exported: a trajectory with ``status="error"`` or a verdict
-that is not ``scored`` (grader error, unscored) never becomes training data.
+that is not ``scored`` (grader error, unscored) never becomes training data. Episodes of held-out
+tasks are left out too unless asked for: training on them would spend the held-out set.
 """
 
 from __future__ import annotations
@@ -20,14 +21,20 @@ import orjson
 
 from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.eval.metrics import attempts_by_task
-from proofgym.eval.rundir import contract_id_of
+from proofgym.eval.rundir import contract_id_of, split_of
 from proofgym.record import Trajectory
 
 FORMATS = ("sft", "preferences")
 
+#: Splits whose episodes are not exported unless the caller includes them explicitly.
+PROTECTED_SPLITS = frozenset({"heldout"})
 
-def exportable(traj: Trajectory) -> bool:
-    """A finished episode with a scored verdict (the only kind that may become training data)."""
+
+def exportable(traj: Trajectory, *, include_heldout: bool = False) -> bool:
+    """A finished episode with a scored verdict (the only kind that may become training data),
+    not of a held-out task unless ``include_heldout``."""
+    if not include_heldout and split_of(traj) in PROTECTED_SPLITS:
+        return False
     return traj.status == "ok" and traj.reward is not None
 
 
@@ -89,28 +96,33 @@ def chat_messages(traj: Trajectory, *, system: str | None = None) -> list[dict[s
 def _provenance(traj: Trajectory) -> dict[str, Any]:
     return {"trajectory_id": traj.trajectory_id, "contract_id": contract_id_of(traj),
             "env_id": traj.env_id, "task_id": traj.task_id, "task_hash": traj.task_hash,
+            "split": split_of(traj),
             "reward": traj.reward, "policy": traj.policy}
 
 
 def sft_records(trajectories: Iterable[Trajectory], *, min_reward: float | None = 1.0,
-                system: str | None = None) -> Iterator[dict[str, Any]]:
+                system: str | None = None, include_heldout: bool = False) -> Iterator[dict[str, Any]]:
     """One record per exportable trajectory whose reward is at least ``min_reward``:
     ``{"messages", "tools", "trajectory_id", "contract_id", ...}``."""
     for traj in trajectories:
-        if not exportable(traj) or (min_reward is not None and traj.reward < min_reward):  # type: ignore[operator]
+        if not exportable(traj, include_heldout=include_heldout):
+            continue
+        if min_reward is not None and traj.reward < min_reward:  # type: ignore[operator]
             continue
         yield {"messages": chat_messages(traj, system=system), "tools": traj.tools, **_provenance(traj)}
 
 
 def preference_pairs(trajectories: Iterable[Trajectory], *, min_reward: float | None = None,
-                     system: str | None = None) -> Iterator[dict[str, Any]]:
+                     system: str | None = None, include_heldout: bool = False,
+                     ) -> Iterator[dict[str, Any]]:
     """Pairs of a better and a worse attempt at the same task (TRL conversational preference
     format). Per task the attempts are ranked by reward; the best is paired with the worst, the
     second best with the second worst, and so on, while the better one scores strictly higher (and
     at least ``min_reward``). Each attempt is used at most once."""
     for task_id, group in attempts_by_task(trajectories).items():
         ranked: Sequence[Trajectory] = sorted(
-            (t for t in group if exportable(t)), key=lambda t: -t.reward)  # type: ignore[operator]
+            (t for t in group if exportable(t, include_heldout=include_heldout)),
+            key=lambda t: -t.reward)  # type: ignore[operator]
         i, j = 0, len(ranked) - 1
         while i < j:
             better, worse = ranked[i], ranked[j]
@@ -130,19 +142,21 @@ def _pair(task_id: str, better: Trajectory, worse: Trajectory, system: str | Non
     return {
         "prompt": chosen[:shared], "chosen": chosen[shared:], "rejected": rejected[shared:],
         "tools": better.tools, "task_id": task_id, "env_id": better.env_id, "task_hash": better.task_hash,
-        "contract_id": contract_id_of(better),
+        "contract_id": contract_id_of(better), "split": split_of(better),
         "chosen_trajectory_id": better.trajectory_id, "rejected_trajectory_id": worse.trajectory_id,
         "chosen_reward": better.reward, "rejected_reward": worse.reward,
     }
 
 
 def export_records(trajectories: Iterable[Trajectory], fmt: str, *, min_reward: float | None = None,
-                   system: str | None = None) -> Iterator[dict[str, Any]]:
+                   system: str | None = None, include_heldout: bool = False) -> Iterator[dict[str, Any]]:
     """``sft`` records (``min_reward`` defaults to 1.0) or ``preferences`` pairs."""
     if fmt == "sft":
-        return sft_records(trajectories, min_reward=1.0 if min_reward is None else min_reward, system=system)
+        return sft_records(trajectories, min_reward=1.0 if min_reward is None else min_reward,
+                           system=system, include_heldout=include_heldout)
     if fmt == "preferences":
-        return preference_pairs(trajectories, min_reward=min_reward, system=system)
+        return preference_pairs(trajectories, min_reward=min_reward, system=system,
+                                include_heldout=include_heldout)
     raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 

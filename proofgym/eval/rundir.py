@@ -58,6 +58,12 @@ def contract_id_of(traj: Trajectory) -> str | None:
     return str(value) if value else None
 
 
+def split_of(traj: Trajectory) -> str | None:
+    """The task split a trajectory was recorded in (``train``, ``dev``, ``heldout``), if known."""
+    value = getattr(traj, "split", None) or traj.extra.get("split")
+    return str(value) if value else None
+
+
 def read_trajectories(path: Path) -> tuple[list[Trajectory], list[int]]:
     """Every trajectory in a JSONL file, last record per id winning, and the line numbers of a
     torn final line that was skipped."""
