@@ -49,8 +49,8 @@ def summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("tool_errors", ", ".join(f"{k} {v} ({100 * (s.get('tool_error_rates') or {}).get(k, 0):.1f}%)"
                                   for k, v in (s.get("tool_errors") or {}).items()) or "—"),
         ("tokens in/out", f"{tokens['in']} / {tokens['out']}" if tokens else "— (no usage reported)"),
-        ("time", f"model {time.get('policy_s', 0):.2f} s · tools {time.get('env_s', 0):.2f} s · "
-                 f"verify {time.get('verify_s', 0):.2f} s · total {time.get('total_s', 0):.2f} s"),
+        ("time (summed)", " · ".join(f"{name} {time.get(key, 0):.2f} s" for name, key in (
+            ("model", "policy_s"), ("tools", "env_s"), ("verify", "verify_s"), ("episodes", "total_s")))),
     ]
     return rows
 

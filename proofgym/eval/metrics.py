@@ -161,7 +161,9 @@ def _first_int(usage: Mapping[str, Any], keys: Sequence[str]) -> int:
 
 def time_split(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """Seconds spent in the model (``policy_s``), the tools (``env_s``) and verification
-    (``verify_s``), summed over episodes, plus the episodes' wall-clock total."""
+    (``verify_s``), summed over episodes, plus the sum of the episodes' own durations
+    (``total_s``). Sums, not the run's wall time: concurrent episodes and out-of-band grading
+    overlap, so the sum can exceed the time the run took."""
     keys = ("policy_s", "env_s", "verify_s", "total_s")
     return {k: float(sum(t.timings.get(k, 0.0) for t in trajectories)) for k in keys}
 

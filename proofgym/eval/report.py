@@ -122,7 +122,7 @@ def _headline(s: dict[str, Any]) -> str:
         _card("tokens in / out", f"{tokens['in']:,} / {tokens['out']:,}" if tokens else "—",
               f"{tokens['episodes_with_usage']} episodes reported usage" if tokens
               else "the policy reported no usage"),
-        _card("time", plots.seconds(time.get("total_s", 0.0)),
+        _card("time, summed over episodes", plots.seconds(time.get("total_s", 0.0)),
               f"model {plots.seconds(time.get('policy_s', 0.0))} · tools "
               f"{plots.seconds(time.get('env_s', 0.0))} · verify {plots.seconds(time.get('verify_s', 0.0))}"),
     ]
@@ -156,7 +156,7 @@ def _plots(s: dict[str, Any], rewards: list[float]) -> str:
         _figure("plot-ends", "How episodes ended", plots.hbars(
             [(k, v, _pct(v)) for k, v in ends.items()], label="termination and truncation reasons",
             max_value=1.0, classes=end_cls, empty="no episodes")),
-        _figure("plot-time", "Where the time went", plots.hbars(
+        _figure("plot-time", "Where the time went (summed over episodes; grading may overlap)", plots.hbars(
             [(n, v, f"{plots.seconds(v)} · {100 * v / spent:.0f}%") for n, v in parts],
             label="time breakdown", empty="no timings")),
         _figure("plot-tool-errors", f"Tool errors by kind ({calls} tool calls)", plots.hbars(
