@@ -65,3 +65,19 @@ def test_eval_and_report_commands_print_the_metrics_and_write_the_page(cli, tmp_
     assert strip.sub("", first).replace(str(out), "") == strip.sub("", again).replace(str(out), "")
     missing = cli("report", str(tmp_path / "nowhere"), check=False)
     assert missing.returncode == 2 and "no trajectories.jsonl" in missing.stdout
+
+
+def test_continuous_rewards_are_binned_and_an_empty_run_still_renders(tmp_path):
+    from proofgym.eval.plots import histogram_bins, seconds
+
+    rewards = [i / 99 for i in range(100)]  # 100 distinct values in [0, 1]
+    bins = histogram_bins(rewards)
+    assert len(bins) == 10 and sum(count for _, count in bins) == 100
+    assert [count for _, count in bins] == [10.0] * 10
+    assert histogram_bins([0.0, 1.0, 1.0]) == [("0", 1.0), ("1", 2.0)]
+    assert (seconds(0.25), seconds(12.34), seconds(245)) == ("250 ms", "12.3 s", "4 min 05 s")
+
+    (tmp_path / "trajectories.jsonl").write_bytes(b"")
+    html = render_report(load_run(tmp_path))
+    data = _data(html)
+    assert data["trajectories"] == [] and "no scored episodes" in html and "no episodes" in html
