@@ -98,6 +98,7 @@ def test_report_renders_in_chromium_with_plots_transcripts_and_no_network(run, c
     opened = opened[:opened.index("</details>")]
     assert "user · prompt" in opened and passing["prompt"][:40] in opened
     assert "assistant · tool call calculator" in opened and "tool error · " in opened
+    assert "expression: \"" in opened  # arguments shown as name: value lines
     assert "tool output · calculator" in opened and "assistant · ends turn" in opened
     assert "verdict · scored · reward 1.000" in opened and "<td>correct</td>" in opened
     assert "<td>used_calculator</td>" in opened

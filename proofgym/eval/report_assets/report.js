@@ -86,8 +86,21 @@
     else box.append(el('pre', null, text));
     return box;
   }
+  // Arguments as "name: value" lines; a multi-line string (code, a file) is shown as its text,
+  // indented, instead of one long JSON string full of \n escapes.
   function prettyArgs(a) {
-    try { return JSON.stringify(JSON.parse(a), null, 2); } catch (e) { return a; }
+    var parsed;
+    try { parsed = JSON.parse(a); } catch (e) { return a; }
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      return JSON.stringify(parsed, null, 2);
+    }
+    return Object.keys(parsed).map(function (k) {
+      var v = parsed[k];
+      if (typeof v === 'string' && v.indexOf('\n') >= 0) {
+        return k + ':\n' + v.split('\n').map(function (line) { return '    ' + line; }).join('\n');
+      }
+      return k + ': ' + JSON.stringify(v);
+    }).join('\n') || '(no arguments)';
   }
   function kvTable(title, obj) {
     var keys = Object.keys(obj || {});
