@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 from rich.progress import Progress
-from rich.table import Table
 
 from proofgym.cli.console import console
 
@@ -56,13 +55,10 @@ def eval_command(
     if summary.get("resumed_from"):
         console.print(f"resumed {out}: kept {summary['resumed_from']} finished episodes")
     print_summary(summary, title=f"{env_id} · policy {policy} · {summary['episodes']} episodes")
-    console.print(f"wrote {out / 'trajectories.jsonl'} and {out / 'summary.json'}")
+    console.print(f"wrote {out / 'trajectories.jsonl'}, {out / 'summary.json'} and {out / 'report.html'}")
 
 
 def print_summary(summary: dict, *, title: str) -> None:
-    table = Table(title=title, show_header=False)
-    for key in ("episodes", "scored", "mean_reward", "terminated_rate", "truncated_rate",
-                "truncation_reasons", "verify_errors", "episode_errors", "tool_errors"):
-        value = summary.get(key)
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    console.print(table)
+    from proofgym.cli.summary_table import summary_table
+
+    console.print(summary_table(summary, title=title))

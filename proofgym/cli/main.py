@@ -11,7 +11,10 @@ import proofgym  # noqa: F401 - registers the bundled environments with Gymnasiu
 from proofgym.cli.contract_cmd import contract_app
 from proofgym.cli.envs_cmd import envs_command
 from proofgym.cli.eval_cmd import eval_command
+from proofgym.cli.export_cmd import export_command
+from proofgym.cli.report_cmd import report_command
 from proofgym.cli.splits_cmd import splits_app
+from proofgym.cli.validate_cmd import validate_command
 from proofgym.cli.verify_cmd import verify_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -21,6 +24,9 @@ app.command("envs")(envs_command)
 app.add_typer(contract_app, name="contract")
 app.command("verify")(verify_command)
 app.add_typer(splits_app, name="splits")
+app.command("validate")(validate_command)
+app.command("export")(export_command)
+app.command("report")(report_command)
 
 
 def main() -> None:

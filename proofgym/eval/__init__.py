@@ -1,5 +1,9 @@
-"""Evaluation: metrics over trajectories."""
+"""Evaluation: running policies, metrics, the HTML report, grader validation and data export."""
 
+from proofgym.eval.export import chat_messages, preference_pairs, sft_records
+from proofgym.eval.metrics import compute_metrics, pass_at_k
+from proofgym.eval.report import render_report, write_report
+from proofgym.eval.rundir import RunRecord, load_run
 from proofgym.eval.runner import (
     EpisodeSpec,
     JsonlSink,
@@ -11,6 +15,9 @@ from proofgym.eval.runner import (
 )
 from proofgym.eval.runs import Run, TrainSplitWarning, start_run
 from proofgym.eval.summary import summarize
+from proofgym.eval.validate import ValidationReport, validate, validate_env
 
-__all__ = ["EpisodeSpec", "JsonlSink", "Run", "TrainSplitWarning", "TrajectorySink", "evaluate", "make_env",
-           "plan_episodes", "run_plan", "start_run", "summarize"]
+__all__ = ["EpisodeSpec", "JsonlSink", "Run", "RunRecord", "TrainSplitWarning", "TrajectorySink",
+           "ValidationReport", "chat_messages", "compute_metrics", "evaluate", "load_run", "make_env",
+           "pass_at_k", "plan_episodes", "preference_pairs", "render_report", "run_plan", "sft_records",
+           "start_run", "summarize", "validate", "validate_env", "write_report"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proofgym.env import UniversalVerifiableEnv
+from proofgym.eval.report import write_report
 from proofgym.eval.summary import summarize
 from proofgym.record import RolloutContract, RunStore, Trajectory, trajectory_id_for
 from proofgym.tasks import SplitManifest
@@ -76,6 +77,7 @@ class Run:
                    "resumed_from": self.done_before, **summarize(trajectories)}
         if self.store is not None:
             self.store.write_summary(summary)
+            write_report(self.store.root, trajectories=trajectories, summary=summary)
         return trajectories, summary
 
 

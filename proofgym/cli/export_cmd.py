@@ -1,0 +1,60 @@
+"""``proofgym export``: a run's trajectories as training data (chat JSONL)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from proofgym.cli.console import console
+
+
+def export_command(
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory (or its trajectories.jsonl).")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="sft | preferences")] = "sft",
+    min_reward: Annotated[Optional[float], typer.Option(  # noqa: UP045 - typer
+        "--min-reward", help="sft: export trajectories with at least this reward (default 1.0); "
+                             "preferences: the chosen attempt must reach it.")] = None,
+    out: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
+        "--out", "-o", help="File to write (default: RUN/export-FORMAT.jsonl).")] = None,
+    system: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        help="System prompt to put first (default: the one the run's policy recorded, if any).")] = None,
+    include_heldout: Annotated[bool, typer.Option(
+        "--include-heldout",
+        help="Also export episodes of held-out tasks (training on them spends the held-out set).")] = False,
+) -> None:
+    """Export chat-format JSONL: SFT records above a reward threshold, or preference pairs."""
+    from proofgym.eval.export import FORMATS, export_records, exportable, write_jsonl
+    from proofgym.eval.rundir import RunDirError, load_run
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"unknown format {fmt!r}; use one of: {', '.join(FORMATS)}",
+                                 param_hint="--format")
+    try:
+        loaded = load_run(run)
+    except RunDirError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    target = out or loaded.path / f"export-{fmt}.jsonl"
+    records = export_records(loaded.trajectories, fmt, min_reward=min_reward, system=system,
+                             include_heldout=include_heldout)
+    count = write_jsonl(records, target)
+    left_out = Counter(_why_not(t) for t in loaded.trajectories
+                       if not exportable(t, include_heldout=include_heldout))
+    what = "records" if fmt == "sft" else "preference pairs"
+    console.print(f"wrote {count} {what} from {len(loaded.trajectories)} trajectories to {target}")
+    if left_out:
+        reasons = ", ".join(f"{n} with {why}" for why, n in sorted(left_out.items()))
+        console.print(f"never exported: {reasons}")
+
+
+def _why_not(traj) -> str:
+    from proofgym.eval.rundir import split_of
+
+    if split_of(traj) == "heldout" and traj.status == "ok" and traj.reward is not None:
+        return "a held-out task (--include-heldout exports them)"
+    if traj.status == "error":
+        return "an episode error"
+    return f"verdict {traj.verdict.status}" if traj.verdict is not None else "no verdict"

@@ -1,0 +1,36 @@
+"""``proofgym report``: (re)write a run's ``report.html`` and print its numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from proofgym.cli.console import console
+from proofgym.cli.summary_table import summary_table
+
+
+def report_command(
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory (or its trajectories.jsonl).")],
+    out: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
+        "--out", "-o", help="Where to write the page (default: RUN/report.html).")] = None,
+) -> None:
+    """Write a self-contained report.html for a run: numbers, plots, tasks and transcripts."""
+    from proofgym.eval.report import render_report
+    from proofgym.eval.rundir import RunDirError, load_run
+    from proofgym.eval.summary import summarize
+
+    try:
+        loaded = load_run(run)
+    except RunDirError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    summary = {**(loaded.summary or {}), **summarize(loaded.trajectories)}
+    target = out or loaded.path / "report.html"
+    target.write_text(render_report(loaded, summary), encoding="utf-8")
+    env_id = summary.get("env_id") or (loaded.trajectories[0].env_id if loaded.trajectories else "run")
+    console.print(summary_table(summary, title=f"{env_id} · {len(loaded.trajectories)} episodes"))
+    if loaded.skipped_lines:
+        console.print(f"[yellow]skipped a torn last line[/] ({loaded.skipped_lines}) of trajectories.jsonl")
+    console.print(f"wrote {target}")

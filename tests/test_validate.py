@@ -1,0 +1,165 @@
+"""``proofgym validate``: passes on every bundled env, fails with a clear row on a broken grader."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import gymnasium
+import orjson
+import pytest
+
+from proofgym import (
+    InProcessRuntime,
+    Task,
+    TaskSet,
+    TaskSpec,
+    TurnCompleteAction,
+    UniversalVerifiableEnv,
+    Verdict,
+)
+from proofgym.envs import BUNDLED
+from proofgym.eval.validate import validate, validate_env
+from tests.conftest import REPO
+
+SANDBOXED_TASKS = 2
+
+# A deliberately broken task family, importable by the CLI subprocess too (written to a tmp module).
+BROKEN_ENV = textwrap.dedent('''
+    import gymnasium
+    from proofgym import InProcessRuntime, Task, TaskSet, TaskSpec, TurnCompleteAction, UniversalVerifiableEnv
+
+    class LenientTask(Task):
+        """Accepts an answer when the right number appears anywhere: a hedge scores 1."""
+        def __init__(self, i):
+            self.i = i
+        @property
+        def id(self):
+            return f"lenient-{self.i}"
+        def get_spec(self):
+            return TaskSpec(f"What is {self.i} + 1?")
+        def verify(self, trace, runtime):
+            return float(str(self.i + 1) in (trace.final_message() or ""))
+        def reference_solution(self):
+            return [TurnCompleteAction(str(self.i + 1))]
+        def controls(self):
+            return {"known_wrong": [TurnCompleteAction(str(self.i + 2))],
+                    "hedge": [TurnCompleteAction(f"{self.i + 1} or {self.i + 2}")]}
+
+    def make_env():
+        return UniversalVerifiableEnv(InProcessRuntime([]), max_turns=1,
+                                      tasks=TaskSet(LenientTask(i) for i in range(3)))
+
+    if "BrokenGrader-v0" not in gymnasium.registry:
+        gymnasium.register("BrokenGrader-v0", entry_point=make_env)
+''')
+
+
+@pytest.mark.parametrize("env_id", sorted(BUNDLED))
+def test_every_bundled_env_passes_validation(cli, env_id, tmp_path):
+    n = SANDBOXED_TASKS if "CodeRepair" in env_id else 12  # a sandboxed task grades in ~1 s
+    out = tmp_path / "validation.json"
+    proc = cli("validate", env_id, "-n", str(n), "--json", str(out))
+    assert "grader validation passed" in proc.stdout
+    result = orjson.loads(out.read_bytes())
+    assert result["ok"] is True and result["tasks"] == n
+    names = [c["name"] for c in result["checks"]]
+    assert names[:3] == ["reference", "do_nothing", "no_action"]
+    assert "same_verdict_twice" in names and "ships_controls" in names
+    assert sum(n.startswith("control:") for n in names) >= 2, "bundled envs ship controls"
+    assert all(c["passed"] == c["tasks"] == n for c in result["checks"])
+
+
+def test_a_broken_control_fails_with_a_clear_row(tmp_path):
+    (tmp_path / "broken_env.py").write_text(BROKEN_ENV)
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}", "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "proofgym", "validate", "broken_env:BrokenGrader-v0"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    hedge = [c.strip() for c in rows["control:hedge"].split("│")[1:-1]]
+    assert hedge == ["control:hedge", "= 0", "3", "0", "3", "lenient-0, lenient-1, lenient-2"]
+    known = [c.strip() for c in rows["control:known_wrong"].split("│")[1:-1]]
+    assert known[2:5] == ["3", "3", "0"]
+    assert "FAIL control:hedge · lenient-0: scored 1, expected 0" in proc.stdout
+    assert "grader validation FAILED: control:hedge" in proc.stdout
+
+
+class _Answer(Task):
+    def __init__(self, i: int, grader) -> None:
+        self.i, self._grader = i, grader
+
+    @property
+    def id(self) -> str:
+        return f"t{self.i}"
+
+    def get_spec(self) -> TaskSpec:
+        return TaskSpec("Say yes.")
+
+    def verify(self, trace, runtime):
+        return self._grader(self, trace.final_message() or "")
+
+    def reference_solution(self):
+        return [TurnCompleteAction("yes")]
+
+    def controls(self):
+        return {"no": [TurnCompleteAction("no")]}
+
+
+def _env(tasks):
+    return UniversalVerifiableEnv(InProcessRuntime([]), max_turns=1, tasks=TaskSet(tasks))
+
+
+def test_grader_errors_nondeterminism_and_missing_parts_are_failures():
+    def crashes_on_no(task, message):
+        if message == "no":
+            raise RuntimeError("grader bug")
+        return float(message == "yes")
+
+    tasks = [_Answer(0, crashes_on_no)]
+    report = validate_env(_env(tasks), tasks)
+    rows = {c.name: c for c in report.checks}
+    assert not report.ok
+    assert rows["reference"].ok and rows["do_nothing"].ok
+    assert rows["control:no"].failures[0][0] == "t0"
+    assert "grader error: RuntimeError: grader bug" in rows["control:no"].failures[0][1]
+
+    calls = iter(range(1000))
+
+    def flaky(task, message):  # a different reward every time it grades
+        return Verdict(float(message == "yes"), metrics={"call": float(next(calls))})
+
+    tasks = [_Answer(1, flaky)]
+    rows = {c.name: c for c in validate_env(_env(tasks), tasks).checks}
+    assert rows["reference"].ok and not rows["same_verdict_twice"].ok
+    assert rows["same_verdict_twice"].failures[0][0] == "t1"
+    assert "metrics.call 0.0 then 1.0" in rows["same_verdict_twice"].failures[0][1]
+
+    def timed(task, message):  # durations differ between gradings by nature: not a failure
+        return Verdict(float(message == "yes"), metrics={"test_run_s": float(next(calls))})
+
+    tasks = [_Answer(3, timed)]
+    assert validate_env(_env(tasks), tasks).ok
+
+    class Bare(_Answer):
+        def reference_solution(self):
+            return None
+
+        def controls(self):
+            return {}
+
+    tasks = [Bare(2, lambda task, m: float(m == "yes"))]
+    rows = {c.name: c for c in validate_env(_env(tasks), tasks).checks}
+    assert "has no reference solution" in rows["reference"].failures[0][1]
+    assert rows["ships_controls"].failures == [("t2", "the task ships no negative controls")]
+
+
+def test_validate_library_limits_and_selects_tasks():
+    report = validate("proofgym/Guess-v0", limit=3)
+    assert report.ok and report.tasks == 3
+    report = validate("proofgym/Guess-v0", task_ids=["guess-s0-00007"])
+    assert report.ok and report.tasks == 1
+    assert gymnasium.registry  # the bundled registrations are untouched
