@@ -132,7 +132,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         script = ""
         if deleted:
             script += "rm -f -- " + " ".join(ansi_c_quote(p) for p in deleted) + "; "
-        script += ("exec python -m pytest -q -p no:cacheprovider --tb=short -o junit_family=xunit1 "
+        script += ("exec python -m pytest -q -p no:cacheprovider --tb=short --continue-on-collection-errors "
+                   "-o junit_family=xunit1 "
                    f"--junitxml=/dev/fd/{write_fd} -- "
                    + " ".join(ansi_c_quote(t) for t in [*tests, sentinel]))
         argv = bwrap_argv(bwrap, system, limits, ["bash", "--noprofile", "--norc", "-c", script],
@@ -161,14 +162,25 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     tampered = False
     if error is None:
         sentinel_status = results.pop(sentinel_id, None)
-        if sentinel_status != "failed":
+        if sentinel_status == "passed":
             tampered = True
-            error = (f"the sentinel test that must fail came back {sentinel_status or 'missing'}: "
-                     "the test run was tampered with")
+            error = "the sentinel test that must fail passed: the test run was tampered with"
+            results = {}
+        elif sentinel_status is None:
+            error = ("the sentinel test did not run: pytest stopped early (an exit at import, "
+                     "an interrupted session) or the report was altered")
             results = {}
     return TestRun(results, proc.returncode if proc else None, timed_out, error, tampered,
                    output, tuple(sorted(dropped)),
                    {"prepare_s": t1 - t0, "run_s": t2 - t1, "total_s": time.perf_counter() - t0})
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    """Regular files under ``root`` by relative path (caches left out); ``{}`` if it is missing."""
+    if not root.is_dir():
+        return {}
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

@@ -111,18 +111,17 @@ class SandboxRuntime:
         if self._closed:
             raise SandboxSetupError("this SandboxRuntime is closed")
         old_shell, old_overlay = self._shell, self._overlay
-        if old_shell is None and self._pending is not None:  # booted but never used
-            old_shell = self._pending_shell(self._pending)
+        old_pending = self._pending if old_shell is None else None  # booted but never used
         self._shell = self._pending = None
         spare, self._spare = self._spare, None
         if spare is not None and spare[0].lower == self._lower:
             self._overlay, self._pending = spare
         else:
             if spare is not None:
-                self._retire(self._pending_shell(spare[1]), spare[0])
+                self._retire(spare[1], spare[0])
             self._overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._pending = None
-        self._retire(old_shell, old_overlay)
+        self._retire(old_shell or old_pending, old_overlay)
         self._episode_deadline = time.monotonic() + self.limits.episode_time_s
         self._shell_restarts = 0
         self._dirty = False
@@ -130,11 +129,14 @@ class SandboxRuntime:
             overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._spare = (overlay, self._background.submit(self._boot, overlay))
 
-    def _retire(self, shell: PersistentShell | None, overlay: Overlay | None) -> None:
-        """Kill a sandbox and delete its changes, off the caller's path."""
+    def _retire(self, shell: PersistentShell | Future[PersistentShell] | None,
+                overlay: Overlay | None) -> None:
+        """Kill a sandbox (running, or still booting) and delete its changes, off the caller's
+        path."""
         def job() -> None:
-            if shell is not None:
-                shell.kill()
+            sh = self._pending_shell(shell) if isinstance(shell, Future) else shell
+            if sh is not None:
+                sh.kill()
             if overlay is not None:
                 shutil.rmtree(overlay.upper.parent, ignore_errors=True)
         if shell is None and overlay is None:
@@ -184,8 +186,8 @@ class SandboxRuntime:
         self._closed = True
         self._stop()
         if self._spare is not None:
-            self._retire(self._pending_shell(self._spare[1]), self._spare[0])
-        self._retire(self._pending_shell(self._pending), None)
+            self._retire(self._spare[1], self._spare[0])
+        self._retire(self._pending, None)
         if self._cgroup is not None:
             for _ in range(50):  # the pid namespace's processes exit just after its init
                 if not self._cgroup.pids():
@@ -284,8 +286,8 @@ class SandboxRuntime:
     def snapshot(self) -> Artifact:
         """The episode's changes: files written or created (content) or deleted (``None``)."""
         assert self._overlay is not None
-        if self._shell is not None and self._shell.alive:
-            self._shell.run("sync", 10.0)  # flush nothing-in-flight: commands are synchronous
+        # No flush needed: commands are synchronous and stragglers are killed when a command
+        # returns, so nothing writes to the upper directory while it is read.
         files, skipped = read_changes(self._overlay.upper, self._overlay.lower)
         return Artifact(self.kind, files=files,
                         meta={"snapshot": str(self._lower), "skipped": skipped,
