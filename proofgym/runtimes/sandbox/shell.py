@@ -86,7 +86,9 @@ class PersistentShell:
     # ------------------------------------------------------------------ start
     def wait_ready(self, timeout_s: float = 20.0) -> None:
         """Wait for the shell's greeting; a sandbox that fails to start raises with its output."""
-        self._write(b"builtin printf '\\036ready:%d\\n' \"$$\"\n")
+        # From here the shell's own stderr (job notices such as "Killed") is dropped: commands
+        # send theirs to the output pipe explicitly.
+        self._write(b"exec 2>/dev/null; builtin printf '\\036ready:%d\\n' \"$$\"\n")
         buf = bytearray()
         deadline = time.monotonic() + timeout_s
         while True:
@@ -153,6 +155,8 @@ class PersistentShell:
     def _outcome(self, output: bytes, code: int | None, timed_out: bool, exceeded: bool,
                  before: tuple[int, int], *, lost: bool = False) -> CommandOutcome:
         stragglers = 0 if lost else self._end_stragglers()
+        if stragglers:
+            self._drain()
         oom, pids = self._counters()
         failed = code is None or code != 0
         out_of_memory = oom > before[0] or (failed and bool(_MEMORY_PATTERNS.search(output[-4096:])))
@@ -261,6 +265,14 @@ class PersistentShell:
         except (BrokenPipeError, OSError):
             return False
         return True
+
+    def _drain(self) -> None:
+        """Drop output that killed background processes left in the pipe."""
+        try:
+            while os.read(self._out, 1 << 16):
+                pass
+        except (BlockingIOError, OSError):
+            return
 
     def _read(self, deadline: float) -> bytes | None:
         """Next chunk of output; ``b""`` at end of file, ``None`` once ``deadline`` passes."""
