@@ -121,7 +121,7 @@ def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command
     for key, value in env.items():
         argv += ["--setenv", key, value]
     argv += system.bwrap_args()
-    argv += ["--proc", "/proc", "--dev", "/dev",
+    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
              "--size", str(limits.tmp_size_mb << 20), "--tmpfs", "/tmp"]
     for src, dest in extra_ro:
         argv += ["--ro-bind", src, dest]
