@@ -13,7 +13,7 @@ import pytest
 from proofgym.envs.code_repair import DATA, code_repair_tasks
 from proofgym.runtimes.sandbox import SandboxRuntime
 from tests.conftest import require_tool
-from tests.sandbox_helpers import FAST_LIMITS, bash, sandbox  # noqa: F401 - fixture
+from tests.sandbox_helpers import FAST_LIMITS, bash
 
 pytestmark = pytest.mark.sandbox
 
@@ -86,13 +86,13 @@ def test_no_network_not_even_loopback(sandbox):
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # the server works
             assert s.recv(100) == b"reached the host"
         probe = ("import socket, sys\n"
-                 "for host, port in [('127.0.0.1', %d), ('1.1.1.1', 53), ('8.8.8.8', 443), "
-                 "('10.0.0.1', 80), ('::1', %d)]:\n"
+                 f"for host, port in [('127.0.0.1', {port}), ('1.1.1.1', 53), ('8.8.8.8', 443), "
+                 f"('10.0.0.1', 80), ('::1', {port})]:\n"
                  "    try:\n"
                  "        s = socket.create_connection((host, port), timeout=2)\n"
                  "        print('CONNECTED', host, s.recv(100))\n"
                  "    except OSError as e:\n"
-                 "        print('refused', host, type(e).__name__)\n") % (port, port)
+                 "        print('refused', host, type(e).__name__)\n")
         sandbox.execute("write_file", {"path": "probe.py", "content": probe})
         r = bash(sandbox, "python probe.py; python -c 'import socket; print(socket.if_nameindex())';"
                           " python -c \"import socket; socket.getaddrinfo('pypi.org', 443)\"")

@@ -8,7 +8,7 @@ import pytest
 
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from tests.conftest import require_tool
-from tests.sandbox_helpers import FAST_LIMITS, bash, sandbox  # noqa: F401 - fixture
+from tests.sandbox_helpers import FAST_LIMITS, bash
 
 pytestmark = pytest.mark.sandbox
 

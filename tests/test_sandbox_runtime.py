@@ -12,7 +12,7 @@ import pytest
 from proofgym import Artifact, Runtime, SandboxRuntime
 from proofgym.runtimes.sandbox import SandboxSetupError
 from tests.conftest import REPO
-from tests.sandbox_helpers import bash, sandbox  # noqa: F401 - fixture
+from tests.sandbox_helpers import bash
 
 pytestmark = pytest.mark.sandbox
 
