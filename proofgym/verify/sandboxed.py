@@ -117,7 +117,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         shutil.rmtree(root, ignore_errors=True)
         raise SandboxSetupError("grading as root needs a writable cgroup hierarchy to cap processes")
     read_fd = write_fd = -1
-    proc = None
+    proc = spawned = None
     try:
         overlay = Overlay.create(snapshot, root)
         deleted = []
@@ -139,8 +139,9 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         argv = bwrap_argv(bwrap, system, limits, ["bash", "--noprofile", "--norc", "-c", script],
                           workspace=overlay.merged)
         t1 = time.perf_counter()
-        proc = spawn(argv, overlay=overlay, limits=limits, cgroup=cgroup, pass_fds=(write_fd,),
-                     stdin=subprocess.DEVNULL)
+        spawned = spawn(argv, overlay=overlay, limits=limits, cgroup=cgroup, pass_fds=(write_fd,),
+                        stdin=subprocess.DEVNULL)
+        proc = spawned.proc
         os.close(write_fd)
         write_fd = -1
         report, output, timed_out = _collect(proc, read_fd, timeout_s)
@@ -151,6 +152,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                 os.close(fd)
         if proc is not None and proc.poll() is None:
             _kill(proc)
+        if spawned is not None:
+            spawned.detach_mount()
         if cgroup is not None:
             for _ in range(100):
                 if not cgroup.pids():
@@ -158,6 +161,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                 time.sleep(0.005)
             cgroup.remove()
         shutil.rmtree(root, ignore_errors=True)
+    t3 = time.perf_counter()
     results, error = parse_junit(report)
     tampered = False
     if error is None:
@@ -172,7 +176,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
             results = {}
     return TestRun(results, proc.returncode if proc else None, timed_out, error, tampered,
                    output, tuple(sorted(dropped)),
-                   {"prepare_s": t1 - t0, "run_s": t2 - t1, "total_s": time.perf_counter() - t0})
+                   {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,
+                    "total_s": time.perf_counter() - t0})
 
 
 def files_under(root: Path) -> dict[str, bytes]:

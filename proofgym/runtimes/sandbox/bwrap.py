@@ -1,23 +1,24 @@
 """Starting a bubblewrap sandbox over a copy-on-write workspace.
 
-bubblewrap 0.8 (Debian 12) has no ``--overlay``, so the overlay is mounted *around* it: the
-child process, between ``fork`` and ``exec``, enters a private mount namespace (as root; as an
-ordinary user, a user and mount namespace), mounts ``overlay(lower=snapshot, upper=changes)`` on
-an empty directory that only that namespace sees, joins the sandbox's cgroup, lowers its
-rlimits, and then execs ``bwrap``, which binds the merged directory as ``/workspace``. The mount
-dies with the namespace's last process; nothing is left mounted on the host. The upper
-directory is an ordinary host directory that holds exactly the sandbox's changes.
+bubblewrap 0.8 (Debian 12) has no ``--overlay``, so the overlay is mounted *around* it and
+``bwrap`` binds the merged directory as ``/workspace``. As root the overlay is mounted (private)
+in our own namespace just for the start of ``bwrap`` and detached as soon as the sandbox holds its
+own copy; as an ordinary user, the child enters a user and mount namespace between ``fork`` and
+``exec`` and mounts it there. Either way the upper directory is an ordinary host directory that
+holds exactly the sandbox's changes.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import errno
+import json
 import os
 import resource
+import select
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _MS_REC = 0x4000
 _MS_PRIVATE = 1 << 18
+_MNT_DETACH = 2
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
@@ -94,16 +96,13 @@ def _enter_namespace(overlay: Overlay | None, cgroup_procs: Sequence[str],
     if overlay is not None:
         _check(_libc.mount(b"overlay", str(overlay.merged).encode(), b"overlay", 0,
                            overlay.options(userxattr=not privileged)), "mounting the overlay")
+    rlimits = _rlimits(limits)
     for path in cgroup_procs:
         fd = os.open(path, os.O_WRONLY)
         os.write(fd, b"0")
         os.close(fd)
-    mem = limits.memory_mb << 20
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-    fsize = limits.max_file_size_mb << 20
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for res, value in rlimits:
+        resource.setrlimit(res, (value, value))
 
 
 def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command: Sequence[str], *,
@@ -133,25 +132,132 @@ def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command
     return argv
 
 
+@dataclass
+class Spawned:
+    """A started sandbox: its outer ``bwrap`` process and what is known about its namespaces."""
+
+    proc: subprocess.Popen[bytes]
+    pidns: str | None = None  # "pid:[INODE]" of the sandbox's pid namespace, when known
+    host_mount: Path | None = None  # the overlay's mount point in our namespace, until detached
+
+    def detach_mount(self) -> None:
+        """Drop our namespace's copy of the overlay mount (the sandbox keeps its own)."""
+        if self.host_mount is not None:
+            _libc.umount2(str(self.host_mount).encode(), _MNT_DETACH)
+            self.host_mount = None
+
+
 def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits,
           cgroup: SandboxCgroup | None, pass_fds: Sequence[int] = (),
           stdin: int | None = subprocess.PIPE, stdout: int | None = subprocess.PIPE,
-          stderr: int | None = subprocess.STDOUT) -> subprocess.Popen[bytes]:
-    """Start ``argv`` (a :func:`bwrap_argv`) with the overlay mounted around it."""
-    privileged = os.geteuid() == 0
+          stderr: int | None = subprocess.STDOUT) -> Spawned:
+    """Start ``argv`` (a :func:`bwrap_argv`) over ``overlay``, inside ``cgroup``, with the rlimits.
+
+    As root: the overlay is mounted in our own mount namespace (private, so nothing propagates)
+    and ``bwrap`` is started with ``vfork`` (no copy of this process's memory), held at
+    ``--block-fd`` until the sandbox's first process is in the cgroup and has its rlimits, so
+    nothing in the sandbox ever runs unconfined. Otherwise: :func:`_enter_namespace` runs
+    between fork and exec to do the same inside a user namespace.
+    """
+    if os.geteuid() != 0:
+        return Spawned(_spawn_unprivileged(argv, overlay, limits, cgroup, pass_fds, stdin, stdout, stderr))
+    mounted = None
+    if overlay is not None:
+        target = str(overlay.merged).encode()
+        _check(_libc.mount(b"overlay", target, b"overlay", 0, overlay.options(userxattr=False)),
+               f"mounting the overlay at {overlay.merged}")
+        _check(_libc.mount(None, target, None, _MS_PRIVATE, None), "making the overlay private")
+        mounted = overlay.merged
+    spawned = Spawned(None, host_mount=mounted)  # type: ignore[arg-type]
+    info_r, info_w = os.pipe()
+    block_r, block_w = os.pipe()
+    try:
+        full = [argv[0], "--info-fd", str(info_w), "--block-fd", str(block_r), *argv[1:]]
+        try:
+            spawned.proc = subprocess.Popen(
+                full, stdin=stdin, stdout=stdout, stderr=stderr, close_fds=True,
+                pass_fds=(info_w, block_r, *pass_fds), start_new_session=True,
+                env={"PATH": os.environ.get("PATH", "")})
+        except FileNotFoundError as exc:
+            raise SandboxSetupError(INSTALL_HINT) from exc
+        os.close(info_w)
+        os.close(block_r)
+        info_w = block_r = -1
+        info = _read_info(info_r)
+        if info is None:
+            spawned.proc.wait()
+            raise SandboxSetupError(f"bwrap failed to start the sandbox (exit {spawned.proc.returncode})"
+                                    + _output_of(spawned.proc))
+        child = int(info["child-pid"])
+        spawned.pidns = f"pid:[{info['pid-namespace']}]"
+        for path in cgroup.procs_files() if cgroup else ():
+            with open(path, "w") as f:
+                f.write(str(child))
+        for res, value in _rlimits(limits):
+            resource.prlimit(child, res, (value, value))
+        os.write(block_w, b"1")
+        return spawned
+    except BaseException:
+        if spawned.proc is not None and spawned.proc.poll() is None:
+            os.killpg(spawned.proc.pid, 9)
+            spawned.proc.wait()
+        spawned.detach_mount()
+        raise
+    finally:
+        for fd in (info_r, info_w, block_r, block_w):
+            if fd >= 0:
+                os.close(fd)
+
+
+def _read_info(fd: int, timeout_s: float = 20.0) -> dict | None:
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        try:
+            return json.loads(data)
+        except ValueError:
+            continue
+    return None
+
+
+def _output_of(proc: subprocess.Popen[bytes]) -> str:
+    if proc.stdout is None:
+        return ""
+    try:
+        os.set_blocking(proc.stdout.fileno(), False)
+        text = (proc.stdout.read() or b"").decode(errors="replace").strip()
+    except OSError:
+        return ""
+    return f": {text}" if text else ""
+
+
+def _rlimits(limits: SandboxLimits) -> list[tuple[int, int]]:
+    return [(resource.RLIMIT_AS, limits.memory_mb << 20),
+            (resource.RLIMIT_FSIZE, limits.max_file_size_mb << 20),
+            (resource.RLIMIT_NPROC, limits.max_processes),
+            (resource.RLIMIT_CORE, 0)]
+
+
+def _spawn_unprivileged(argv: Sequence[str], overlay: Overlay | None, limits: SandboxLimits,
+                        cgroup: SandboxCgroup | None, pass_fds: Sequence[int], stdin: int | None,
+                        stdout: int | None, stderr: int | None) -> subprocess.Popen[bytes]:
     procs = tuple(cgroup.procs_files()) if cgroup else ()
     try:
         return subprocess.Popen(
             list(argv), stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=tuple(pass_fds),
             start_new_session=True, close_fds=True, env={"PATH": os.environ.get("PATH", "")},
-            preexec_fn=lambda: _enter_namespace(overlay, procs, limits, privileged))
+            preexec_fn=lambda: _enter_namespace(overlay, procs, limits, privileged=False))
     except subprocess.SubprocessError as exc:  # the preexec hook failed: say what and how to fix
         raise SandboxSetupError(
-            "could not prepare the sandbox's mount namespace and overlay "
-            f"({'as root' if privileged else 'in a user namespace'}): {exc}. The kernel must "
-            "allow overlayfs mounts (and, without root, unprivileged user namespaces: "
-            "sysctl kernel.unprivileged_userns_clone=1, Linux >= 5.11).") from exc
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise SandboxSetupError(INSTALL_HINT) from exc
-        raise
+            f"could not prepare the sandbox's user and mount namespace and overlay: {exc}. The "
+            "kernel must allow unprivileged user namespaces (sysctl "
+            "kernel.unprivileged_userns_clone=1) and overlayfs in them (Linux >= 5.11).") from exc
+    except FileNotFoundError as exc:
+        raise SandboxSetupError(INSTALL_HINT) from exc

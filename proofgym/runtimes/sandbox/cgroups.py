@@ -16,6 +16,7 @@ from pathlib import Path
 
 _ROOT = Path("/sys/fs/cgroup")
 _counter = itertools.count()
+_swept: set[bool] = set()  # sweep stale cgroups once per process
 
 
 @dataclass
@@ -75,6 +76,20 @@ def _own_path(controller: str) -> str:
     return ""
 
 
+def _sweep(parent: Path) -> None:
+    """Remove empty cgroups left by proofgym processes that died without closing them."""
+    for d in parent.glob("proofgym-*-*"):
+        try:
+            pid = int(d.name.split("-")[1])
+        except (IndexError, ValueError):
+            continue
+        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+            try:
+                d.rmdir()
+            except OSError:
+                continue
+
+
 def create(memory_bytes: int, max_processes: int) -> SandboxCgroup | None:
     """A fresh cgroup with the limits set, or ``None`` when cgroups are not writable here."""
     name = f"proofgym-{os.getpid()}-{next(_counter)}"
@@ -83,9 +98,13 @@ def create(memory_bytes: int, max_processes: int) -> SandboxCgroup | None:
         made: list[Path] = []
         try:
             for root, ctrl in v1:
-                d = root / _own_path(ctrl) / name
+                parent = root / _own_path(ctrl)
+                if not _swept:
+                    _sweep(parent)
+                d = parent / name
                 d.mkdir()
                 made.append(d)
+            _swept.add(True)
             (made[0] / "pids.max").write_text(str(max_processes))
             (made[1] / "memory.limit_in_bytes").write_text(str(memory_bytes))
             memsw = made[1] / "memory.memsw.limit_in_bytes"

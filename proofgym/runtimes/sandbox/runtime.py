@@ -158,9 +158,13 @@ class SandboxRuntime:
     def _boot(self, overlay: Overlay) -> PersistentShell:
         argv = bwrap_argv(self.bwrap, self.system, self.limits,
                           ["bash", "--noprofile", "--norc"], workspace=overlay.merged)
-        proc = spawn(argv, overlay=overlay, limits=self.limits, cgroup=self._cgroup)
-        shell = PersistentShell(proc, self._cgroup, self.limits.max_output_bytes)
-        shell.wait_ready()
+        spawned = spawn(argv, overlay=overlay, limits=self.limits, cgroup=self._cgroup)
+        shell = PersistentShell(spawned.proc, self._cgroup, self.limits.max_output_bytes,
+                                pidns=spawned.pidns)
+        try:
+            shell.wait_ready()
+        finally:
+            spawned.detach_mount()  # the sandbox has its own copy from here on
         return shell
 
     def start(self) -> None:
