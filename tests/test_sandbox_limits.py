@@ -39,7 +39,7 @@ def test_busy_loop_in_the_shell_itself_restarts_the_shell(sandbox):
 def test_fork_bomb(sandbox):
     r = bash(sandbox, ":(){ :|:& };:")
     assert r.error_kind.value == "execution_error"
-    assert "process limit" in r.output
+    assert "process limit" in r.output or "were stopped" in r.output
     _next_command_works(sandbox)
 
 
@@ -88,9 +88,22 @@ def test_file_size_limit(sandbox):
     _next_command_works(sandbox)
 
 
+def test_the_workspace_cannot_fill_the_disk(tmp_path):
+    require_tool("bwrap")
+    limits = SandboxLimits(command_timeout_s=20, workspace_mb=24, max_file_size_mb=8)
+    with SandboxRuntime(tmp_path, limits=limits) as rt:
+        r = bash(rt, "for i in 1 2 3 4 5 6; do head -c 8M /dev/zero > f$i || break; done; du -sm .")
+        assert "No space left on device" in r.output
+        assert int(r.output.split()[-2]) <= 24
+        assert bash(rt, "rm f*; echo ok > small && cat small").output == "ok"
+
+
 def test_background_processes_do_not_outlive_their_command(sandbox):
-    assert bash(sandbox, "sleep 300 & nohup sleep 300 >/dev/null & echo started").output == "started"
+    r = bash(sandbox, "sleep 300 & nohup sleep 300 >/dev/null & echo started")
+    assert r.error_kind.value == "execution_error"
+    assert r.output.startswith("started") and "left 2 process(es) running" in r.output
     assert int(bash(sandbox, "ps -e -o pid= | wc -l").output) <= 5
+    assert bash(sandbox, "sleep 0.1 & wait; echo waited").output == "waited"
 
 
 def test_exit_from_the_shell(sandbox):

@@ -87,6 +87,13 @@ def test_snapshot_holds_exactly_the_changes(sandbox):
     assert art.runtime == "sandbox"
 
 
+def test_links_and_special_files_are_not_part_of_the_artifact(sandbox):
+    bash(sandbox, "ln -s /etc/passwd link && ln -s /usr dirlink && mkfifo fifo && echo real > real.txt")
+    art = sandbox.snapshot()
+    assert dict(art.files) == {"real.txt": b"real\n"}
+    assert sorted(art.meta["skipped"]) == ["dirlink", "fifo", "link"]
+
+
 def test_deleted_and_recreated_directory(sandbox):
     bash(sandbox, "rm -r old && mkdir old && echo b > old/b.txt")
     assert dict(sandbox.snapshot().files) == {"old/a.txt": None, "old/b.txt": b"b\n"}

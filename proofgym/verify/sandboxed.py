@@ -19,11 +19,9 @@ from __future__ import annotations
 import os
 import secrets
 import selectors
-import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,7 +31,14 @@ from pathlib import Path, PurePosixPath
 
 from proofgym.core import Verdict
 from proofgym.runtimes.sandbox import MinimalSystem, SandboxLimits, SandboxSetupError, cgroups
-from proofgym.runtimes.sandbox.bwrap import Overlay, bwrap_argv, find_bwrap, spawn
+from proofgym.runtimes.sandbox.bwrap import (
+    Overlay,
+    bwrap_argv,
+    find_bwrap,
+    remove_scratch,
+    scratch_dir,
+    spawn,
+)
 from proofgym.runtimes.sandbox.shell import ansi_c_quote
 from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES
 
@@ -114,10 +119,10 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     sentinel = f"test_pg_{nonce}.py"
     sentinel_id = f"{sentinel}::test_pg_{nonce}"
     extra = {**(hidden or {}), sentinel: f"def test_pg_{nonce}():\n    assert False\n".encode()}
-    root = Path(tempfile.mkdtemp(prefix="proofgym-grade-"))
+    root = scratch_dir("proofgym-grade-", limits.workspace_mb)
     cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes)
     if cgroup is None and os.geteuid() == 0:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_scratch(root)
         raise SandboxSetupError("grading as root needs a writable cgroup hierarchy to cap processes")
     read_fd = write_fd = -1
     proc = spawned = None
@@ -188,7 +193,7 @@ def _clean_up(cgroup: cgroups.SandboxCgroup | None, root: Path) -> None:
                 break
             time.sleep(0.005)
         cgroup.remove()
-    shutil.rmtree(root, ignore_errors=True)
+    remove_scratch(root)
 
 
 def files_under(root: Path) -> dict[str, bytes]:

@@ -18,6 +18,7 @@ import resource
 import select
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ _CLONE_NEWUSER = 0x10000000
 _MS_REC = 0x4000
 _MS_PRIVATE = 1 << 18
 _MNT_DETACH = 2
+_MS_NOSUID = 2
+_MS_NODEV = 4
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
@@ -130,6 +133,26 @@ def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command
         argv += ["--dir", WORKSPACE, "--chdir", WORKSPACE]
     argv += ["--remount-ro", "/", "--", *command]
     return argv
+
+
+def scratch_dir(prefix: str, size_mb: int, parent: str | Path | None = None) -> Path:
+    """A private directory for overlay upper directories. As root it is a tmpfs of ``size_mb``
+    (mounted privately in our namespace), so what a sandbox writes cannot fill the host's disk;
+    otherwise an ordinary temp directory. Remove it with :func:`remove_scratch`."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    if os.geteuid() == 0:
+        target = str(root).encode()
+        _check(_libc.mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                           f"size={size_mb}m,mode=0700".encode()), f"mounting a tmpfs at {root}")
+        _check(_libc.mount(None, target, None, _MS_PRIVATE, None), "making the tmpfs private")
+    return root
+
+
+def remove_scratch(root: Path) -> None:
+    """Unmount (if mounted) and delete a :func:`scratch_dir`."""
+    if os.path.ismount(root):
+        _libc.umount2(str(root).encode(), _MNT_DETACH)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass

@@ -53,6 +53,9 @@ def read_changes(upper: Path, lower: Path) -> tuple[dict[str, bytes | None], lis
         for d in list(dirnames):
             rel = os.path.join(reldir, d)
             full = Path(dirpath) / d
+            if full.is_symlink():  # os.walk lists a symlink to a directory here; never followed
+                skipped.append(rel)
+                continue
             if _opaque(full) and (lower / rel).is_dir():  # deleted and re-created: lower hidden
                 upper_has = {os.path.relpath(os.path.join(dp, f), upper)
                              for dp, _d, fs in os.walk(full) for f in fs}

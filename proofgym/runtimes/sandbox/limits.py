@@ -24,6 +24,10 @@ class SandboxLimits:
         max_output_chars: Output shown to the agent; longer output is cut with a visible marker
             (head and tail are kept).
         tmp_size_mb: Size of the private ``/tmp``.
+        workspace_mb: Total size of what a runtime's episodes (the current one and the
+            prestarted next one) and a grading run may write to the workspace. As root the
+            overlay's changes live on a tmpfs of this size, so a sandbox cannot fill the host's
+            disk; unprivileged, only ``max_file_size_mb`` bounds each file.
     """
 
     command_timeout_s: float = 30.0
@@ -34,6 +38,7 @@ class SandboxLimits:
     max_output_bytes: int = 1 << 20
     max_output_chars: int = 16_384
     tmp_size_mb: int = 256
+    workspace_mb: int = 1024
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

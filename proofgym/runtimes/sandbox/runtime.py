@@ -7,7 +7,6 @@ import logging
 import os
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,7 +15,15 @@ from typing import Any
 
 from proofgym.runtimes.artifact import Artifact
 from proofgym.runtimes.sandbox import cgroups
-from proofgym.runtimes.sandbox.bwrap import WORKSPACE, Overlay, bwrap_argv, find_bwrap, spawn
+from proofgym.runtimes.sandbox.bwrap import (
+    WORKSPACE,
+    Overlay,
+    bwrap_argv,
+    find_bwrap,
+    remove_scratch,
+    spawn,
+)
+from proofgym.runtimes.sandbox.bwrap import scratch_dir as scratch_dir_
 from proofgym.runtimes.sandbox.changes import read_changes
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.shell import CommandOutcome, PersistentShell
@@ -61,7 +68,8 @@ class SandboxRuntime:
         self.bwrap = find_bwrap()
         self.limits = limits or SandboxLimits()
         self.system = MinimalSystem.default(tuple(packages))
-        self._root = Path(tempfile.mkdtemp(prefix="proofgym-sandbox-", dir=scratch_dir))
+        self._root = scratch_dir_(prefix="proofgym-sandbox-", size_mb=self.limits.workspace_mb,
+                                  parent=scratch_dir)
         self._empty = self._root / "empty"
         self._empty.mkdir()
         self._lower = self._empty
@@ -69,7 +77,7 @@ class SandboxRuntime:
         if self._cgroup is None and os.geteuid() == 0:
             # RLIMIT_NPROC does not bind processes that are root on the host: without a
             # cgroup nothing would stop a fork bomb, so refuse rather than pretend.
-            shutil.rmtree(self._root, ignore_errors=True)
+            remove_scratch(self._root)
             raise SandboxSetupError(
                 "running as root, SandboxRuntime needs a writable cgroup hierarchy (v1 pids and "
                 "memory controllers, or v2 with both enabled) to cap processes and memory; "
@@ -198,7 +206,7 @@ class SandboxRuntime:
                     break
                 time.sleep(0.01)
             self._cgroup.remove()
-        shutil.rmtree(self._root, ignore_errors=True)
+        remove_scratch(self._root)
 
     def __enter__(self) -> SandboxRuntime:
         return self
@@ -267,6 +275,11 @@ class SandboxRuntime:
             raise ToolError(_join(text, f"[the command hit the process limit ({lim.max_processes} "
                                   "processes); its processes were stopped]", *notes),
                             "execution_error")
+        if out.stragglers:
+            raise ToolError(_join(text, f"[the command left {out.stragglers} process(es) running "
+                                  "when it returned; they were stopped: a command must not leave "
+                                  "processes behind (run servers and waits within one command)]",
+                                  *notes), "execution_error")
         if out.exit_code == 128 + signal.SIGXFSZ:
             raise ToolError(_join(text, f"[the command tried to write a file larger than the limit "
                                   f"of {lim.max_file_size_mb} MiB]", *notes), "execution_error")

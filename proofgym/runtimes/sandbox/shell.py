@@ -27,9 +27,6 @@ from proofgym.runtimes.sandbox.cgroups import SandboxCgroup
 from proofgym.runtimes.sandbox.system import SandboxSetupError
 
 _GRACE_S = 2.0
-#: Processes left running by a command at its end: this many is runaway process creation (a
-#: fork bomb in the background) and is reported as hitting the process limit.
-_RUNAWAY = 16
 _MEMORY_PATTERNS = re.compile(rb"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory",
                               re.IGNORECASE)
 _PROCESS_PATTERNS = re.compile(rb"fork: retry|Resource temporarily unavailable|can't start new thread")
@@ -64,6 +61,7 @@ class CommandOutcome:
     out_of_memory: bool = False
     process_limit: bool = False
     shell_lost: bool = False
+    stragglers: int = 0  # processes still running when the command returned (they were killed)
 
 
 class PersistentShell:
@@ -160,11 +158,12 @@ class PersistentShell:
         oom, pids = self._counters()
         failed = code is None or code != 0
         out_of_memory = oom > before[0] or (failed and bool(_MEMORY_PATTERNS.search(output[-4096:])))
-        process_limit = pids > before[1] or stragglers >= _RUNAWAY or (
+        process_limit = pids > before[1] or (
             self.cgroup is None and failed and bool(_PROCESS_PATTERNS.search(output[-4096:])))
         if process_limit and not lost:
             self.kill_commands()
-        return CommandOutcome(output, code, timed_out, exceeded, out_of_memory, process_limit, lost)
+        return CommandOutcome(output, code, timed_out, exceeded, out_of_memory, process_limit, lost,
+                              stragglers)
 
     def _counters(self) -> tuple[int, int]:
         if self.cgroup is None:

@@ -33,7 +33,7 @@ PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging"
 SYSTEM_TOOLS = (
     "bash", "sh", "dash", "ls", "cat", "cp", "mv", "rm", "mkdir", "rmdir", "touch", "head", "tail",
     "wc", "sort", "uniq", "cut", "tr", "tee", "env", "dirname", "basename", "stat", "chmod", "ln",
-    "readlink", "realpath", "pwd", "echo", "printf", "test", "[", "true", "false", "sleep",
+    "readlink", "realpath", "pwd", "mkfifo", "echo", "printf", "test", "[", "true", "false", "sleep",
     "timeout", "nproc", "id", "date", "seq", "yes", "du", "df", "mktemp", "xargs", "base64",
     "md5sum", "sha256sum", "cmp", "diff", "patch", "grep", "egrep", "fgrep", "sed", "awk", "find",
     "ps", "kill", "which", "tar", "gzip", "gunzip", "zcat", "nl", "od", "paste", "comm", "expr",

@@ -58,7 +58,7 @@ def make_tools(rt: SandboxRuntime) -> list[Tool]:
 
         The shell persists for the episode: the working directory and exported variables carry
         over between calls. There is no network. Each command has a time limit; long output is
-        cut.
+        cut; processes still running when the command returns are stopped (an error).
 
         Args:
             command: The command line, for example "python -m pytest -q".
