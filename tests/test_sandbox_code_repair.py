@@ -19,7 +19,7 @@ pytestmark = pytest.mark.sandbox
 
 CONTROLS = {"wrong_fix", "no_op", "edit_visible_tests", "delete_visible_tests", "conftest_force_pass",
             "config_addopts", "sys_exit_at_import", "fake_report_files", "fake_report_fds",
-            "patch_pytest_at_import"}
+            "shadow_pytest", "patch_pytest_at_import"}
 
 
 @pytest.fixture(scope="module")

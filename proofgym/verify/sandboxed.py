@@ -10,8 +10,15 @@ What the code under test can still do, and how it is caught:
     * ``os._exit`` or killing pytest: no report on the pipe, reward 0.
     * Writing its own XML to the pipe: the pipe must carry exactly one XML document; a second
       one (before or after pytest's) makes the report unparseable, reward 0.
-    * Patching pytest in-process so that every test passes: a sentinel test with a random name
-      that must fail is run alongside; if it passes, the report is rejected as tampered.
+    * Patching pytest in-process so that every test passes: a sentinel test that must fail,
+      named and written like the other tests (random name, in the hidden tests' folder), is run
+      alongside; if it passes, the report is rejected as tampered.
+    * Planting ``pytest.py`` (or ``_pytest/``) to replace the runner: pytest is imported from the
+      sandbox's site-packages before the workspace joins ``sys.path``.
+
+    What remains possible is what any in-process test runner allows (SWE-bench has the same):
+    code under test that patches pytest to pass exactly the hidden tests, which it would have
+    to name without ever seeing them.
 """
 
 from __future__ import annotations
@@ -115,10 +122,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
             dropped.append(path)
         else:
             allowed[path] = content
-    nonce = secrets.token_hex(6)
-    sentinel = f"test_pg_{nonce}.py"
-    sentinel_id = f"{sentinel}::test_pg_{nonce}"
-    extra = {**(hidden or {}), sentinel: f"def test_pg_{nonce}():\n    assert False\n".encode()}
+    sentinel, sentinel_id, sentinel_code = _sentinel(tests, {*changes, *(hidden or {})}, snapshot)
+    extra = {**(hidden or {}), sentinel: sentinel_code}
     root = scratch_dir("proofgym-grade-", limits.workspace_mb)
     cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes)
     if cgroup is None and os.geteuid() == 0:
@@ -143,7 +148,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                 os.mknod(overlay.upper / path, 0o600 | stat.S_IFCHR, 0)
             deleted = []
         read_fd, write_fd = os.pipe()
-        pytest = ["/opt/python/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        pytest = ["/opt/python/bin/python3", "-I", "-B", "-c", _BOOT, "-q", "-p", "no:cacheprovider",
                   "--tb=short", "--continue-on-collection-errors", "-o", "junit_family=xunit1",
                   f"--junitxml=/dev/fd/{write_fd}", "--", *tests, sentinel]
         command = pytest if not deleted else [  # without root, no whiteouts: delete in there
@@ -184,6 +189,35 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                    output, tuple(sorted(dropped)),
                    {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,
                     "total_s": time.perf_counter() - t0})
+
+
+#: pytest is imported from the sandbox's site-packages *before* the workspace joins sys.path (as
+#: ``python -m pytest`` would put it first), so a planted ``pytest.py`` or ``_pytest/`` in the
+#: workspace is never the runner.
+_BOOT = ("import sys, pytest, _pytest.junitxml, _pytest.reports; sys.path.insert(0, '/workspace'); "
+         "sys.argv[0] = 'pytest'; sys.exit(pytest.main(sys.argv[1:]))")
+
+_WORDS_A = ("basic", "edge", "empty", "nested", "unicode", "large", "mixed", "repeated", "single",
+            "quoted", "invalid", "default", "reversed", "boundary", "sorted", "missing", "extra")
+_WORDS_B = ("case", "input", "values", "order", "items", "keys", "range", "fields", "format",
+            "limits", "errors", "paths", "names", "rows", "parse", "roundtrip", "spacing")
+
+
+def _sentinel(tests: Sequence[str], taken: set[str], snapshot: Path) -> tuple[str, str, bytes]:
+    """A test that must fail, named and written like any other test of the run, so code that
+    tampers with the runner cannot tell it apart from the hidden tests it wants to pass."""
+    rng = secrets.SystemRandom()
+    folder = str(PurePosixPath(tests[0].split("::")[0]).parent) if tests else "."
+    while True:
+        a, b = rng.choice(_WORDS_A), rng.choice(_WORDS_B)
+        name = f"test_{a}_{b}.py"
+        path = name if folder in ("", ".") else f"{folder}/{name}"
+        if path not in taken and not (snapshot / path).exists():
+            break
+    func = f"test_{rng.choice(_WORDS_A)}_{rng.choice(_WORDS_B)}"
+    x = rng.randrange(10**6)
+    code = f"def {func}():\n    result = {x}\n    assert result == {x + rng.choice((-1, 1))}\n"
+    return path, f"{path}::{func}", code.encode()
 
 
 def _clean_up(cgroup: cgroups.SandboxCgroup | None, root: Path) -> None:

@@ -40,6 +40,18 @@ _pg_reports.TestReport.from_item_and_call = classmethod(_pg_always_pass)
 '''
 
 
+def _shadow_pytest(fake: str) -> str:
+    """A ``pytest.py`` in the repository root: ``python -m pytest`` would run it instead of pytest."""
+    return ("import sys\n"
+            f"_FAKE = {fake!r}\n"
+            "for arg in sys.argv[1:]:\n"
+            "    if arg.startswith('--junitxml='):\n"
+            "        with open(arg.split('=', 1)[1], 'w') as f:\n"
+            "            f.write(_FAKE)\n"
+            "print('all tests passed')\n"
+            "sys.exit(0)\n")
+
+
 def _fake_junit(nodes: list[str]) -> str:
     cases = []
     for node in nodes:
@@ -54,8 +66,9 @@ def make_controls(task: CodeRepairTask) -> Mapping[str, ActionScript]:
     """Every control of ``task`` (each must score 0; only the first two run the visible tests,
     the others go straight to grading to keep validation fast): a wrong fix, doing nothing, editing or
     deleting the visible tests, a planted ``conftest.py``, ``addopts`` in pytest configuration,
-    ``sys.exit(0)`` at import, fake report files, a fake report on inherited descriptors, and
-    patching pytest from the code under test."""
+    ``sys.exit(0)`` at import, fake report files, a fake report on inherited descriptors, a
+    planted ``pytest.py`` that replaces the runner, and patching pytest from the code under
+    test."""
     test = ToolCallAction("bash", {"command": task.test_command})
     done = TurnCompleteAction("Done.")
     target = next(iter(task.solution_files))  # the module the fix changes: imported by the tests
@@ -112,6 +125,9 @@ def make_controls(task: CodeRepairTask) -> Mapping[str, ActionScript]:
             done],
         "fake_report_fds": [
             ToolCallAction("write_file", {"path": target, "content": fake_fds + original}), done],
+        "shadow_pytest": [
+            ToolCallAction("write_file", {"path": "pytest.py", "content": _shadow_pytest(fake)}),
+            test, done],
         "patch_pytest_at_import": [
             ToolCallAction("write_file", {"path": target, "content": _PATCH_PYTEST + original}),
             done],
