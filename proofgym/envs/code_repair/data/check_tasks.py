@@ -42,6 +42,9 @@ CANARY_TAG = "7f3c9b2e"
 REQUIRED_KEYS = {"id", "title", "issue", "test_command", "fail_to_pass", "pass_to_pass", "protected"}
 TASK_ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 PYTEST_TIMEOUT = 120.0
+# Tasks need only pytest itself; host plugins (asyncio, benchmark, ...) slow every run and could change
+# outcomes, so by default the checker, like a clean sandbox, runs without them (--host-plugins: with).
+DISABLE_PLUGIN_AUTOLOAD = True
 # Things a copy must never carry along (byte-code written by an earlier local run, say).
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 
@@ -129,9 +132,8 @@ def run_tests(workdir: Path, test_command: str) -> dict[tuple[str, str], str]:
     report.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    # Tasks need only pytest itself; host plugins (asyncio, benchmark, ...) would slow every run and
-    # could change outcomes, so the checker, like a clean sandbox, runs without them.
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    if DISABLE_PLUGIN_AUTOLOAD:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     proc = subprocess.run([*argv, f"--junitxml={report}"], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=PYTEST_TIMEOUT)
     if not report.exists():
@@ -299,7 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="*", help="task ids to check (default: all)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--host-plugins", action="store_true",
+                        help="let pytest load the host's installed plugins (slower; checks parity)")
     args = parser.parse_args(argv)
+    global DISABLE_PLUGIN_AUTOLOAD
+    DISABLE_PLUGIN_AUTOLOAD = not args.host_plugins
     reports = check_all(args.tasks, args.jobs)
     print(format_table(reports))
     failed = [r for r in reports if not r.ok]
