@@ -31,6 +31,7 @@ def _copy_task(tmp_path: Path, task_id: str = SAMPLE_TASK) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_every_task_passes_the_checker():
     reports = check_tasks.check_all()
     assert len(reports) >= 12, f"CodeRepair-v0 needs at least 12 tasks, found {len(reports)}"

@@ -9,7 +9,8 @@ subprocesses on throw-away copies:
 * the reference fix (``solution/`` applied on top): every listed test passes, and every test pytest
   reports is listed (so no test is silently left out of the grade);
 * the wrong fix (``controls/wrong_fix/`` applied on top): at least one ``fail_to_pass`` test does
-  not pass;
+  not pass, while every visible test passes (the control must look right to someone who only runs
+  the visible tests);
 * every listed node id appears in the JUnit reports;
 * the canary line is in every hidden file and nowhere in ``repo/``, ``solution/``, ``controls/`` or
   the issue text; the issue text names no hidden test;
@@ -41,6 +42,9 @@ CANARY_TAG = "7f3c9b2e"
 REQUIRED_KEYS = {"id", "title", "issue", "test_command", "fail_to_pass", "pass_to_pass", "protected"}
 TASK_ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 PYTEST_TIMEOUT = 120.0
+# Tasks need only pytest itself; host plugins (asyncio, benchmark, ...) slow every run and could change
+# outcomes, so by default the checker, like a clean sandbox, runs without them (--host-plugins: with).
+DISABLE_PLUGIN_AUTOLOAD = True
 # Things a copy must never carry along (byte-code written by an earlier local run, say).
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 
@@ -128,9 +132,8 @@ def run_tests(workdir: Path, test_command: str) -> dict[tuple[str, str], str]:
     report.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    # Tasks need only pytest itself; host plugins (asyncio, benchmark, ...) would slow every run and
-    # could change outcomes, so the checker, like a clean sandbox, runs without them.
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    if DISABLE_PLUGIN_AUTOLOAD:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     proc = subprocess.run([*argv, f"--junitxml={report}"], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=PYTEST_TIMEOUT)
     if not report.exists():
@@ -181,8 +184,8 @@ def static_checks(task_dir: Path, task: dict, report: TaskReport) -> None:
         for rel in files_under(task_dir / area):
             if CANARY_TAG in (task_dir / area / rel).read_text(encoding="utf-8", errors="replace"):
                 problems.append(f"{area}/{rel} contains the canary")
-    if CANARY_TAG in task["issue"]:
-        problems.append("the issue text contains the canary")
+    if CANARY_TAG in task["issue"] or CANARY_TAG in task["title"]:
+        problems.append("the issue text or title contains the canary")
     hidden_ids = [n for n in task["fail_to_pass"] + task["pass_to_pass"]
                   if Path(n.partition("::")[0]).as_posix() in {r.as_posix() for r in hidden_files}]
     for nodeid in hidden_ids:
@@ -227,7 +230,9 @@ def check_task(task_dir: Path) -> TaskReport:
             fixed = run_tests(materialise(task_dir, scratch, task_dir / "solution"), task["test_command"])
             wrong = run_tests(materialise(task_dir, scratch, task_dir / "controls" / "wrong_fix"),
                               task["test_command"])
-        check_runs(report, f2p, p2p, buggy, fixed, wrong)
+        visible = {rel.as_posix() for rel in files_under(task_dir / "repo")}
+        visible_ids = [n for n in f2p + p2p if n.partition("::")[0] in visible]
+        check_runs(report, f2p, p2p, buggy, fixed, wrong, visible_ids)
     except Exception as exc:  # one broken task must not hide the others' results
         report.problems.append(f"{type(exc).__name__}: {exc}")
     finally:
@@ -236,7 +241,7 @@ def check_task(task_dir: Path) -> TaskReport:
 
 
 def check_runs(report: TaskReport, f2p: list[str], p2p: list[str], buggy: dict, fixed: dict,
-               wrong: dict) -> None:
+               wrong: dict, visible_ids: list[str]) -> None:
     problems = report.problems
     for label, outcomes in (("buggy", buggy), ("solution", fixed), ("wrong_fix", wrong)):
         for nodeid, outcome in summarise(outcomes, f2p + p2p).items():
@@ -261,6 +266,10 @@ def check_runs(report: TaskReport, f2p: list[str], p2p: list[str], buggy: dict, 
     wrong_failing = [n for n, o in wrong_f2p.items() if o != "passed"]
     if not wrong_failing:
         problems.append("the wrong fix passes every fail_to_pass test")
+    if not visible_ids:
+        problems.append("no listed test is a visible test under repo/tests")
+    problems.extend(f"the wrong fix fails visible test {n} ({o}); it should look right"
+                    for n, o in summarise(wrong, visible_ids).items() if o != "passed")
     report.wrong_fix = f"{len(wrong_failing)}/{len(f2p)} fail"
 
 
@@ -292,7 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="*", help="task ids to check (default: all)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--host-plugins", action="store_true",
+                        help="let pytest load the host's installed plugins (slower; checks parity)")
     args = parser.parse_args(argv)
+    global DISABLE_PLUGIN_AUTOLOAD
+    DISABLE_PLUGIN_AUTOLOAD = not args.host_plugins
     reports = check_all(args.tasks, args.jobs)
     print(format_table(reports))
     failed = [r for r in reports if not r.ok]

@@ -15,9 +15,9 @@ def test_vietnamese_stacked_marks():
     assert slugify("Phở bò") == "pho-bo"
 
 
-def test_fullwidth_and_ligatures():
+def test_fullwidth_latin_letters():
     assert slugify("Ｆｕｌｌ　Ｗｉｄｔｈ") == "full-width"
-    assert slugify("ﬁle ﬂow") == "file-flow"
+    assert slugify("Ｃａｆé ２４") == "cafe-24"
 
 
 def test_max_length_counts_transliterated_letters():

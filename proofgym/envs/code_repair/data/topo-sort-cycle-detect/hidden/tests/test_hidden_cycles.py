@@ -42,7 +42,7 @@ def test_shared_dependencies_are_not_cycles():
 
 
 def test_error_message_names_the_cycle():
-    with pytest.raises(CycleError, match="p -> q -> p"):
+    with pytest.raises(CycleError, match=r"p -> q -> p|q -> p -> q"):
         topo_order(parse_spec("p: q\nq: p\n"))
 
 
