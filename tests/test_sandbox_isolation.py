@@ -47,6 +47,8 @@ def test_hidden_test_canaries_are_invisible_to_the_agent():
         with SandboxRuntime(limits=FAST_LIMITS.__class__(command_timeout_s=120)) as rt:
             task.setup_runtime(rt)
             found = _grep_everything(rt, _canary(task.id))
+            mounts = rt.execute("bash", {"command": "cat /proc/self/mountinfo"}).output
+            assert "code_repair" not in mounts and str(task.root) not in mounts
             # positive control: the same search finds the canary once it is in the sandbox
             rt.execute("write_file", {"path": "planted.txt", "content": _canary(task.id)})
             control = _grep_everything(rt, _canary(task.id))

@@ -38,6 +38,7 @@ _CLONE_NEWUSER = 0x10000000
 _MS_REC = 0x4000
 _MS_PRIVATE = 1 << 18
 _MNT_DETACH = 2
+_MS_BIND = 4096
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -59,6 +60,7 @@ class Overlay:
     upper: Path
     work: Path
     merged: Path
+    view: Path  # where ``lower`` is bound while mounting, so no host path shows in mountinfo
 
     @classmethod
     def create(cls, lower: Path, root: Path) -> Overlay:
@@ -66,13 +68,14 @@ class Overlay:
             if any(c in str(p) for c in ",:\\\n"):
                 raise SandboxSetupError(f"path {p} contains ',', ':' or '\\', which overlayfs "
                                         "cannot take in its options; move it")
-        dirs = [root / n for n in ("upper", "work", "merged")]
+        dirs = [root / n for n in ("upper", "work", "merged", "lower")]
         for d in dirs:
             d.mkdir(parents=True)
         return cls(lower, *dirs)
 
-    def options(self, userxattr: bool) -> bytes:
-        opts = f"lowerdir={self.lower},upperdir={self.upper},workdir={self.work}"
+    def options(self, userxattr: bool, *, via_view: bool = False) -> bytes:
+        lower = self.view if via_view else self.lower
+        opts = f"lowerdir={lower},upperdir={self.upper},workdir={self.work}"
         return (opts + (",userxattr" if userxattr else "")).encode()
 
 
@@ -186,9 +189,18 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
         return Spawned(_spawn_unprivileged(argv, overlay, limits, cgroup, pass_fds, stdin, stdout, stderr))
     mounted = None
     if overlay is not None:
-        target = str(overlay.merged).encode()
-        _check(_libc.mount(b"overlay", target, b"overlay", 0, overlay.options(userxattr=False)),
-               f"mounting the overlay at {overlay.merged}")
+        target, view = str(overlay.merged).encode(), str(overlay.view).encode()
+        # the sandbox can read the overlay's options in /proc/self/mountinfo: show it a scratch
+        # path, not where the task lives on the host
+        _check(_libc.mount(str(overlay.lower).encode(), view, None, _MS_BIND, None),
+               f"binding the snapshot {overlay.lower}")
+        try:
+            _check(_libc.mount(None, view, None, _MS_PRIVATE, None), "making the snapshot private")
+            _check(_libc.mount(b"overlay", target, b"overlay", 0,
+                               overlay.options(userxattr=False, via_view=True)),
+                   f"mounting the overlay at {overlay.merged}")
+        finally:
+            _libc.umount2(view, _MNT_DETACH)  # the overlay holds its own reference to the layer
         _check(_libc.mount(None, target, None, _MS_PRIVATE, None), "making the overlay private")
         mounted = overlay.merged
     spawned = Spawned(None, host_mount=mounted)  # type: ignore[arg-type]
