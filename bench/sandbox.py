@@ -139,7 +139,7 @@ def main() -> None:
         persistent, fresh = bench_round_trip(scratch / "tree1000", scratch, 300)
         rows.append(("tool round trip `bash: true`", persistent, f"fresh bwrap {fresh:.1f} ms",
                      fresh / persistent, "<= 2 ms, >= 5x", persistent <= 2 and fresh / persistent >= 5))
-        overhead, host_side, isolated, task_id = bench_verification(15)
+        overhead, host_side, isolated, task_id = bench_verification(25)
         rows.append((f"isolated verification overhead ({task_id})", overhead,
                      "same pytest in a running sandbox (paired); "
                      f"host-side part {host_side:.1f} ms; last total {isolated:.0f} ms", None,
