@@ -48,6 +48,9 @@ def make_tools(rt: SandboxRuntime) -> list[Tool]:
         full = workspace_path(path)
         if full == WORKSPACE:
             raise ToolError("give a file path, not the workspace itself", "invalid_arguments")
+        if len(data) > _MAX_FILE_BYTES:
+            raise ToolError(f"content has {len(data)} bytes, more than {_MAX_FILE_BYTES}; write "
+                            "large files in parts or generate them with bash", "invalid_arguments")
         q = ansi_c_quote(full)
         b64 = base64.b64encode(data).decode()
         rt.internal(f"( p={q}; mkdir -p -- \"$(dirname -- \"$p\")\" && "
