@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -76,8 +77,22 @@ class MinimalSystem:
     @classmethod
     @cache
     def default(cls, packages: tuple[str, ...] = PYTEST_PACKAGES) -> MinimalSystem:
+        # Listing the files runs ldd over ~100 binaries (about a second); the list is kept next
+        # to the staged trees, keyed by everything it depends on, so later processes skip it.
+        index = Path(tempfile.gettempdir()) / f"proofgym-system-index-{_inputs_key(packages)}.json"
+        try:
+            data = json.loads(index.read_text())
+            root = Path(data["root"])
+            if (root / ".complete").exists():
+                return cls(packages, tuple(map(tuple, data["files"])), root)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
         files = tuple(_system_files(packages))
-        return cls(packages, files, _stage(files))
+        root = _stage(files)
+        tmp = index.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"root": str(root), "files": files}))
+        tmp.replace(index)
+        return cls(packages, files, root)
 
     def bwrap_args(self) -> list[str]:
         args = []
@@ -92,6 +107,24 @@ class MinimalSystem:
     @property
     def path(self) -> str:
         return f"{SANDBOX_PYTHON}/bin:/usr/bin"
+
+
+def _inputs_key(packages: tuple[str, ...]) -> str:
+    """Changes whenever the tools, the interpreter, its standard library or the packages do."""
+    digest = hashlib.sha256(repr((sys.executable, sys.version, packages, SYSTEM_TOOLS)).encode())
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    paths = [Path(sys.executable).resolve(), stdlib, stdlib / "lib-dynload", Path("/usr/bin"),
+             Path("/usr/lib/x86_64-linux-gnu"), Path("/etc/ld.so.cache")]
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        paths.append(Path(spec.origin) if spec and spec.origin else Path(name))
+    for p in paths:
+        try:
+            st = p.stat()
+            digest.update(f"{p}\0{st.st_mtime_ns}\0{st.st_size}\n".encode())
+        except OSError:
+            digest.update(f"{p}\0missing\n".encode())
+    return digest.hexdigest()[:20]
 
 
 def _stage(files: tuple[tuple[str, str], ...]) -> Path:
