@@ -17,6 +17,7 @@ from proofgym.core import (
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.envs import register_envs
 from proofgym.runtimes import Artifact, InProcessRuntime, Runtime
+from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from proofgym.tasks import TaskSet
 from proofgym.tools import Tool, ToolError, ToolRegistry, ToolResult, tool
 from proofgym.version import __version__
@@ -39,6 +40,8 @@ __all__ = [
     "Limits",
     "Rubric",
     "Runtime",
+    "SandboxLimits",
+    "SandboxRuntime",
     "Task",
     "TaskSet",
     "TaskSpec",

@@ -12,6 +12,9 @@ import pytest
 
 import proofgym  # noqa: F401 - registers the bundled environments
 
+#: The ``sandbox`` fixture (a real bubblewrap SandboxRuntime) for the sandbox tests.
+pytest_plugins = ["tests.sandbox_helpers"]
+
 REPO = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -8,6 +8,7 @@ import gymnasium
 BUNDLED = {
     "proofgym/Arith-v0": "proofgym.envs.arith:make_env",
     "proofgym/Guess-v0": "proofgym.envs.guess:make_env",
+    "proofgym/CodeRepair-v0": "proofgym.envs.code_repair:make_env",
 }
 
 

@@ -1,0 +1,43 @@
+"""Splitting one line of delimited text into fields."""
+
+QUOTE = '"'
+
+
+class ParseError(ValueError):
+    """The line is not valid delimited text."""
+
+
+def parse_line(line, delimiter=","):
+    """Split ``line`` into a list of field strings.
+
+    Fields may be wrapped in double quotes so they can contain the delimiter. Inside a quoted
+    field a literal double quote is written as two double quotes (RFC 4180).
+    """
+    fields = []
+    current = []
+    in_quotes = False
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        i += 1
+        if in_quotes:
+            if ch == QUOTE:
+                if i < len(line) and line[i] == QUOTE:
+                    # A doubled quote inside a quoted field is one literal quote.
+                    current.append(QUOTE)
+                    i += 1
+                else:
+                    in_quotes = False
+            else:
+                current.append(ch)
+        elif ch == QUOTE:
+            in_quotes = True
+        elif ch == delimiter:
+            fields.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if in_quotes:
+        raise ParseError(f"unterminated quoted field in line: {line!r}")
+    fields.append("".join(current))
+    return fields

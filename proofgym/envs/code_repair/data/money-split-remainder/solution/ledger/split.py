@@ -1,0 +1,37 @@
+"""Splitting a bill into shares that add up to the cent."""
+
+from decimal import Decimal
+
+from ledger.money import CENT, to_decimal
+
+
+def split_by_weights(total, weights):
+    """Shares of ``total`` proportional to ``weights``, in whole cents, summing exactly to ``total``.
+
+    Each share is within one cent of its exact proportional value. Leftover cents go to the shares
+    with the largest remainders; on a tie the earlier share gets the cent.
+    """
+    total = to_decimal(total)
+    if total < 0:
+        raise ValueError(f"cannot split a negative total ({total})")
+    weights = [Decimal(w) for w in weights]
+    if not weights or any(w < 0 for w in weights) or sum(weights) == 0:
+        raise ValueError(f"weights must be non-negative and not all zero, got {weights}")
+    weight_sum = sum(weights)
+    # Rounding every share on its own can gain or lose cents (100 / 3 -> 3 x 33.33). Work in whole
+    # cents instead: floor every exact share, then hand out the leftover cents one by one.
+    cents = int(total / CENT)
+    exact = [cents * w / weight_sum for w in weights]
+    shares = [int(e) for e in exact]  # exact >= 0, so int() is the floor
+    leftover = cents - sum(shares)
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - shares[i]), i))
+    for i in by_remainder[:leftover]:
+        shares[i] += 1
+    return [(Decimal(c) * CENT).quantize(CENT) for c in shares]
+
+
+def split_evenly(total, parts):
+    """``total`` split into ``parts`` shares that differ by at most one cent, larger shares first."""
+    if parts < 1:
+        raise ValueError(f"need at least one part, got {parts}")
+    return split_by_weights(total, [1] * parts)

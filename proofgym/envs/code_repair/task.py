@@ -1,0 +1,163 @@
+"""A code-repair task: a small Python project with a bug, an issue, visible and hidden tests."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proofgym.core import ActionScript, Task, TaskSpec, ToolCallAction, Trace, TurnCompleteAction, Verdict
+from proofgym.envs.code_repair.controls import make_controls
+from proofgym.verify.sandboxed import files_under, run_tests_isolated, swebench_verdict
+
+INSTRUCTIONS = """\
+You are working in a Python repository at /workspace (your shell starts there). Fix the bug \
+described in the issue above by changing the project's source code. You have the tools bash, \
+read_file, write_file, str_replace and list_dir; there is no network. Run the visible tests with \
+`{test_command}`. Do not edit or delete the tests or the test configuration: your fix is graded \
+with the original tests plus hidden tests in a separate, fresh sandbox. When you are done, reply \
+with a short summary of the fix."""
+
+REQUIRED = ("id", "issue", "test_command", "fail_to_pass", "pass_to_pass")
+
+
+@dataclass(frozen=True, eq=False)
+class CodeRepairTask(Task):
+    """One task directory (``task.json``, ``repo/``, ``hidden/``, ``solution/``, optional
+    ``controls/wrong_fix/``; see ``data/``). Holds no episode state.
+
+    The agent's sandbox gets ``repo/`` only, as its read-only snapshot. ``hidden/`` is read here,
+    on the grading side, and copied into the fresh grading sandbox.
+    """
+
+    root: Path
+    meta: Mapping[str, Any] = field(repr=False)
+    grading_timeout_s: float = 120.0
+
+    verifier_version = "code-repair-1"
+
+    @classmethod
+    def load(cls, root: str | Path) -> CodeRepairTask:
+        root = Path(root).resolve()
+        try:
+            meta = orjson.loads((root / "task.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise ValueError(f"{root}: cannot read task.json ({exc})") from exc
+        missing = [k for k in REQUIRED if k not in meta]
+        if missing:
+            raise ValueError(f"{root / 'task.json'}: missing keys {missing}")
+        if not (root / "repo").is_dir():
+            raise ValueError(f"{root}: no repo/ directory (the project the agent works on)")
+        if meta["id"] != root.name:
+            raise ValueError(f"{root}: task.json id {meta['id']!r} differs from the directory name")
+        return cls(root, meta)
+
+    # -------------------------------------------------------------- contract
+    @property
+    def id(self) -> str:
+        return str(self.meta["id"])
+
+    @property
+    def repo(self) -> Path:
+        return self.root / "repo"
+
+    @property
+    def test_command(self) -> str:
+        return str(self.meta["test_command"])
+
+    @property
+    def protected(self) -> tuple[str, ...]:
+        return tuple(self.meta.get("protected") or ("tests", "conftest.py", "pytest.ini",
+                                                    "setup.cfg", "tox.ini", "pyproject.toml"))
+
+    def get_spec(self) -> TaskSpec:
+        prompt = f"{self.meta['issue'].rstrip()}\n\n{INSTRUCTIONS.format(test_command=self.test_command)}"
+        return TaskSpec(prompt, metadata={"title": self.meta.get("title", ""),
+                                          "test_command": self.test_command})
+
+    def setup_runtime(self, runtime: Any) -> None:
+        runtime.use_snapshot(self.repo)
+
+    def verify(self, trace: Trace, runtime: Any) -> Verdict:
+        artifact = getattr(runtime, "artifact", None)
+        if artifact is None or artifact.runtime != "sandbox":
+            raise TypeError("CodeRepairTask grades the artifact of a SandboxRuntime episode; got "
+                            f"{type(runtime).__name__} holding {getattr(artifact, 'runtime', None)!r}")
+        run = run_tests_isolated(self.repo, artifact.files, tests=self.test_files,
+                                 hidden=self.hidden_files, protected=self.protected,
+                                 timeout_s=self.grading_timeout_s)
+        verdict = swebench_verdict(run, self.meta["fail_to_pass"], self.meta["pass_to_pass"])
+        if run.report_error:
+            # the reason goes with the grade (scored: the agent's code caused it)
+            return Verdict(verdict.reward, dict(verdict.components), dict(verdict.metrics),
+                           error=run.report_error)
+        return verdict
+
+    @cached_property
+    def hidden_files(self) -> dict[str, bytes]:
+        return files_under(self.root / "hidden")
+
+    @cached_property
+    def solution_files(self) -> dict[str, bytes]:
+        return files_under(self.root / "solution")
+
+    @property
+    def test_files(self) -> list[str]:
+        nodes = [*self.meta["fail_to_pass"], *self.meta["pass_to_pass"]]
+        return sorted({n.split("::", 1)[0] for n in nodes})
+
+    def content(self) -> Mapping[str, Any]:
+        digest = hashlib.sha256()
+        for sub in ("repo", "hidden", "solution"):
+            for path, data in files_under(self.root / sub).items():
+                digest.update(f"{sub}/{path}\0".encode() + hashlib.sha256(data).digest())
+        return {"id": self.id, "task": dict(self.meta), "files": digest.hexdigest()}
+
+    # ----------------------------------------------------- reference, controls
+    def reference_solution(self) -> ActionScript:
+        """Read, edit (``str_replace`` where the change is one block, else ``write_file``), run
+        the visible tests, finish."""
+        actions: list[Any] = [ToolCallAction("list_dir", {"path": "."})]
+        for path, new in self.solution_files.items():
+            old_file = self.repo / path
+            actions.append(ToolCallAction("read_file", {"path": path}) if old_file.is_file()
+                           else ToolCallAction("list_dir", {"path": str(Path(path).parent)}))
+            actions.append(_edit(path, old_file.read_bytes() if old_file.is_file() else None, new))
+        actions.append(ToolCallAction("bash", {"command": self.test_command}))
+        actions.append(TurnCompleteAction(f"Fixed: {self.meta.get('title', self.id)}. "
+                                          "The visible tests pass."))
+        return actions
+
+    def controls(self) -> Mapping[str, ActionScript]:
+        return make_controls(self)
+
+
+def _edit(path: str, old: bytes | None, new: bytes) -> ToolCallAction:
+    """One ``str_replace`` covering the changed lines when that block is unique, else a write."""
+    if old is not None:
+        try:
+            a, b = old.decode().splitlines(keepends=True), new.decode().splitlines(keepends=True)
+        except UnicodeDecodeError:
+            a = b = []
+        ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+        if ops:
+            lo_a, hi_a = ops[0][1], ops[-1][2]
+            lo_b, hi_b = ops[0][3], ops[-1][4]
+            while hi_a - lo_a < 2 and (lo_a > 0 or hi_a < len(a)):  # context makes it unique
+                lo_a, lo_b = max(lo_a - 1, 0), max(lo_b - 1, 0) if lo_a > 0 else lo_b
+                if hi_a < len(a):
+                    hi_a, hi_b = hi_a + 1, hi_b + 1
+            old_block, new_block = "".join(a[lo_a:hi_a]), "".join(b[lo_b:hi_b])
+            text = "".join(a)
+            if old_block and text.count(old_block) == 1 and \
+                    text.replace(old_block, new_block) == "".join(b):
+                return ToolCallAction("str_replace", {"path": path, "old_str": old_block,
+                                                      "new_str": new_block})
+    return ToolCallAction("write_file", {"path": path, "content": new.decode()})

@@ -1,0 +1,8 @@
+"""A bubblewrap sandbox runtime: no network, a read-only minimal system, a copy-on-write
+workspace over a read-only task snapshot, a persistent shell, per-command limits."""
+
+from proofgym.runtimes.sandbox.limits import SandboxLimits
+from proofgym.runtimes.sandbox.runtime import SandboxRuntime
+from proofgym.runtimes.sandbox.system import MinimalSystem, SandboxSetupError
+
+__all__ = ["MinimalSystem", "SandboxLimits", "SandboxRuntime", "SandboxSetupError"]

@@ -1,0 +1,130 @@
+"""Per-sandbox cgroups (when the host lets us write them): a process cap that also holds for a
+sandbox whose user is mapped to root, and memory accounting that tells an out-of-memory kill
+apart from any other crash.
+
+Without a writable cgroup hierarchy the sandbox still has ``RLIMIT_AS`` and ``RLIMIT_NPROC``;
+``RLIMIT_NPROC`` is not enforced for processes that are root on the host, so running as root
+without cgroups is refused (see :func:`create`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+_ROOT = Path("/sys/fs/cgroup")
+_counter = itertools.count()
+_swept: set[bool] = set()  # sweep stale cgroups once per process
+
+
+@dataclass
+class SandboxCgroup:
+    """The cgroup directories of one sandbox (one per v1 controller, or one v2 directory)."""
+
+    dirs: tuple[Path, ...]
+    v2: bool
+
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed for exceeding the memory limit (monotonic)."""
+        for d in self.dirs:
+            name = "memory.events" if self.v2 else "memory.oom_control"
+            path = d / name
+            if path.exists():
+                for line in path.read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        return 0
+
+    def pids_limit_hits(self) -> int:
+        for d in self.dirs:
+            path = d / "pids.events"
+            if path.exists():
+                for line in path.read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "max":
+                        return int(value)
+        return 0
+
+    def pids(self) -> list[int]:
+        pids: set[int] = set()
+        for f in self.procs_files():
+            try:
+                pids.update(int(x) for x in Path(f).read_text().split())
+            except OSError:
+                continue
+        return sorted(pids)
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            try:
+                d.rmdir()
+            except OSError:
+                continue
+
+
+def _own_path(controller: str) -> str:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(",") or (controller == "" and controllers == ""):
+            return path.lstrip("/")
+    return ""
+
+
+def _sweep(parent: Path) -> None:
+    """Remove empty cgroups left by proofgym processes that died without closing them."""
+    for d in parent.glob("proofgym-*-*"):
+        try:
+            pid = int(d.name.split("-")[1])
+        except (IndexError, ValueError):
+            continue
+        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+            try:
+                d.rmdir()
+            except OSError:
+                continue
+
+
+def create(memory_bytes: int, max_processes: int) -> SandboxCgroup | None:
+    """A fresh cgroup with the limits set, or ``None`` when cgroups are not writable here."""
+    name = f"proofgym-{os.getpid()}-{next(_counter)}"
+    v1 = [(_ROOT / "pids", "pids"), (_ROOT / "memory", "memory")]
+    if all((root / "cgroup.procs").exists() for root, _ in v1):
+        made: list[Path] = []
+        try:
+            for root, ctrl in v1:
+                parent = root / _own_path(ctrl)
+                if not _swept:
+                    _sweep(parent)
+                d = parent / name
+                d.mkdir()
+                made.append(d)
+            _swept.add(True)
+            (made[0] / "pids.max").write_text(str(max_processes))
+            (made[1] / "memory.limit_in_bytes").write_text(str(memory_bytes))
+            memsw = made[1] / "memory.memsw.limit_in_bytes"
+            if memsw.exists():
+                memsw.write_text(str(memory_bytes))
+            return SandboxCgroup(tuple(made), v2=False)
+        except OSError:
+            SandboxCgroup(tuple(made), v2=False).remove()
+    unified = _ROOT / "cgroup.controllers"
+    if unified.exists():
+        base = _ROOT / _own_path("")
+        try:
+            if not {"pids", "memory"} <= set((base / "cgroup.controllers").read_text().split()):
+                return None
+            d = base / name
+            d.mkdir()
+            (d / "pids.max").write_text(str(max_processes))
+            (d / "memory.max").write_text(str(memory_bytes))
+            (d / "memory.swap.max").write_text("0") if (d / "memory.swap.max").exists() else None
+            return SandboxCgroup((d,), v2=True)
+        except OSError:
+            return None
+    return None

@@ -1,0 +1,332 @@
+"""``SandboxRuntime``: tool calls in a bubblewrap sandbox over a copy-on-write workspace."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import shutil
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from proofgym.runtimes.artifact import Artifact
+from proofgym.runtimes.sandbox import cgroups
+from proofgym.runtimes.sandbox.bwrap import (
+    WORKSPACE,
+    Overlay,
+    bwrap_argv,
+    find_bwrap,
+    remove_scratch,
+    spawn,
+)
+from proofgym.runtimes.sandbox.bwrap import scratch_dir as scratch_dir_
+from proofgym.runtimes.sandbox.changes import read_changes
+from proofgym.runtimes.sandbox.limits import SandboxLimits
+from proofgym.runtimes.sandbox.shell import CommandOutcome, PersistentShell
+from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, MinimalSystem, SandboxSetupError
+from proofgym.tools import ToolError, ToolRegistry, ToolResult, cut_output
+
+log = logging.getLogger(__name__)
+
+
+class SandboxRuntime:
+    """Runs ``bash`` and file tools in a bubblewrap sandbox, one persistent shell per episode.
+
+    The sandbox sees a read-only minimal system (``/usr``, Python with only ``packages`` in its
+    ``site-packages``), a private ``/tmp``, no network, and ``/workspace``: a copy-on-write
+    overlay over the read-only task snapshot set with :meth:`use_snapshot`. Only the workspace
+    and ``/tmp`` are writable.
+
+    Invariants:
+        * ``reset()`` costs the same for 10 or 10,000 snapshot files (it never copies the
+          snapshot) and leaves nothing of the previous episode: fresh overlay, fresh shell,
+          fresh ``/tmp``.
+        * ``execute`` never raises for agent input: limits and failures come back as typed
+          :class:`ToolResult` errors (``timeout``, ``execution_error``, ``denied``,
+          ``invalid_arguments``).
+        * ``snapshot()`` holds exactly the files the agent wrote, created or deleted.
+        * Construction fails with :class:`SandboxSetupError` when bwrap (or a kernel feature)
+          is missing; there is no unisolated fallback.
+
+    Args:
+        snapshot: The read-only task tree to start from (default: an empty workspace).
+        limits: Per-command and per-episode limits.
+        packages: Python packages bound into the sandbox's ``site-packages``.
+        scratch_dir: Where overlay upper directories live (default: the system temp dir).
+        prestart: Boot the next episode's sandbox in the background (see :meth:`reset`).
+    """
+
+    kind = "sandbox"
+
+    def __init__(self, snapshot: str | Path | None = None, *, limits: SandboxLimits | None = None,
+                 packages: Sequence[str] = PYTEST_PACKAGES, scratch_dir: str | Path | None = None,
+                 prestart: bool = True) -> None:
+        self.bwrap = find_bwrap()
+        self.limits = limits or SandboxLimits()
+        self.system = MinimalSystem.default(tuple(packages))
+        self._root = scratch_dir_(prefix="proofgym-sandbox-", size_mb=self.limits.workspace_mb,
+                                  parent=scratch_dir)
+        self._empty = self._root / "empty"
+        self._empty.mkdir()
+        self._lower = self._empty
+        self._cgroup = cgroups.create(self.limits.memory_mb << 20, self.limits.max_processes)
+        if self._cgroup is None and os.geteuid() == 0:
+            # RLIMIT_NPROC does not bind processes that are root on the host: without a
+            # cgroup nothing would stop a fork bomb, so refuse rather than pretend.
+            remove_scratch(self._root)
+            raise SandboxSetupError(
+                "running as root, SandboxRuntime needs a writable cgroup hierarchy (v1 pids and "
+                "memory controllers, or v2 with both enabled) to cap processes and memory; "
+                "run as an ordinary user (rlimits then apply) or make /sys/fs/cgroup writable")
+        self.tools = ToolRegistry(_make_tools(self))
+        self._episodes = itertools.count()
+        self._overlay: Overlay | None = None
+        self._shell: PersistentShell | None = None
+        self._closed = False
+        self.prestart = prestart
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="proofgym-sandbox")
+        self._spare: tuple[Overlay, Future[PersistentShell]] | None = None
+        self._pending: Future[PersistentShell] | None = None
+        self._dirty = False
+        self.reset()
+        if snapshot is not None:
+            self.use_snapshot(snapshot)
+
+    # ------------------------------------------------------------- lifecycle
+    def use_snapshot(self, path: str | Path) -> None:
+        """Base the workspace on the read-only tree ``path`` and start a fresh episode on it
+        (a no-op when the episode is already a fresh one on that tree)."""
+        path = Path(path).resolve()
+        if not path.is_dir():
+            raise SandboxSetupError(f"sandbox snapshot {path} is not a directory")
+        if path == self._lower and not self._dirty:
+            return
+        self._lower = path
+        self.reset()
+
+    def reset(self) -> None:
+        """A fresh episode: a new overlay over the snapshot and a new shell.
+
+        With ``prestart`` a spare sandbox over the same snapshot is booted in the background
+        after every reset, so the next reset only swaps it in; the old sandbox is killed and its
+        changes deleted in the background too. Without a matching spare, the shell starts on
+        first use.
+        """
+        if self._closed:
+            raise SandboxSetupError("this SandboxRuntime is closed")
+        old_shell, old_overlay = self._shell, self._overlay
+        old_pending = self._pending if old_shell is None else None  # booted but never used
+        self._shell = self._pending = None
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0].lower == self._lower:
+            self._overlay, self._pending = spare
+        else:
+            if spare is not None:
+                self._retire(spare[1], spare[0])
+            self._overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
+            self._pending = None
+        self._retire(old_shell or old_pending, old_overlay)
+        self._episode_deadline = time.monotonic() + self.limits.episode_time_s
+        self._shell_restarts = 0
+        self._dirty = False
+        if self.prestart:
+            overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
+            self._spare = (overlay, self._background.submit(self._boot, overlay))
+
+    def _retire(self, shell: PersistentShell | Future[PersistentShell] | None,
+                overlay: Overlay | None) -> None:
+        """Kill a sandbox (running, or still booting) and delete its changes, off the caller's
+        path."""
+        def job() -> None:
+            sh = self._pending_shell(shell) if isinstance(shell, Future) else shell
+            if sh is not None:
+                sh.kill()
+            if overlay is not None:
+                shutil.rmtree(overlay.upper.parent, ignore_errors=True)
+        if shell is None and overlay is None:
+            return
+        if self._closed or not self.prestart:
+            job()
+        else:
+            self._background.submit(job)
+
+    @staticmethod
+    def _pending_shell(future: Future[PersistentShell] | None) -> PersistentShell | None:
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception:  # a spare that failed to boot has nothing left to kill
+            return None
+
+    def _boot(self, overlay: Overlay) -> PersistentShell:
+        argv = bwrap_argv(self.bwrap, self.system, self.limits,
+                          ["bash", "--noprofile", "--norc"], workspace=overlay.merged)
+        spawned = spawn(argv, overlay=overlay, limits=self.limits, cgroup=self._cgroup)
+        shell = PersistentShell(spawned.proc, self._cgroup, self.limits.max_output_bytes,
+                                pidns=spawned.pidns)
+        try:
+            shell.wait_ready()
+        finally:
+            spawned.detach_mount()  # the sandbox has its own copy from here on
+        return shell
+
+    def start(self) -> None:
+        """Have the episode's sandbox and shell running (the first tool call does this)."""
+        if self._shell is not None and self._shell.alive:
+            return
+        assert self._overlay is not None
+        pending, self._pending = self._pending, None
+        shell = self._pending_shell(pending)
+        if shell is None or not shell.alive:
+            shell = self._boot(self._overlay)
+        self._shell = shell
+
+    def _stop(self) -> None:
+        if self._shell is not None:
+            self._shell.kill()
+            self._shell = None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._background.shutdown(wait=True)
+        self._closed = True
+        self._stop()
+        if self._spare is not None:
+            self._retire(self._spare[1], self._spare[0])
+        self._retire(self._pending, None)
+        if self._cgroup is not None:
+            for _ in range(50):  # the pid namespace's processes exit just after its init
+                if not self._cgroup.pids():
+                    break
+                time.sleep(0.01)
+            self._cgroup.remove()
+        remove_scratch(self._root)
+
+    def __enter__(self) -> SandboxRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.close()
+
+    # --------------------------------------------------------------- execute
+    def execute(self, tool_name: str, tool_input: Any) -> ToolResult:
+        prepared = self.tools.prepare(tool_name, tool_input)
+        if isinstance(prepared, ToolResult):
+            return prepared
+        t, kwargs = prepared
+        if time.monotonic() >= self._episode_deadline:
+            return ToolResult.error("denied", f"the episode's time budget "
+                                    f"({self.limits.episode_time_s:g} s) is spent; no more tool calls")
+        try:
+            result = t.invoke(kwargs)
+        except SandboxSetupError as exc:  # the host, not the agent: report it, keep going
+            log.error("sandbox failure during %s: %s", tool_name, exc)
+            return ToolResult.error("execution_error", f"the sandbox failed: {exc}")
+        text, was_cut = cut_output(result.output, self.limits.max_output_chars)
+        return ToolResult(text, result.error_kind, was_cut or result.truncated)
+
+    def _run(self, command: str, timeout_s: float) -> CommandOutcome:
+        self._dirty = True
+        self.start()
+        assert self._shell is not None
+        budget = self._episode_deadline - time.monotonic()
+        outcome = self._shell.run(command, max(0.0, min(timeout_s, budget)))
+        if outcome.shell_lost:
+            self._stop()  # the next call starts a new shell over the same files
+            self._shell_restarts += 1
+        return outcome
+
+    def run_bash(self, command: str) -> str:
+        """The ``bash`` tool: output (plus ``[exit code N]``), or a typed :class:`ToolError`."""
+        out = self._run(command, self.limits.command_timeout_s)
+        text = out.output.decode("utf-8", errors="replace")
+        lim = self.limits
+        notes = []
+        if out.shell_lost and not out.timed_out and not out.output_exceeded:
+            notes.append("[the shell exited; the next command runs in a new shell: files are kept, "
+                         "the working directory and variables are reset]")
+        elif out.shell_lost:
+            notes.append("[the shell itself had to be restarted: files are kept, the working "
+                         "directory and variables are reset]")
+        if out.timed_out:
+            budget_hit = time.monotonic() >= self._episode_deadline
+            why = (f"the episode's time budget ({lim.episode_time_s:g} s)" if budget_hit
+                   else f"the time limit of {lim.command_timeout_s:g} s")
+            raise ToolError(_join(text, f"[command killed: it exceeded {why}; every process it "
+                                  "started was stopped]", *notes), "timeout")
+        if out.output_exceeded:
+            raise ToolError(_join(text, f"[command killed: its output exceeded {lim.max_output_bytes}"
+                                  " bytes; redirect it to a file and read parts of it]", *notes),
+                            "execution_error")
+        if out.out_of_memory:
+            raise ToolError(_join(text, f"[the command ran out of memory: the limit is "
+                                  f"{lim.memory_mb} MiB]", *notes), "execution_error")
+        if out.process_limit:
+            raise ToolError(_join(text, f"[the command hit the process limit ({lim.max_processes} "
+                                  "processes); its processes were stopped]", *notes),
+                            "execution_error")
+        if out.stragglers:
+            raise ToolError(_join(text, f"[the command left {out.stragglers} process(es) running "
+                                  "when it returned; they were stopped: a command must not leave "
+                                  "processes behind (run servers and waits within one command)]",
+                                  *notes), "execution_error")
+        if out.exit_code == 128 + signal.SIGXFSZ:
+            raise ToolError(_join(text, f"[the command tried to write a file larger than the limit "
+                                  f"of {lim.max_file_size_mb} MiB]", *notes), "execution_error")
+        if out.exit_code not in (None, 0):
+            notes.insert(0, f"[exit code {out.exit_code}]")
+        return _join(text, *notes)
+
+    def internal(self, command: str, errors: Mapping[int, str] | None = None) -> bytes:
+        """Run a helper command of a file tool; a non-zero exit is a :class:`ToolError`."""
+        out = self._run(command, self.limits.command_timeout_s)
+        if out.timed_out or out.shell_lost:
+            raise ToolError("the file operation did not complete (timeout or shell lost)",
+                            "timeout" if out.timed_out else "execution_error")
+        if out.exit_code != 0:
+            message = (errors or {}).get(out.exit_code or -1) or out.output.decode(errors="replace")
+            raise ToolError(message.strip() or f"failed with exit code {out.exit_code}",
+                            "execution_error")
+        return out.output
+
+    # -------------------------------------------------------------- snapshot
+    def snapshot(self) -> Artifact:
+        """The episode's changes: files written or created (content) or deleted (``None``)."""
+        assert self._overlay is not None
+        # No flush needed: commands are synchronous and stragglers are killed when a command
+        # returns, so nothing writes to the upper directory while it is read.
+        files, skipped = read_changes(self._overlay.upper, self._overlay.lower)
+        return Artifact(self.kind, files=files,
+                        meta={"snapshot": str(self._lower), "skipped": skipped,
+                              "shell_restarts": self._shell_restarts})
+
+    @property
+    def workspace_changes_dir(self) -> Path:
+        """The host directory holding this episode's raw overlay changes (for diagnostics)."""
+        assert self._overlay is not None
+        return self._overlay.upper
+
+    def config(self) -> dict[str, Any]:
+        return {"kind": self.kind, "limits": self.limits.to_dict(), "packages": list(self.system.packages),
+                "workspace": WORKSPACE, "network": False, "cgroup": self._cgroup is not None,
+                "tools": self.tools.schemas()}
+
+
+def _join(*parts: str) -> str:
+    return "\n".join(p.rstrip("\n") for p in parts if p)
+
+
+def _make_tools(rt: SandboxRuntime) -> list[Any]:
+    from proofgym.runtimes.sandbox.tools import make_tools
+
+    return make_tools(rt)

@@ -1,0 +1,175 @@
+"""CodeRepair-v0 and isolated grading: every reference scores 1, every control scores 0."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import gymnasium
+import pytest
+
+from proofgym import Artifact, ToolCallAction, TurnCompleteAction
+from proofgym.core import Trace, grade
+from proofgym.envs.code_repair import code_repair_tasks
+from proofgym.rollout import ControlPolicy, run_episode
+from proofgym.verify.sandboxed import is_protected, parse_junit, run_tests_isolated
+from tests.conftest import require_tool, run_cli
+
+pytestmark = pytest.mark.sandbox
+
+CONTROLS = {"wrong_fix", "no_op", "edit_visible_tests", "delete_visible_tests", "conftest_force_pass",
+            "config_addopts", "sys_exit_at_import", "fake_report_files", "fake_report_fds",
+            "shadow_pytest", "patch_pytest_at_import"}
+
+
+@pytest.fixture(scope="module")
+def env():
+    require_tool("bwrap")
+    e = gymnasium.make("proofgym/CodeRepair-v0").unwrapped
+    yield e
+    e.close()
+
+
+def test_there_are_tasks_and_the_prompt_hides_the_hidden_tests(env):
+    assert len(env.tasks) >= 2
+    for task in env.tasks:
+        obs, info = env.reset(options={"task_id": task.id})
+        assert task.meta["issue"].strip()[:40] in obs["observation"]
+        assert "7f3c9b2e" not in obs["observation"]
+        for hidden in task.hidden_files:
+            assert hidden.rsplit("/", 1)[-1] not in obs["observation"]
+        assert {t["function"]["name"] for t in info["tools"]} == {
+            "bash", "read_file", "write_file", "str_replace", "list_dir"}
+        assert set(task.controls()) == CONTROLS
+
+
+def test_reference_policy_scores_one_on_every_task_through_the_cli(tmp_path):
+    require_tool("bwrap")
+    out = tmp_path / "run"
+    run_cli("eval", "proofgym/CodeRepair-v0", "--policy", "reference", "--out", str(out), timeout=600)
+    summary = json.loads((out / "summary.json").read_text())
+    n = len(code_repair_tasks())
+    assert summary["episodes"] == n and summary["scored"] == n
+    assert summary["mean_reward"] == 1.0
+    for line in (out / "trajectories.jsonl").read_text().splitlines():
+        traj = json.loads(line)
+        assert traj["verdict"]["reward"] == 1.0
+        names = [s["action"]["tool_name"] for s in traj["steps"] if s["action"].get("tool_name")]
+        assert "read_file" in names and "bash" in names  # read, edit, run tests, finish
+        assert {"str_replace", "write_file"} & set(names)
+        m = traj["verdict"]["metrics"]
+        assert m["fail_to_pass_passed"] == m["fail_to_pass_total"] > 0
+
+
+def test_every_control_of_every_task_scores_zero(env):
+    jobs = []
+    for task in env.tasks:
+        for name in sorted(task.controls()):
+            traj = run_episode(env, ControlPolicy(name), task=task, verify=False)
+            assert traj.status == "ok", (task.id, name, traj.error)
+            jobs.append((task.id, name, env.verification_job(traj.trace())))
+    with ThreadPoolExecutor(3) as pool:  # grading is subprocess-bound; fresh sandboxes in parallel
+        verdicts = list(pool.map(lambda j: (j[0], j[1], j[2].run()), jobs))
+    assert len(verdicts) == len(env.tasks) * len(CONTROLS)
+    for task_id, name, v in verdicts:
+        assert v.status == "scored", (task_id, name, v.error)
+        assert v.reward == 0.0, (task_id, name, v)
+        m = v.metrics
+        if name in ("conftest_force_pass", "config_addopts", "edit_visible_tests",
+                    "delete_visible_tests"):
+            assert m["protected_changes_dropped"] > 0, (task_id, name)
+            assert m["pass_to_pass_passed"] == m["pass_to_pass_total"], (task_id, name)
+        if name == "patch_pytest_at_import":
+            assert m["tampering_detected"] == 1.0, (task_id, name)
+        if name in ("sys_exit_at_import", "fake_report_fds"):
+            assert m["fail_to_pass_passed"] == 0 and v.error, (task_id, name)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return code_repair_tasks()[0]
+
+
+def _grade(task, files):
+    art = Artifact("sandbox", files=files)
+    return grade(task, Trace([]), art.view())
+
+
+def test_planted_files_beside_a_real_fix_are_dropped(task):
+    require_tool("bwrap")
+    breaking = "def pytest_collection_modifyitems(items):\n    raise SystemExit(3)\n"
+    files = {**task.solution_files, "conftest.py": breaking.encode(),
+             "tests/conftest.py": breaking.encode(), "pytest.ini": b"[pytest]\naddopts = -x --co\n"}
+    v = _grade(task, files)
+    assert v.reward == 1.0 and v.metrics["protected_changes_dropped"] == 3
+
+
+def test_a_fake_report_besides_the_real_one_invalidates_the_run(task):
+    require_tool("bwrap")
+    target, fixed = next(iter(task.solution_files.items()))
+    fake = (b"import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'<testsuites/>')\n"
+            b"    except OSError:\n        pass\n")
+    v = _grade(task, {**task.solution_files, target: fake + fixed})
+    assert v.reward == 0.0 and "well-formed" in v.error
+
+
+def test_deleting_the_module_under_test_fails(task):
+    require_tool("bwrap")
+    target = next(iter(task.solution_files))
+    v = _grade(task, {target: None})
+    assert v.reward == 0.0 and v.metrics["pass_to_pass_passed"] < v.metrics["pass_to_pass_total"]
+
+
+def test_a_hanging_test_run_is_cut_and_scores_zero(tmp_path):
+    require_tool("bwrap")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("import m\n\ndef test_a():\n    assert m.f() == 1\n")
+    (tmp_path / "m.py").write_text("def f():\n    return 0\n")
+    run = run_tests_isolated(tmp_path, {"m.py": b"import time\ndef f():\n    time.sleep(60)\n"},
+                             tests=["tests/test_a.py"], timeout_s=3)
+    assert run.timed_out and run.results == {}
+    run = run_tests_isolated(tmp_path, {"m.py": b"def f():\n    return 1\n"}, tests=["tests/test_a.py"])
+    assert run.results == {"tests/test_a.py::test_a": "passed"} and not run.timed_out
+
+
+def test_grading_something_that_is_not_a_sandbox_artifact_is_a_grader_error(task):
+    v = grade(task, Trace([]), Artifact("inprocess").view())
+    assert v.status == "error" and "SandboxRuntime" in v.error
+
+
+def test_parse_junit_maps_to_node_ids():
+    xml = b"""<?xml version="1.0"?><testsuites><testsuite>
+      <testcase classname="tests.test_a" name="test_ok" file="tests/test_a.py"/>
+      <testcase classname="tests.test_a.TestK" name="test_m[1-2]" file="tests/test_a.py"><failure/></testcase>
+      <testcase classname="tests.test_a" name="test_e" file="tests/test_a.py"/>
+      <testcase classname="tests.test_a" name="test_e" file="tests/test_a.py"><error/></testcase>
+      <testcase classname="tests.test_a" name="test_s" file="tests/test_a.py"><skipped/></testcase>
+    </testsuite></testsuites>"""
+    results, error = parse_junit(xml)
+    assert error is None
+    assert results == {"tests/test_a.py::test_ok": "passed", "tests/test_a.py::TestK::test_m[1-2]": "failed",
+                       "tests/test_a.py::test_e": "error", "tests/test_a.py::test_s": "skipped"}
+    assert parse_junit(b"")[1] and parse_junit(xml + b"<testsuites/>")[1]
+
+
+def test_protected_paths():
+    protected = ["tests", "conftest.py", "pytest.ini", "docs/conf"]
+    assert is_protected("tests/test_a.py", protected)
+    assert is_protected("pkg/tests/x.py", protected)
+    assert is_protected("pkg/sub/conftest.py", protected)
+    assert is_protected("docs/conf/x", protected)
+    assert not is_protected("pkg/testsuite.py", protected)
+    assert not is_protected("pkg/conftest_helpers.py", protected)
+
+
+def test_a_scripted_agent_that_edits_through_every_tool(env, task):
+    target, fixed = next(iter(task.solution_files.items()))
+    script = [ToolCallAction("list_dir", {"path": "."}),
+              ToolCallAction("read_file", {"path": target, "start_line": 1, "end_line": 3}),
+              ToolCallAction("bash", {"command": f"cp {target} /tmp/backup && rm {target}"}),
+              ToolCallAction("write_file", {"path": target, "content": fixed.decode()}),
+              ToolCallAction("bash", {"command": task.test_command}),
+              TurnCompleteAction("fixed")]
+    from proofgym.rollout import ScriptedPolicy
+    traj = run_episode(env, ScriptedPolicy(script), task=task)
+    assert traj.verdict.reward == 1.0, traj.verdict
