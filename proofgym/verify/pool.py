@@ -1,0 +1,449 @@
+"""``VerifierPool``: grade episodes out of band, with timeouts and crash isolation.
+
+Jobs are :class:`~proofgym.env.VerificationJob` (task, trace, artifact). Two backends:
+
+* ``process`` (default): a few worker processes, each running many jobs at once on threads
+  (graders mostly *wait*: a remote test runner, an LLM judge), so jobs in flight are set apart
+  from processes. A grader that raises, hangs past its timeout or kills its process (``os._exit``,
+  a segfault) yields ``Verdict(status="error")`` with the reason; the pool replaces the worker and
+  the other jobs are unaffected.
+* ``inline``: threads in this process (for debugging). Timeouts still hold (the stuck thread is
+  abandoned), but a grader that kills the process kills the caller.
+
+Why not ``concurrent.futures.ProcessPoolExecutor``: one dead worker breaks that pool for every
+job. Here each worker is watched on its own: when a worker dies, a job that was alone on it is the
+culprit; jobs that shared it are re-run one per fresh process ("solo"), so the culprit is named
+exactly and innocent jobs still get their real verdict. A worker holding a timed-out job stops
+taking work and is killed once its other jobs finish; a fresh worker takes its place at once.
+
+Results are keyed by ``(trajectory_id, verifier_version)``: a repeated submission returns the
+first one's verdict and is never graded twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import itertools
+import math
+import multiprocessing as mp
+import pickle
+import signal
+import threading
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any, Literal
+
+from proofgym.core import Verdict, describe_exception
+from proofgym.env import VerificationJob
+
+Backend = Literal["process", "inline"]
+JobKey = tuple[str, str]
+
+_READY = -1
+#: How long a new worker process may take to start before its jobs' clocks run anyway.
+_STARTUP_ALLOWANCE_S = 30.0
+
+
+def _run_job(payload: bytes) -> Verdict:
+    """Unpickle and grade one job; never raises (a broken job is an error verdict)."""
+    try:
+        job = pickle.loads(payload)
+    except Exception as exc:
+        return Verdict.failed(f"cannot load the verification job in the worker: {describe_exception(exc)}")
+    try:
+        return job.run()
+    except BaseException as exc:  # job.run() catches grader errors; this is the last resort
+        return Verdict.failed(f"verification job failed: {describe_exception(exc)}")
+
+
+def _worker_main(conn: Connection, threads: int) -> None:
+    """A worker process: receive ``(job_id, payload)``, grade on a thread, send ``(job_id, verdict)``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns shutdown (Ctrl-C goes to it)
+    send_lock = threading.Lock()
+    pool = cf.ThreadPoolExecutor(max(1, threads), thread_name_prefix="proofgym-grader")
+    conn.send((_READY, None))  # job timeouts start now, not while the process was starting
+
+    def run(job_id: int, payload: bytes) -> None:
+        verdict = _run_job(payload)
+        with send_lock:
+            try:
+                conn.send((job_id, verdict))
+            except (OSError, ValueError):  # parent gone: nothing left to report to
+                pass
+
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            break
+        if message is None:
+            break
+        pool.submit(run, *message)
+    pool.shutdown(wait=True)
+
+
+@dataclass(eq=False)
+class _Job:
+    id: int
+    key: JobKey
+    payload: bytes
+    timeout_s: float
+    future: cf.Future[Verdict]
+    solo: bool = False  # run alone in a fresh process (it shared a worker that died)
+    deadline: float = math.inf
+    worker: _Worker | None = None
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: Any
+    conn: Connection
+    capacity: int
+    solo: bool = False
+    draining: bool = False  # takes no new jobs; killed once its in-flight jobs are done
+    inflight: dict[int, _Job] = field(default_factory=dict)
+    retired: bool = False
+    ready: bool = False
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "exit code unknown"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class VerifierPool:
+    """Grades :class:`VerificationJob` s off the generation path.
+
+    Args:
+        backend: ``"process"`` (crash-isolated worker processes) or ``"inline"`` (threads here).
+        processes: Worker processes (``process`` backend).
+        max_in_flight: Jobs graded at once, over all workers; the rest wait in order. Set it
+            above ``processes`` when graders mostly wait (on 2 cores: 2 processes, 64 in flight).
+        timeout_s: Default per-job time limit, counted from when the job starts running.
+        cache_size: Verdicts remembered for de-duplication (oldest forgotten first).
+        start_method: multiprocessing start method; ``forkserver`` keeps workers clean of the
+            parent's threads and locks.
+
+    Invariants: every submitted job's future resolves exactly once, with a :class:`Verdict`
+    (never an exception); a verdict is ``status="error"`` when grading failed, never a silent 0.
+    """
+
+    def __init__(self, backend: Backend = "process", *, processes: int = 2, max_in_flight: int = 64,
+                 timeout_s: float = 60.0, cache_size: int = 100_000,
+                 start_method: str = "forkserver") -> None:
+        if backend not in ("process", "inline"):
+            raise ValueError(f"unknown verifier backend {backend!r}; use 'process' or 'inline'")
+        if processes < 1 or max_in_flight < 1 or timeout_s <= 0:
+            raise ValueError("processes and max_in_flight must be >= 1 and timeout_s > 0")
+        self.backend: Backend = backend
+        self.processes = processes
+        self.max_in_flight = max_in_flight
+        self.timeout_s = timeout_s
+        self.cache_size = cache_size
+        self._ctx = mp.get_context(start_method) if backend == "process" else None
+        if self._ctx is not None and start_method == "forkserver":
+            self._ctx.set_forkserver_preload(["proofgym"])  # workers fork with it imported
+        self._per_worker = math.ceil(max_in_flight / processes)
+        self._cond = threading.Condition()
+        self._pending: deque[_Job] = deque()
+        self._running: dict[int, _Job] = {}
+        self._workers: list[_Worker] = []
+        self._futures: OrderedDict[JobKey, cf.Future[Verdict]] = OrderedDict()
+        self._ids = itertools.count()
+        self._closed = False
+        self._supervisor: threading.Thread | None = None
+        self.stats = {"submitted": 0, "deduplicated": 0, "graded": 0, "errors": 0, "timeouts": 0,
+                      "worker_deaths": 0, "workers_started": 0}
+
+    # ------------------------------------------------------------------ public
+    def submit(self, job: VerificationJob, trajectory_id: str, *,
+               timeout_s: float | None = None) -> cf.Future[Verdict]:
+        """Queue ``job`` and return a future of its :class:`Verdict`.
+
+        A second submission with the same ``(trajectory_id, task.verifier_version)`` returns the
+        first one's future: the job is graded once.
+        """
+        key: JobKey = (str(trajectory_id), str(job.task.verifier_version))
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("VerifierPool is closed")
+            known = self._futures.get(key)
+            if known is not None:
+                self.stats["deduplicated"] += 1
+                return known
+            future: cf.Future[Verdict] = cf.Future()
+            self._futures[key] = future
+            while len(self._futures) > self.cache_size:
+                old_key, old = next(iter(self._futures.items()))
+                if not old.done():
+                    break
+                del self._futures[old_key]
+            self.stats["submitted"] += 1
+        try:
+            payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            self._resolve_future(future, Verdict.failed(
+                f"verification job for {trajectory_id!r} cannot be pickled ({describe_exception(exc)}); "
+                "define the task class at module level, or use the 'inline' verifier backend"))
+            return future
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        with self._cond:
+            self._pending.append(_Job(next(self._ids), key, payload, limit, future))
+            self._ensure_supervisor()
+            self._cond.notify_all()
+        return future
+
+    async def grade(self, job: VerificationJob, trajectory_id: str, *,
+                    timeout_s: float | None = None) -> Verdict:
+        """Submit ``job`` and await its verdict."""
+        return await asyncio.wrap_future(self.submit(job, trajectory_id, timeout_s=timeout_s))
+
+    def verdict_for(self, trajectory_id: str, verifier_version: str) -> Verdict | None:
+        """The verdict already computed for this key, if any."""
+        with self._cond:
+            future = self._futures.get((trajectory_id, verifier_version))
+        return future.result() if future is not None and future.done() else None
+
+    @property
+    def in_flight(self) -> int:
+        with self._cond:
+            return len(self._running) + len(self._pending)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.backend, "processes": self.processes if self.backend == "process" else 0,
+                "max_in_flight": self.max_in_flight, "timeout_s": self.timeout_s}
+
+    def close(self) -> None:
+        """Stop the workers. Jobs not yet graded resolve as error verdicts ("pool closed")."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            left = list(self._pending) + list(self._running.values())
+            self._pending.clear()
+            self._running.clear()
+            workers = list(self._workers)
+            self._workers.clear()
+            self._cond.notify_all()
+        for job in left:
+            self._resolve_future(job.future, Verdict.failed("the verifier pool was closed before "
+                                                            "this job was graded"))
+        for worker in workers:
+            worker.retired = True
+            try:
+                worker.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for worker in workers:
+            worker.process.join(timeout=2.0)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(timeout=2.0)
+            worker.conn.close()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=2.0)
+
+    def __enter__(self) -> VerifierPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -------------------------------------------------------------- internals
+    def _ensure_supervisor(self) -> None:
+        if self._supervisor is None:
+            self._supervisor = threading.Thread(target=self._supervise, name="proofgym-verifier-pool",
+                                                daemon=True)
+            self._supervisor.start()
+
+    def _supervise(self) -> None:
+        """Dispatch waiting jobs and expire overdue ones (the only thread that starts jobs)."""
+        with self._cond:
+            while not self._closed:
+                try:
+                    self._dispatch()
+                except Exception as exc:  # cannot start a worker: fail what waits, loudly
+                    reason = (f"the verifier pool could not start a worker process: "
+                              f"{describe_exception(exc)}; scripts that use the process backend "
+                              "need an `if __name__ == '__main__':` guard")
+                    for job in self._pending:
+                        self._fail_later(job, reason)
+                    self._pending.clear()
+                now = time.monotonic()
+                for job in [j for j in self._running.values() if j.deadline <= now]:
+                    self._expire(job)
+                deadline = min((j.deadline for j in self._running.values()), default=math.inf)
+                self._cond.wait(None if deadline == math.inf else max(0.0, deadline - now) + 0.001)
+
+    def _dispatch(self) -> None:
+        while self._pending and len(self._running) < self.max_in_flight:
+            job = self._pending[0]
+            if self.backend == "inline":
+                self._pending.popleft()
+                self._start_inline(job)
+                continue
+            worker = self._solo_worker() if job.solo else self._free_worker()
+            if worker is None:
+                return
+            self._pending.popleft()
+            self._send(worker, job)
+
+    def _start_inline(self, job: _Job) -> None:
+        job.deadline = time.monotonic() + job.timeout_s
+        self._running[job.id] = job
+
+        def run() -> None:
+            self._finish(job.id, _run_job(job.payload))
+
+        threading.Thread(target=run, name=f"proofgym-grader-{job.id}", daemon=True).start()
+
+    def _free_worker(self) -> _Worker | None:
+        regular = [w for w in self._workers if not w.solo and not w.draining and not w.retired]
+        while len(regular) < self.processes:
+            regular.append(self._start_worker(self._per_worker))
+        best = min(regular, key=lambda w: len(w.inflight))
+        return best if len(best.inflight) < best.capacity else None
+
+    def _solo_worker(self) -> _Worker:
+        return self._start_worker(1, solo=True)
+
+    def _start_worker(self, capacity: int, *, solo: bool = False) -> _Worker:
+        assert self._ctx is not None
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        process = self._ctx.Process(target=_worker_main, args=(child_conn, capacity),
+                                    name="proofgym-verifier", daemon=True)
+        process.start()
+        child_conn.close()  # so the parent sees EOF when the worker dies
+        worker = _Worker(process, parent_conn, capacity, solo=solo)
+        self._workers.append(worker)
+        self.stats["workers_started"] += 1
+        threading.Thread(target=self._read, args=(worker,), name="proofgym-verifier-reader",
+                         daemon=True).start()
+        return worker
+
+    def _send(self, worker: _Worker, job: _Job) -> None:
+        job.worker = worker
+        job.deadline = time.monotonic() + job.timeout_s + (0.0 if worker.ready else _STARTUP_ALLOWANCE_S)
+        worker.inflight[job.id] = job
+        self._running[job.id] = job
+        try:
+            worker.conn.send((job.id, job.payload))
+        except (OSError, ValueError):
+            pass  # the worker died: its reader thread reports it and re-queues or fails this job
+
+    def _read(self, worker: _Worker) -> None:
+        """Per-worker thread: deliver results; on EOF, handle the worker's death."""
+        while True:
+            try:
+                job_id, verdict = worker.conn.recv()
+            except (EOFError, OSError, TypeError, ValueError):
+                break
+            if job_id == _READY:
+                with self._cond:
+                    worker.ready = True
+                    now = time.monotonic()
+                    for job in worker.inflight.values():
+                        job.deadline = now + job.timeout_s
+                    self._cond.notify_all()
+                continue
+            self._finish(job_id, verdict)
+            with self._cond:
+                if worker.solo and not worker.inflight:
+                    self._retire(worker)
+                elif worker.draining and not worker.inflight:
+                    self._retire(worker, kill=True)
+        worker.process.join(timeout=5.0)
+        self._on_worker_exit(worker)
+        worker.conn.close()
+
+    def _on_worker_exit(self, worker: _Worker) -> None:
+        with self._cond:
+            if worker in self._workers:
+                self._workers.remove(worker)
+            orphans = list(worker.inflight.values())
+            worker.inflight.clear()
+            if self._closed or worker.retired or not orphans:
+                worker.retired = True
+                self._cond.notify_all()
+                return
+            worker.retired = True
+            self.stats["worker_deaths"] += 1
+            reason = _exit_reason(worker.process.exitcode)
+            if len(orphans) == 1:
+                # Alone on the worker (or already re-run solo): this job killed it.
+                job = orphans[0]
+                self._running.pop(job.id, None)
+                self._fail_later(job, f"the grader's worker process died ({reason}) while grading "
+                                      "this job; the pool replaced the worker")
+            else:
+                for job in orphans:  # shared a worker with the culprit: re-run each alone
+                    self._running.pop(job.id, None)
+                    job.solo, job.worker, job.deadline = True, None, math.inf
+                    self._pending.appendleft(job)
+            self._cond.notify_all()
+
+    def _expire(self, job: _Job) -> None:
+        """Called with the lock held: the job ran past its timeout."""
+        self._running.pop(job.id, None)
+        self.stats["timeouts"] += 1
+        worker = job.worker
+        if worker is not None:
+            worker.inflight.pop(job.id, None)
+            if not worker.draining:
+                worker.draining = True  # its thread is stuck; replace the worker, kill it when idle
+            if not worker.inflight:
+                self._retire(worker, kill=True)
+        self._fail_later(job, f"the grader did not finish within the {job.timeout_s:g} s timeout and "
+                              "was stopped" + ("" if worker is not None else " (its thread was abandoned)"))
+
+    def _retire(self, worker: _Worker, *, kill: bool = False) -> None:
+        if worker.retired:
+            return
+        worker.retired = True
+        if worker in self._workers:
+            self._workers.remove(worker)
+        if kill:
+            worker.process.kill()
+        else:
+            try:
+                worker.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        self._cond.notify_all()
+
+    def _finish(self, job_id: int, verdict: Verdict) -> None:
+        with self._cond:
+            job = self._running.pop(job_id, None)
+            if job is None:
+                return  # timed out (already resolved) or pool closed
+            if job.worker is not None:
+                job.worker.inflight.pop(job_id, None)
+            self._cond.notify_all()
+        self._resolve(job, verdict)
+
+    def _fail_later(self, job: _Job, reason: str) -> None:
+        # Resolve outside the lock: future callbacks may call back into the pool.
+        threading.Thread(target=self._resolve, args=(job, Verdict.failed(reason)), daemon=True).start()
+
+    def _resolve(self, job: _Job, verdict: Verdict) -> None:
+        with self._cond:
+            self.stats["graded"] += 1
+            if verdict.status == "error":
+                self.stats["errors"] += 1
+        self._resolve_future(job.future, verdict)
+
+    @staticmethod
+    def _resolve_future(future: cf.Future[Verdict], verdict: Verdict) -> None:
+        try:
+            future.set_result(verdict)
+        except cf.InvalidStateError:
+            pass  # resolved already (closed pool racing a late result): the first answer stands
