@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import contextlib
 import itertools
 import math
 import multiprocessing as mp
@@ -68,11 +69,8 @@ def _worker_main(conn: Connection, threads: int) -> None:
 
     def run(job_id: int, payload: bytes) -> None:
         verdict = _run_job(payload)
-        with send_lock:
-            try:
-                conn.send((job_id, verdict))
-            except (OSError, ValueError):  # parent gone: nothing left to report to
-                pass
+        with send_lock, contextlib.suppress(OSError, ValueError):  # parent gone: no one to report to
+            conn.send((job_id, verdict))
 
     while True:
         try:
@@ -239,10 +237,8 @@ class VerifierPool:
                                                             "this job was graded"))
         for worker in workers:
             worker.retired = True
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)
-            except (OSError, ValueError):
-                pass
         for worker in workers:
             worker.process.join(timeout=2.0)
             if worker.process.is_alive():
@@ -335,10 +331,9 @@ class VerifierPool:
         job.deadline = time.monotonic() + job.timeout_s + (0.0 if worker.ready else _STARTUP_ALLOWANCE_S)
         worker.inflight[job.id] = job
         self._running[job.id] = job
-        try:
+        # If the worker died, its reader thread reports it and re-queues or fails this job.
+        with contextlib.suppress(OSError, ValueError):
             worker.conn.send((job.id, job.payload))
-        except (OSError, ValueError):
-            pass  # the worker died: its reader thread reports it and re-queues or fails this job
 
     def _read(self, worker: _Worker) -> None:
         """Per-worker thread: deliver results; on EOF, handle the worker's death."""
@@ -414,10 +409,8 @@ class VerifierPool:
         if kill:
             worker.process.kill()
         else:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)
-            except (OSError, ValueError):
-                pass
         self._cond.notify_all()
 
     def _finish(self, job_id: int, verdict: Verdict) -> None:
@@ -443,7 +436,6 @@ class VerifierPool:
 
     @staticmethod
     def _resolve_future(future: cf.Future[Verdict], verdict: Verdict) -> None:
-        try:
+        # Resolved already (a closed pool racing a late result): the first answer stands.
+        with contextlib.suppress(cf.InvalidStateError):
             future.set_result(verdict)
-        except cf.InvalidStateError:
-            pass  # resolved already (closed pool racing a late result): the first answer stands
