@@ -244,7 +244,7 @@ class VerifierPool:
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join(timeout=2.0)
-            worker.conn.close()
+            # Its reader thread closes the connection once it sees the worker gone.
         if self._supervisor is not None:
             self._supervisor.join(timeout=2.0)
 
