@@ -237,6 +237,8 @@ class VerifierPool:
                                                             "this job was graded"))
         for worker in workers:
             worker.retired = True
+            if worker.inflight:  # its jobs were already answered "closed": do not wait for them
+                worker.process.kill()
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)
         for worker in workers:
