@@ -33,6 +33,7 @@ import signal
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal
@@ -91,6 +92,7 @@ class _Job:
     timeout_s: float
     future: cf.Future[Verdict]
     solo: bool = False  # run alone in a fresh process (it shared a worker that died)
+    module: str | None = None  # where the task class lives (preloaded into worker processes)
     deadline: float = math.inf
     worker: _Worker | None = None
 
@@ -137,7 +139,7 @@ class VerifierPool:
 
     def __init__(self, backend: Backend = "process", *, processes: int = 2, max_in_flight: int = 64,
                  timeout_s: float = 60.0, cache_size: int = 100_000,
-                 start_method: str = "forkserver") -> None:
+                 start_method: str = "forkserver", preload: Sequence[str] = ()) -> None:
         if backend not in ("process", "inline"):
             raise ValueError(f"unknown verifier backend {backend!r}; use 'process' or 'inline'")
         if processes < 1 or max_in_flight < 1 or timeout_s <= 0:
@@ -148,8 +150,8 @@ class VerifierPool:
         self.timeout_s = timeout_s
         self.cache_size = cache_size
         self._ctx = mp.get_context(start_method) if backend == "process" else None
-        if self._ctx is not None and start_method == "forkserver":
-            self._ctx.set_forkserver_preload(["proofgym"])  # workers fork with it imported
+        self._preload = ["proofgym", "proofgym.verify", *preload]
+        self._start_method = start_method
         self._per_worker = math.ceil(max_in_flight / processes)
         self._cond = threading.Condition()
         self._pending: deque[_Job] = deque()
@@ -195,7 +197,8 @@ class VerifierPool:
             return future
         limit = self.timeout_s if timeout_s is None else timeout_s
         with self._cond:
-            self._pending.append(_Job(next(self._ids), key, payload, limit, future))
+            self._pending.append(_Job(next(self._ids), key, payload, limit, future,
+                                      module=type(job.task).__module__))
             self._ensure_supervisor()
             self._cond.notify_all()
         return future
@@ -316,6 +319,12 @@ class VerifierPool:
 
     def _start_worker(self, capacity: int, *, solo: bool = False) -> _Worker:
         assert self._ctx is not None
+        if self._start_method == "forkserver" and self.stats["workers_started"] == 0:
+            # Workers fork from a server that has these imported (sympy alone takes seconds);
+            # only the first pool of a process starts that server, so this is best effort.
+            first = self._pending[0].module if self._pending else None
+            modules = self._preload + ([first] if first and first != "__main__" else [])
+            self._ctx.set_forkserver_preload(list(dict.fromkeys(modules)))
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         process = self._ctx.Process(target=_worker_main, args=(child_conn, capacity),
                                     name="proofgym-verifier", daemon=True)
@@ -375,14 +384,15 @@ class VerifierPool:
             worker.retired = True
             self.stats["worker_deaths"] += 1
             reason = _exit_reason(worker.process.exitcode)
-            if len(orphans) == 1:
-                # Alone on the worker (or already re-run solo): this job killed it.
+            if worker.solo:
+                # A job running alone in its own process killed it: the culprit, exactly.
                 job = orphans[0]
                 self._running.pop(job.id, None)
                 self._fail_later(job, f"the grader's worker process died ({reason}) while grading "
                                       "this job; the pool replaced the worker")
             else:
-                for job in orphans:  # shared a worker with the culprit: re-run each alone
+                # Any of these may have killed it (or just arrived): re-run each alone to know.
+                for job in orphans:
                     self._running.pop(job.id, None)
                     job.solo, job.worker, job.deadline = True, None, math.inf
                     self._pending.appendleft(job)
