@@ -79,6 +79,8 @@ class ScriptedServer:
             in the content, as some servers leave them).
         reasoning: Add a ``reasoning_content`` field to every answer.
         hang_s: How long a ``timeout`` fault stalls.
+        record_requests: Keep every request body in ``received`` (for tests that check what a
+            client sent).
 
     Use as a context manager (``with ScriptedServer(...) as server: server.base_url``) to run it
     on a background thread, or ``run()`` to serve in the foreground.
@@ -86,13 +88,15 @@ class ScriptedServer:
 
     def __init__(self, script: ChatScript, *, model: str = "scripted", host: str = "127.0.0.1",
                  port: int = 0, latency_s: float = 0.0, faults: Iterable[Fault] = (),
-                 tool_call_format: str = "native", reasoning: bool = False, hang_s: float = 30.0) -> None:
+                 tool_call_format: str = "native", reasoning: bool = False, hang_s: float = 30.0,
+                 record_requests: bool = False) -> None:
         if tool_call_format not in ("native", "text"):
             raise ValueError("tool_call_format must be 'native' or 'text'")
         self.script, self.model, self.host, self.port = script, model, host, port
         self.latency_s, self.faults = latency_s, tuple(faults)
         self.tool_call_format, self.reasoning, self.hang_s = tool_call_format, reasoning, hang_s
         self.stats: Counter[str] = Counter()
+        self.received: list[dict[str, Any]] | None = [] if record_requests else None
         self._tries: Counter[str] = Counter()
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
@@ -178,6 +182,8 @@ class ScriptedServer:
                 raise ValueError("messages must be a non-empty list")
         except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
             return _error(400, f"bad request: {exc}", "invalid_request_error")
+        if self.received is not None:
+            self.received.append(body)
         key = hashlib.sha256(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)).hexdigest()
         self._tries[key] += 1
         for fault in self.faults:

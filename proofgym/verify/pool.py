@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import contextlib
+import importlib
 import itertools
 import math
 import multiprocessing as mp
@@ -61,9 +62,12 @@ def _run_job(payload: bytes) -> Verdict:
         return Verdict.failed(f"verification job failed: {describe_exception(exc)}")
 
 
-def _worker_main(conn: Connection, threads: int) -> None:
+def _worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None:
     """A worker process: receive ``(job_id, payload)``, grade on a thread, send ``(job_id, verdict)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns shutdown (Ctrl-C goes to it)
+    for module in modules:  # the graders' code, imported before job clocks start
+        with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
+            importlib.import_module(module)
     send_lock = threading.Lock()
     pool = cf.ThreadPoolExecutor(max(1, threads), thread_name_prefix="proofgym-grader")
     conn.send((_READY, None))  # job timeouts start now, not while the process was starting
@@ -92,7 +96,6 @@ class _Job:
     timeout_s: float
     future: cf.Future[Verdict]
     solo: bool = False  # run alone in a fresh process (it shared a worker that died)
-    module: str | None = None  # where the task class lives (preloaded into worker processes)
     deadline: float = math.inf
     worker: _Worker | None = None
 
@@ -150,7 +153,8 @@ class VerifierPool:
         self.timeout_s = timeout_s
         self.cache_size = cache_size
         self._ctx = mp.get_context(start_method) if backend == "process" else None
-        self._preload = ["proofgym", "proofgym.verify", *preload]
+        self._preload = ["proofgym", "proofgym.verify.warmup", *preload]
+        self._modules: dict[str, None] = {}  # task modules seen, imported by each new worker
         self._start_method = start_method
         self._per_worker = math.ceil(max_in_flight / processes)
         self._cond = threading.Condition()
@@ -197,8 +201,10 @@ class VerifierPool:
             return future
         limit = self.timeout_s if timeout_s is None else timeout_s
         with self._cond:
-            self._pending.append(_Job(next(self._ids), key, payload, limit, future,
-                                      module=type(job.task).__module__))
+            module = type(job.task).__module__
+            if module != "__main__":
+                self._modules[module] = None
+            self._pending.append(_Job(next(self._ids), key, payload, limit, future))
             self._ensure_supervisor()
             self._cond.notify_all()
         return future
@@ -322,11 +328,9 @@ class VerifierPool:
         if self._start_method == "forkserver" and self.stats["workers_started"] == 0:
             # Workers fork from a server that has these imported (sympy alone takes seconds);
             # only the first pool of a process starts that server, so this is best effort.
-            first = self._pending[0].module if self._pending else None
-            modules = self._preload + ([first] if first and first != "__main__" else [])
-            self._ctx.set_forkserver_preload(list(dict.fromkeys(modules)))
+            self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(target=_worker_main, args=(child_conn, capacity),
+        process = self._ctx.Process(target=_worker_main, args=(child_conn, capacity, list(self._modules)),
                                     name="proofgym-verifier", daemon=True)
         process.start()
         child_conn.close()  # so the parent sees EOF when the worker dies
