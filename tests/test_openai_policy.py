@@ -36,9 +36,15 @@ def arith_server(**kwargs: Any) -> ScriptedServer:
     return ScriptedServer(ReferenceScript(make_env(ARITH).tasks), **kwargs)
 
 
-def run_openai(server: ScriptedServer, *, episodes: int = 8, concurrency: int = 4,
+@pytest.fixture(params=["openai", "aiohttp"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """Both ways a request reaches the server: the openai SDK and the lean aiohttp client."""
+    return request.param
+
+
+def run_openai(server: ScriptedServer, transport: str, *, episodes: int = 8, concurrency: int = 4,
                **policy_options: Any) -> tuple[list[Trajectory], dict[str, Any]]:
-    options = {"timeout_s": 5.0, "backoff_s": 0.01, **policy_options}
+    options = {"timeout_s": 5.0, "backoff_s": 0.01, "transport": transport, **policy_options}
     policy = OpenAIPolicy("scripted", base_url=server.base_url, **options)
     return evaluate(ARITH, policy, episodes=episodes, concurrency=concurrency, verifier="inline")
 
@@ -79,26 +85,26 @@ def test_full_eval_through_openai_policy_scores_the_reference_script() -> None:
     assert tool["role"] == "tool" and tool["tool_call_id"] == assistant["tool_calls"][0]["id"]
 
 
-def test_rate_limits_are_retried_and_recorded() -> None:
+def test_rate_limits_are_retried_and_recorded(transport: str) -> None:
     with arith_server(faults=[Fault("429", rate=1.0, attempts=1)]) as server:
-        trajectories, summary = run_openai(server)
+        trajectories, summary = run_openai(server, transport)
         assert server.stats["fault_429"] == 16
     assert summary["mean_reward"] == 1.0 and summary["scored"] == 8
     for step in (s for t in trajectories for s in t.steps):
         assert step.usage["retries"] == 1 and "RateLimitError 429" in step.usage["failures"][0]
 
 
-def test_timeouts_are_retried() -> None:
+def test_timeouts_are_retried(transport: str) -> None:
     with arith_server(faults=[Fault("timeout", rate=0.5, attempts=1)], hang_s=3.0) as server:
-        trajectories, summary = run_openai(server, timeout_s=0.5)
+        trajectories, summary = run_openai(server, transport, timeout_s=0.5)
     retried = [s for t in trajectories for s in t.steps if s.usage["retries"]]
     assert retried and all("APITimeoutError" in s.usage["failures"][0] for s in retried)
     assert summary["mean_reward"] == 1.0
 
 
-def test_persistent_server_errors_are_infrastructure_errors_never_zero() -> None:
+def test_persistent_server_errors_are_infrastructure_errors_never_zero(transport: str) -> None:
     with arith_server(faults=[Fault("500", rate=1.0, attempts=None)]) as server:
-        trajectories, summary = run_openai(server, max_retries=2)
+        trajectories, summary = run_openai(server, transport, max_retries=2)
         assert server.stats["fault_500"] == 8 * 3  # every episode: first try + 2 retries
     assert summary["episode_errors"] == 8 and summary["scored"] == 0 and summary["mean_reward"] is None
     for traj in trajectories:
@@ -107,18 +113,18 @@ def test_persistent_server_errors_are_infrastructure_errors_never_zero() -> None
         assert "PolicyInfrastructureError" in traj.error and "InternalServerError 500" in traj.error
 
 
-def test_a_rejected_request_is_not_retried() -> None:
+def test_a_rejected_request_is_not_retried(transport: str) -> None:
     other_tasks = arith_tasks(3, seed=99)  # the server does not know Arith-v0's prompts
     with ScriptedServer(ReferenceScript(other_tasks)) as server:
-        trajectories, summary = run_openai(server, episodes=2)
+        trajectories, summary = run_openai(server, transport, episodes=2)
         assert server.stats["requests"] == 2
     assert summary["episode_errors"] == 2
     assert all("BadRequestError 400" in t.error and "not retried" in t.error for t in trajectories)
 
 
-def test_malformed_tool_call_json_becomes_an_error_observation() -> None:
+def test_malformed_tool_call_json_becomes_an_error_observation(transport: str) -> None:
     with arith_server(faults=[Fault("malformed")]) as server:
-        trajectories, summary = run_openai(server)
+        trajectories, summary = run_openai(server, transport)
     for traj in trajectories:
         call = traj.steps[0]
         assert isinstance(call.action.tool_input, str) and call.action.tool_input.endswith(",}")
@@ -127,9 +133,9 @@ def test_malformed_tool_call_json_becomes_an_error_observation() -> None:
     assert summary["mean_reward"] == 1.0  # the answer did not need the calculator's output
 
 
-def test_length_truncation_is_recorded_and_graded_as_produced() -> None:
+def test_length_truncation_is_recorded_and_graded_as_produced(transport: str) -> None:
     with arith_server(faults=[Fault("length")]) as server:
-        trajectories, summary = run_openai(server)
+        trajectories, summary = run_openai(server, transport)
     assert summary["episode_errors"] == 0 and summary["scored"] == 8
     for traj in trajectories:
         assert [s.usage["finish_reason"] for s in traj.steps] == ["length", "length"]
@@ -137,9 +143,9 @@ def test_length_truncation_is_recorded_and_graded_as_produced() -> None:
         assert "\\boxed{" not in traj.steps[1].action.message
 
 
-def test_tool_calls_in_text_and_reasoning_are_understood_and_kept() -> None:
+def test_tool_calls_in_text_and_reasoning_are_understood_and_kept(transport: str) -> None:
     with arith_server(tool_call_format="text", reasoning=True, record_requests=True) as server:
-        trajectories, summary = run_openai(server)
+        trajectories, summary = run_openai(server, transport)
     assert summary["mean_reward"] == 1.0 and summary["tool_errors"] == {}
     for traj in trajectories:
         call = traj.steps[0].action

@@ -16,7 +16,6 @@ the orchestrator records it as ``status="error"`` with an unscored verdict, neve
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import random
@@ -26,17 +25,15 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-import openai
 import orjson
 from gymnasium import spaces
 
 from proofgym.core import AgentAction, Task, ToolCallAction, TurnCompleteAction
 from proofgym.rollout.async_policy import PolicyStep
+from proofgym.rollout.chat_transport import TRANSPORTS, ChatTransport, TransportError
 
 _TEXT_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _NAME_IN_TEXT = re.compile(r'"name"\s*:\s*"([^"]+)"')
-_RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-              openai.APIConnectionError)
 
 
 class PolicyInfrastructureError(RuntimeError):
@@ -59,15 +56,20 @@ class OpenAIPolicy:
         backoff_s: First retry delay; doubles per retry up to ``max_backoff_s``, with jitter.
         timeout_s: Per-call timeout.
         parse_text_tool_calls: Also read ``<tool_call>{...}</tool_call>`` from the content.
+        transport: ``openai`` (the official SDK client) or ``aiohttp`` (lean, for self-hosted
+            servers at high concurrency); see :mod:`proofgym.rollout.chat_transport`.
     """
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  system_prompt: str | None = None, sampling: Mapping[str, Any] | None = None,
                  version: str = "0", max_retries: int = 4, backoff_s: float = 0.25,
                  max_backoff_s: float = 8.0, timeout_s: float = 120.0,
-                 parse_text_tool_calls: bool = True) -> None:
+                 parse_text_tool_calls: bool = True, transport: str = "openai") -> None:
         if max_retries < 0 or backoff_s < 0 or timeout_s <= 0:
             raise ValueError("max_retries and backoff_s must be >= 0 and timeout_s > 0")
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
+        self.transport_name = transport
         self.model, self.base_url, self.api_key = model, base_url, api_key
         self.system_prompt = system_prompt
         self.sampling = dict(sampling or {})
@@ -75,64 +77,65 @@ class OpenAIPolicy:
         self.max_retries, self.backoff_s, self.max_backoff_s = max_retries, backoff_s, max_backoff_s
         self.timeout_s = timeout_s
         self.parse_text_tool_calls = parse_text_tool_calls
-        self._client: openai.AsyncOpenAI | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._transport: ChatTransport | None = None
+        self._transport_loop: asyncio.AbstractEventLoop | None = None
 
     def describe(self) -> dict[str, Any]:
         system = (hashlib.sha256(self.system_prompt.encode()).hexdigest()[:16]
                   if self.system_prompt is not None else None)
         return {"name": "openai", "model": self.model, "version": self.version,
-                "base_url": self.base_url, "sampling": dict(self.sampling), "system_prompt_sha": system}
+                "base_url": self.base_url, "transport": self.transport_name,
+                "sampling": dict(self.sampling), "system_prompt_sha": system}
 
     async def start_episode(self, task: Task, observation: Mapping[str, Any], info: Mapping[str, Any],
                             action_space: spaces.Space) -> OpenAISession:
         return OpenAISession(self, info.get("tools") or None)
 
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        """The async client of the running event loop (a client is bound to the loop it ran on)."""
+    def transport(self) -> ChatTransport:
+        """The transport of the running event loop (an HTTP client is bound to its loop)."""
         loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key or _env_key(),
-                                              timeout=self.timeout_s, max_retries=0)
-            self._client_loop = loop
-        return self._client
+        if self._transport is None or self._transport_loop is not loop:
+            self._transport = TRANSPORTS[self.transport_name](self.base_url, self.api_key or _env_key(),
+                                                              self.timeout_s)
+            self._transport_loop = loop
+        return self._transport
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        if self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                       ) -> tuple[Any, dict[str, Any]]:
-        """One chat completion with retries: the response and its usage record."""
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One chat completion with retries: the response JSON and its usage record."""
+        body: dict[str, Any] = {**self.sampling, "model": self.model, "messages": messages}
+        if tools:
+            body["tools"] = tools
         failures: list[str] = []
+        transport = self.transport()
         for attempt in range(self.max_retries + 1):
             started = time.perf_counter()
             try:
-                kwargs: dict[str, Any] = dict(self.sampling)
-                if tools:
-                    kwargs["tools"] = tools
-                response = await self.client.chat.completions.create(
-                    model=self.model, messages=messages, **kwargs)  # type: ignore[arg-type]
-            except _RETRYABLE as exc:
-                failures.append(_describe_failure(exc))
+                response = await transport.chat(body)
+            except TransportError as exc:
+                if not exc.retryable:  # a 4xx other than 429: retrying cannot help
+                    raise PolicyInfrastructureError(
+                        f"model server rejected the request ({exc.description}); not retried") from exc
+                failures.append(exc.description)
                 if attempt == self.max_retries:
                     break
-                await asyncio.sleep(self._delay(attempt, exc))
+                await asyncio.sleep(self._delay(attempt, exc.retry_after))
                 continue
-            except openai.APIStatusError as exc:  # 4xx other than 429: retrying cannot help
-                raise PolicyInfrastructureError(
-                    f"model server rejected the request ({_describe_failure(exc)}); not retried") from exc
             latency = time.perf_counter() - started
-            if not response.choices:
-                raise PolicyInfrastructureError("model server returned no choices")
-            usage = response.usage
+            choices = response.get("choices") or []
+            if not choices or not isinstance(choices[0].get("message"), dict):
+                raise PolicyInfrastructureError(f"model server returned no message: {str(response)[:200]}")
+            usage = response.get("usage") or {}
             record = {
-                "prompt_tokens": usage.prompt_tokens if usage else None,
-                "completion_tokens": usage.completion_tokens if usage else None,
-                "total_tokens": usage.total_tokens if usage else None,
-                "latency_s": latency, "finish_reason": response.choices[0].finish_reason,
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "completion_tokens": usage.get("completion_tokens"),
+                "total_tokens": usage.get("total_tokens"),
+                "latency_s": latency, "finish_reason": choices[0].get("finish_reason"),
                 "retries": attempt,
             }
             if failures:
@@ -142,12 +145,10 @@ class OpenAIPolicy:
             f"model server failed {len(failures)} times (retried {self.max_retries}x with backoff); "
             f"last: {failures[-1]}")
 
-    def _delay(self, attempt: int, exc: Exception) -> float:
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
         delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
-        retry_after = getattr(getattr(exc, "response", None), "headers", {}).get("retry-after")
         if retry_after:
-            with contextlib.suppress(ValueError):  # an HTTP date: keep our own backoff
-                delay = max(delay, min(float(retry_after), self.max_backoff_s))
+            delay = max(delay, min(retry_after, self.max_backoff_s))
         return delay * (0.5 + random.random() / 2)
 
 
@@ -169,7 +170,7 @@ class OpenAISession:
         if self._pending:  # the rest of a multi-call reply: no new model call
             return self._emit(self._pending.popleft(), {"from_previous_call": True})
         response, usage = await self.policy.complete(self.messages, self.tools)
-        actions, message = parse_reply(response.choices[0].message, len(self.messages),
+        actions, message = parse_reply(response["choices"][0]["message"], len(self.messages),
                                        text_tool_calls=self.policy.parse_text_tool_calls)
         self.messages.append(message)
         usage["tool_calls"] = sum(isinstance(a, ToolCallAction) for a in actions)
@@ -195,22 +196,24 @@ class OpenAISession:
         return None
 
 
-def parse_reply(message: Any, position: int, *, text_tool_calls: bool = True,
+def parse_reply(message: Mapping[str, Any], position: int, *, text_tool_calls: bool = True,
                 ) -> tuple[list[AgentAction], dict[str, Any]]:
-    """The actions in an assistant ``message`` and the message to keep in the history.
+    """The actions in an assistant ``message`` (response JSON) and the message to keep in history.
 
     Native ``tool_calls`` first; else ``<tool_call>`` blocks in the text; else the text ends the
     turn. Reasoning (``reasoning_content`` / ``reasoning``) stays in the history message.
     """
-    extra = getattr(message, "model_extra", None) or {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    content = message.content or ""
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    content = message.get("content") or ""
+    if not isinstance(content, str):  # a list of parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
     calls: list[tuple[str, str, Any, str]] = []  # id, name, input for the env, arguments text
-    for tc in message.tool_calls or []:
-        function = getattr(tc, "function", None)
-        name = function.name if function is not None else ""
-        arguments = function.arguments if function is not None else ""
-        calls.append((tc.id, name, arguments, arguments))
+    for i, tc in enumerate(message.get("tool_calls") or []):
+        function = tc.get("function") or {}
+        arguments = function.get("arguments")
+        arguments = arguments if isinstance(arguments, str) else orjson.dumps(arguments or {}).decode()
+        calls.append((tc.get("id") or f"call_{position}_{i}", str(function.get("name") or ""),
+                      arguments, arguments))
     if not calls and text_tool_calls and "<tool_call>" in content:
         for i, body in enumerate(_TEXT_TOOL_CALL.findall(content)):
             name, tool_input = _parse_text_call(body)
@@ -240,12 +243,6 @@ def _parse_text_call(body: str) -> tuple[str, Any]:
         return "", body
     arguments = data.get("arguments", data.get("parameters", {}))
     return str(data.get("name", "")), arguments
-
-
-def _describe_failure(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    text = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return f"{type(exc).__name__}{f' {status}' if status else ''}: {text}"
 
 
 def _env_key() -> str:
