@@ -15,11 +15,10 @@ runtime, task) becomes that episode's ``status="error"`` trajectory with an ``un
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures as cf
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from proofgym.core import TraceStep, Verdict, describe_exception
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
@@ -28,6 +27,7 @@ from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_p
 from proofgym.rollout.episode import MAX_STEPS
 from proofgym.rollout.policies import Policy
 from proofgym.rollout.progress import RunCounters, RunProgress
+from proofgym.rollout.runtime_executor import RuntimeExecutor
 from proofgym.verify.pool import VerifierPool
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,9 @@ class Orchestrator:
         max_awaiting_grades: Bound on episodes waiting for grades (backpressure). Default
             ``4 * concurrency``.
         runtime_threads: Threads for ``env.reset``/``env.step`` calls. Default ``concurrency``.
+            ``0`` runs them on the event loop itself: only for in-process runtimes whose calls
+            take microseconds (it saves a thread hand-off per step, which costs tens to hundreds
+            of microseconds on a busy machine); a call that blocks would stall every episode.
         group_size: Attempts per task forming a group (GRPO-style); recorded as
             ``extra["group"] = {"id", "index", "size"}`` from the plan's ``attempt``.
         env_id: Recorded on every trajectory.
@@ -86,7 +89,9 @@ class Orchestrator:
         self.inline_verification = (self.verifier.backend == "inline" if inline_verification is None
                                     else inline_verification)
         self.max_awaiting_grades = max_awaiting_grades or 4 * concurrency
-        self.runtime_threads = runtime_threads or concurrency
+        self.runtime_threads = concurrency if runtime_threads is None else runtime_threads
+        if self.runtime_threads < 0:
+            raise ValueError("runtime_threads must be >= 0")
         self.group_size = group_size
         self.env_id = env_id
         self.progress = RunProgress() if progress is True else (progress or None)
@@ -106,16 +111,15 @@ class Orchestrator:
         self.generation_s = 0.0
         results: list[Trajectory] = []
         queue = iter(specs)
-        runtime_pool = cf.ThreadPoolExecutor(self.runtime_threads, thread_name_prefix="proofgym-runtime")
-        writer = cf.ThreadPoolExecutor(1, thread_name_prefix="proofgym-sink")  # keeps write order
+        runtime_pool = RuntimeExecutor(self.runtime_threads) if self.runtime_threads else _OnTheLoop()
+        writer = RuntimeExecutor(1, name="proofgym-sink")  # one thread: records keep their order
         grading: set[asyncio.Task[None]] = set()
         room = asyncio.Semaphore(self.max_awaiting_grades)
-        loop = asyncio.get_running_loop()
         envs: list[UniversalVerifiableEnv] = []
 
         async def deliver(traj: Trajectory) -> None:
             if sink is not None:
-                await loop.run_in_executor(writer, sink.write, traj)
+                await writer.run(sink.write, traj)
             if traj.status == "error":
                 self.counters.errors += 1
             elif traj.verdict is not None and traj.verdict.status == "error":
@@ -136,7 +140,7 @@ class Orchestrator:
                 room.release()
 
         async def slot() -> None:
-            env = await loop.run_in_executor(runtime_pool, self.env_factory)
+            env = await runtime_pool.run(self.env_factory)
             envs.append(env)
             for spec in queue:
                 self.counters.in_flight += 1
@@ -180,8 +184,8 @@ class Orchestrator:
                 self.progress.__exit__(None, None, None)
             for env in envs:
                 env.close()
-            runtime_pool.shutdown(wait=False, cancel_futures=True)
-            writer.shutdown(wait=True)
+            runtime_pool.shutdown()
+            writer.shutdown()
             if self._own_verifier:
                 self.verifier.close()
         return results
@@ -197,14 +201,14 @@ class Orchestrator:
 
     # -------------------------------------------------------------- episode
     async def _episode(self, env: UniversalVerifiableEnv, spec: PlannedEpisode,
-                       runtime_pool: cf.Executor) -> tuple[Trajectory, VerificationJob | None]:
+                       runtime_pool: RuntimeExecutor | _OnTheLoop,
+                       ) -> tuple[Trajectory, VerificationJob | None]:
         """Play one episode; never raises (a failure is an error trajectory without a job)."""
-        loop = asyncio.get_running_loop()
         started = time.perf_counter()
         described = self.policy.describe()
         try:
-            obs, info = await loop.run_in_executor(
-                runtime_pool, lambda: env.reset(seed=spec.seed, options={"task_id": spec.task_id}))
+            obs, info = await runtime_pool.run(
+                lambda: env.reset(seed=spec.seed, options={"task_id": spec.task_id}))
         except Exception as exc:
             traj = Trajectory(trajectory_id=spec.key, env_id=self.env_id, task_id=spec.task_id,
                               task_hash="", seed=spec.seed, policy=described, prompt="", tools=[])
@@ -228,8 +232,7 @@ class Orchestrator:
                 tokens = decision.usage.get("total_tokens")
                 if tokens:
                     env.charge(tokens=int(tokens))
-                obs, _reward, terminated, truncated, info = await loop.run_in_executor(
-                    runtime_pool, env.step, decision.action)
+                obs, _reward, terminated, truncated, info = await runtime_pool.run(env.step, decision.action)
                 t2 = time.perf_counter()
                 policy_s += t1 - t0
                 env_s += t2 - t1
@@ -271,6 +274,16 @@ class Orchestrator:
         traj.verdict = await self.verifier.grade(job, traj.trajectory_id, timeout_s=self.grade_timeout_s)
         traj.timings["verify_s"] = time.perf_counter() - t0
         traj.extra["verifier"] = self.verifier.describe()
+
+
+class _OnTheLoop:
+    """``runtime_threads=0``: runtime calls run directly on the event loop."""
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    def shutdown(self) -> None:
+        return None
 
 
 async def _close_quietly(session: PolicySession) -> None:

@@ -30,6 +30,7 @@ import itertools
 import math
 import multiprocessing as mp
 import pickle
+import queue
 import signal
 import threading
 import time
@@ -157,7 +158,11 @@ class VerifierPool:
         self._modules: dict[str, None] = {}  # task modules seen, imported by each new worker
         self._start_method = start_method
         self._per_worker = math.ceil(max_in_flight / processes)
-        self._cond = threading.Condition()
+        # The event loop only ever touches _keys_lock and the inbox, so it never waits on a lock
+        # a worker-facing thread holds; _lock guards the scheduling state of those threads.
+        self._lock = threading.Lock()
+        self._keys_lock = threading.Lock()
+        self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._pending: deque[_Job] = deque()
         self._running: dict[int, _Job] = {}
         self._workers: list[_Worker] = []
@@ -177,7 +182,7 @@ class VerifierPool:
         first one's future: the job is graded once.
         """
         key: JobKey = (str(trajectory_id), str(job.task.verifier_version))
-        with self._cond:
+        with self._keys_lock:
             if self._closed:
                 raise RuntimeError("VerifierPool is closed")
             known = self._futures.get(key)
@@ -200,13 +205,12 @@ class VerifierPool:
                 "define the task class at module level, or use the 'inline' verifier backend"))
             return future
         limit = self.timeout_s if timeout_s is None else timeout_s
-        with self._cond:
+        with self._keys_lock:
             module = type(job.task).__module__
             if module != "__main__":
                 self._modules[module] = None
-            self._pending.append(_Job(next(self._ids), key, payload, limit, future))
             self._ensure_supervisor()
-            self._cond.notify_all()
+        self._inbox.put(_Job(next(self._ids), key, payload, limit, future))
         return future
 
     async def grade(self, job: VerificationJob, trajectory_id: str, *,
@@ -216,13 +220,13 @@ class VerifierPool:
 
     def verdict_for(self, trajectory_id: str, verifier_version: str) -> Verdict | None:
         """The verdict already computed for this key, if any."""
-        with self._cond:
+        with self._keys_lock:
             future = self._futures.get((trajectory_id, verifier_version))
         return future.result() if future is not None and future.done() else None
 
     @property
     def in_flight(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._running) + len(self._pending)
 
     def describe(self) -> dict[str, Any]:
@@ -231,7 +235,7 @@ class VerifierPool:
 
     def close(self) -> None:
         """Stop the workers. Jobs not yet graded resolve as error verdicts ("pool closed")."""
-        with self._cond:
+        with self._keys_lock, self._lock:
             if self._closed:
                 return
             self._closed = True
@@ -240,7 +244,14 @@ class VerifierPool:
             self._running.clear()
             workers = list(self._workers)
             self._workers.clear()
-            self._cond.notify_all()
+        while True:  # jobs submitted but not yet picked up by the supervisor
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                left.append(item)
+        self._wake()  # the supervisor sees _closed and exits
         for job in left:
             self._resolve_future(job.future, Verdict.failed("the verifier pool was closed before "
                                                             "this job was graded"))
@@ -272,12 +283,30 @@ class VerifierPool:
                                                 daemon=True)
             self._supervisor.start()
 
+    def _wake(self) -> None:
+        self._inbox.put(None)
+
     def _supervise(self) -> None:
-        """Dispatch waiting jobs and expire overdue ones (the only thread that starts jobs)."""
-        with self._cond:
-            while not self._closed:
+        """Take new jobs, dispatch waiting ones, expire overdue ones: the only thread that starts
+        jobs. It sleeps on the inbox until a job arrives, a thread wakes it, or a deadline."""
+        timeout: float | None = None
+        while True:
+            try:
+                items = [self._inbox.get(timeout=timeout)]
+            except queue.Empty:
+                items = []
+            while True:
                 try:
-                    self._dispatch()
+                    items.append(self._inbox.get_nowait())
+                except queue.Empty:
+                    break
+            sends: list[tuple[_Worker, _Job]] = []
+            with self._lock:
+                if self._closed:
+                    return
+                self._pending.extend(item for item in items if item is not None)
+                try:
+                    sends = self._dispatch()
                 except Exception as exc:  # cannot start a worker: fail what waits, loudly
                     reason = (f"the verifier pool could not start a worker process: "
                               f"{describe_exception(exc)}; scripts that use the process backend "
@@ -289,9 +318,16 @@ class VerifierPool:
                 for job in [j for j in self._running.values() if j.deadline <= now]:
                     self._expire(job)
                 deadline = min((j.deadline for j in self._running.values()), default=math.inf)
-                self._cond.wait(None if deadline == math.inf else max(0.0, deadline - now) + 0.001)
+            # Pipe writes happen outside the lock (a full pipe must not stall the other threads).
+            for worker, job in sends:
+                # If the worker died, its reader thread reports it and re-queues or fails the job.
+                with contextlib.suppress(OSError, ValueError):
+                    worker.conn.send((job.id, job.payload))
+            timeout = None if deadline == math.inf else max(0.0, deadline - time.monotonic()) + 0.001
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> list[tuple[_Worker, _Job]]:
+        """With the lock held: assign waiting jobs to workers; returns the sends to make."""
+        sends = []
         while self._pending and len(self._running) < self.max_in_flight:
             job = self._pending[0]
             if self.backend == "inline":
@@ -300,9 +336,11 @@ class VerifierPool:
                 continue
             worker = self._solo_worker() if job.solo else self._free_worker()
             if worker is None:
-                return
+                break
             self._pending.popleft()
-            self._send(worker, job)
+            self._assign(worker, job)
+            sends.append((worker, job))
+        return sends
 
     def _start_inline(self, job: _Job) -> None:
         job.deadline = time.monotonic() + job.timeout_s
@@ -341,14 +379,11 @@ class VerifierPool:
                          daemon=True).start()
         return worker
 
-    def _send(self, worker: _Worker, job: _Job) -> None:
+    def _assign(self, worker: _Worker, job: _Job) -> None:
         job.worker = worker
         job.deadline = time.monotonic() + job.timeout_s + (0.0 if worker.ready else _STARTUP_ALLOWANCE_S)
         worker.inflight[job.id] = job
         self._running[job.id] = job
-        # If the worker died, its reader thread reports it and re-queues or fails this job.
-        with contextlib.suppress(OSError, ValueError):
-            worker.conn.send((job.id, job.payload))
 
     def _read(self, worker: _Worker) -> None:
         """Per-worker thread: deliver results; on EOF, handle the worker's death."""
@@ -358,15 +393,15 @@ class VerifierPool:
             except (EOFError, OSError, TypeError, ValueError):
                 break
             if job_id == _READY:
-                with self._cond:
+                with self._lock:
                     worker.ready = True
                     now = time.monotonic()
                     for job in worker.inflight.values():
                         job.deadline = now + job.timeout_s
-                    self._cond.notify_all()
+                self._wake()  # deadlines moved: the supervisor recomputes its sleep
                 continue
             self._finish(job_id, verdict)
-            with self._cond:
+            with self._lock:
                 if worker.solo and not worker.inflight:
                     self._retire(worker)
                 elif worker.draining and not worker.inflight:
@@ -376,14 +411,14 @@ class VerifierPool:
         worker.conn.close()
 
     def _on_worker_exit(self, worker: _Worker) -> None:
-        with self._cond:
+        with self._lock:
             if worker in self._workers:
                 self._workers.remove(worker)
             orphans = list(worker.inflight.values())
             worker.inflight.clear()
             if self._closed or worker.retired or not orphans:
                 worker.retired = True
-                self._cond.notify_all()
+                self._wake()
                 return
             worker.retired = True
             self.stats["worker_deaths"] += 1
@@ -400,7 +435,7 @@ class VerifierPool:
                     self._running.pop(job.id, None)
                     job.solo, job.worker, job.deadline = True, None, math.inf
                     self._pending.appendleft(job)
-            self._cond.notify_all()
+            self._wake()
 
     def _expire(self, job: _Job) -> None:
         """Called with the lock held: the job ran past its timeout."""
@@ -427,16 +462,18 @@ class VerifierPool:
         else:
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)
-        self._cond.notify_all()
+        self._wake()
 
     def _finish(self, job_id: int, verdict: Verdict) -> None:
-        with self._cond:
+        with self._lock:
             job = self._running.pop(job_id, None)
             if job is None:
                 return  # timed out (already resolved) or pool closed
             if job.worker is not None:
                 job.worker.inflight.pop(job_id, None)
-            self._cond.notify_all()
+            waiting = bool(self._pending)
+        if waiting:
+            self._wake()  # a slot freed up for a waiting job
         self._resolve(job, verdict)
 
     def _fail_later(self, job: _Job, reason: str) -> None:
@@ -444,7 +481,7 @@ class VerifierPool:
         threading.Thread(target=self._resolve, args=(job, Verdict.failed(reason)), daemon=True).start()
 
     def _resolve(self, job: _Job, verdict: Verdict) -> None:
-        with self._cond:
+        with self._lock:
             self.stats["graded"] += 1
             if verdict.status == "error":
                 self.stats["errors"] += 1
