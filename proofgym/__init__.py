@@ -23,11 +23,25 @@ from proofgym.version import __version__
 
 register_envs()
 
+#: Heavier parts, imported on first use (the openai client and math-verify take seconds to load).
+_LAZY = {"Orchestrator": "proofgym.rollout.orchestrator", "OpenAIPolicy": "proofgym.rollout.openai_policy",
+         "VerifierPool": "proofgym.verify.pool"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'proofgym' has no attribute {name!r}")
+
 __all__ = [
     "AgentAction",
     "Artifact",
     "InProcessRuntime",
     "Limits",
+    "OpenAIPolicy",
+    "Orchestrator",
     "Runtime",
     "Task",
     "TaskSet",
@@ -42,6 +56,7 @@ __all__ = [
     "UniversalVerifiableEnv",
     "Verdict",
     "VerificationJob",
+    "VerifierPool",
     "__version__",
     "tool",
 ]

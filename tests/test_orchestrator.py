@@ -155,11 +155,13 @@ async def test_backpressure_bounds_episodes_awaiting_grades() -> None:
     assert max(seen) == 3  # graders fell behind, and the queue stopped at its bound
 
 
-async def test_group_sampling_and_inline_verification() -> None:
+@pytest.mark.parametrize("runtime_threads", [None, 0])
+async def test_group_sampling_and_inline_verification(runtime_threads: int | None) -> None:
     tasks = guess.guess_tasks(5)
     plan = plan_episodes(tasks.ids, repeats=4)
     with VerifierPool("inline") as pool:
-        orchestrator = Orchestrator(guess_env, ReferencePolicy(), concurrency=6, verifier=pool, group_size=4)
+        orchestrator = Orchestrator(guess_env, ReferencePolicy(), concurrency=6, verifier=pool, group_size=4,
+                                    runtime_threads=runtime_threads)
         assert orchestrator.inline_verification
         results = await orchestrator.run(plan)
     groups: dict[str, list[int]] = {}
@@ -169,6 +171,7 @@ async def test_group_sampling_and_inline_verification() -> None:
         groups.setdefault(group["id"], []).append(group["index"])
     assert len(groups) == 5 and all(sorted(v) == [0, 1, 2, 3] for v in groups.values())
     assert all(t.reward == 1.0 and t.policy["name"] == "reference" for t in results)
+    assert orchestrator.counters.done == 20
 
 
 async def test_a_failing_env_reset_is_an_error_record_for_that_episode_only() -> None:
