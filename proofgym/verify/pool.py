@@ -51,10 +51,10 @@ _READY = -1
 _STARTUP_ALLOWANCE_S = 30.0
 
 
-def _run_job(payload: bytes) -> Verdict:
-    """Unpickle and grade one job; never raises (a broken job is an error verdict)."""
+def _run_job(payload: bytes | VerificationJob) -> Verdict:
+    """Unpickle (if pickled) and grade one job; never raises (a broken job is an error verdict)."""
     try:
-        job = pickle.loads(payload)
+        job = pickle.loads(payload) if isinstance(payload, bytes) else payload
     except Exception as exc:
         return Verdict.failed(f"cannot load the verification job in the worker: {describe_exception(exc)}")
     try:
@@ -93,7 +93,7 @@ def _worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None
 class _Job:
     id: int
     key: JobKey
-    payload: bytes
+    payload: bytes | VerificationJob
     timeout_s: float
     future: cf.Future[Verdict]
     solo: bool = False  # run alone in a fresh process (it shared a worker that died)
@@ -166,7 +166,8 @@ class VerifierPool:
         self._pending: deque[_Job] = deque()
         self._running: dict[int, _Job] = {}
         self._workers: list[_Worker] = []
-        self._futures: OrderedDict[JobKey, cf.Future[Verdict]] = OrderedDict()
+        # Pending jobs keep their future; finished ones only their (small) verdict.
+        self._futures: OrderedDict[JobKey, cf.Future[Verdict] | Verdict] = OrderedDict()
         self._ids = itertools.count()
         self._closed = False
         self._supervisor: threading.Thread | None = None
@@ -188,22 +189,28 @@ class VerifierPool:
             known = self._futures.get(key)
             if known is not None:
                 self.stats["deduplicated"] += 1
+                if isinstance(known, Verdict):
+                    done: cf.Future[Verdict] = cf.Future()
+                    done.set_result(known)
+                    return done
                 return known
             future: cf.Future[Verdict] = cf.Future()
             self._futures[key] = future
             while len(self._futures) > self.cache_size:
                 old_key, old = next(iter(self._futures.items()))
-                if not old.done():
+                if not isinstance(old, Verdict):
                     break
                 del self._futures[old_key]
             self.stats["submitted"] += 1
-        try:
-            payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:
-            self._resolve_future(future, Verdict.failed(
-                f"verification job for {trajectory_id!r} cannot be pickled ({describe_exception(exc)}); "
-                "define the task class at module level, or use the 'inline' verifier backend"))
-            return future
+        payload: bytes | VerificationJob = job  # inline jobs run as they are: no copy needed
+        if self.backend == "process":
+            try:
+                payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                self._settle(key, future, Verdict.failed(
+                    f"verification job for {trajectory_id!r} cannot be pickled ({describe_exception(exc)}); "
+                    "define the task class at module level, or use the 'inline' verifier backend"))
+                return future
         limit = self.timeout_s if timeout_s is None else timeout_s
         with self._keys_lock:
             module = type(job.task).__module__
@@ -221,8 +228,10 @@ class VerifierPool:
     def verdict_for(self, trajectory_id: str, verifier_version: str) -> Verdict | None:
         """The verdict already computed for this key, if any."""
         with self._keys_lock:
-            future = self._futures.get((trajectory_id, verifier_version))
-        return future.result() if future is not None and future.done() else None
+            known = self._futures.get((trajectory_id, verifier_version))
+        if isinstance(known, Verdict):
+            return known
+        return known.result() if known is not None and known.done() else None
 
     @property
     def in_flight(self) -> int:
@@ -485,7 +494,13 @@ class VerifierPool:
             self.stats["graded"] += 1
             if verdict.status == "error":
                 self.stats["errors"] += 1
-        self._resolve_future(job.future, verdict)
+        self._settle(job.key, job.future, verdict)
+
+    def _settle(self, key: JobKey, future: cf.Future[Verdict], verdict: Verdict) -> None:
+        self._resolve_future(future, verdict)
+        with self._keys_lock:
+            if self._futures.get(key) is future:
+                self._futures[key] = future.result()  # the first answer, should two have raced
 
     @staticmethod
     def _resolve_future(future: cf.Future[Verdict], verdict: Verdict) -> None:
