@@ -163,6 +163,8 @@ class VerifierPool:
         self._lock = threading.Lock()
         self._keys_lock = threading.Lock()
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._inline_jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._idle_threads = 0  # inline backend: grader threads waiting for a job
         self._pending: deque[_Job] = deque()
         self._running: dict[int, _Job] = {}
         self._workers: list[_Worker] = []
@@ -261,6 +263,8 @@ class VerifierPool:
             if item is not None:
                 left.append(item)
         self._wake()  # the supervisor sees _closed and exits
+        for _ in range(self._idle_threads):
+            self._inline_jobs.put(None)
         for job in left:
             self._resolve_future(job.future, Verdict.failed("the verifier pool was closed before "
                                                             "this job was graded"))
@@ -352,13 +356,27 @@ class VerifierPool:
         return sends
 
     def _start_inline(self, job: _Job) -> None:
+        """With the lock held: hand the job to a grader thread (started on demand, then reused;
+        one stuck past its timeout is abandoned and a fresh thread takes its place)."""
         job.deadline = time.monotonic() + job.timeout_s
         self._running[job.id] = job
+        if self._idle_threads == 0:
+            self._idle_threads += 1
+            threading.Thread(target=self._inline_worker, name="proofgym-grader", daemon=True).start()
+        self._idle_threads -= 1
+        self._inline_jobs.put(job)
 
-        def run() -> None:
-            self._finish(job.id, _run_job(job.payload))
-
-        threading.Thread(target=run, name=f"proofgym-grader-{job.id}", daemon=True).start()
+    def _inline_worker(self) -> None:
+        while True:
+            job = self._inline_jobs.get()
+            if job is None:
+                return
+            verdict = _run_job(job.payload)
+            with self._lock:
+                if job.id not in self._running and job.deadline <= time.monotonic():
+                    return  # timed out: this thread was written off and replaced; let it end
+                self._idle_threads += 1
+            self._finish(job.id, verdict)
 
     def _free_worker(self) -> _Worker | None:
         regular = [w for w in self._workers if not w.solo and not w.draining and not w.retired]
