@@ -34,7 +34,7 @@ from proofgym.eval import plan_episodes
 from proofgym.rollout import OpenAIPolicy, Orchestrator
 from proofgym.verify.pool import VerifierPool
 
-console = Console()
+console = Console(width=130)
 HERE = Path(__file__).resolve().parent
 
 

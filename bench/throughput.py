@@ -37,7 +37,7 @@ from proofgym.eval import plan_episodes
 from proofgym.rollout import OpenAIPolicy, Orchestrator, ReferencePolicy, run_episode
 from proofgym.verify.pool import VerifierPool
 
-console = Console()
+console = Console(width=130)
 N_TASKS = 200
 #: The lean HTTP client; the openai SDK's own CPU per call (~3 ms here) caps a 2-core box at a
 #: few hundred calls/s, which is measured separately in row 3b.
