@@ -25,13 +25,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import contextlib
-import importlib
 import itertools
 import math
 import multiprocessing as mp
 import pickle
 import queue
-import signal
 import threading
 import time
 from collections import OrderedDict, deque
@@ -42,51 +40,13 @@ from typing import Any, Literal
 
 from proofgym.core import Verdict, describe_exception
 from proofgym.env import VerificationJob
+from proofgym.verify.pool_worker import READY, exit_reason, run_job, worker_main
 
 Backend = Literal["process", "inline"]
 JobKey = tuple[str, str]
 
-_READY = -1
 #: How long a new worker process may take to start before its jobs' clocks run anyway.
 _STARTUP_ALLOWANCE_S = 30.0
-
-
-def _run_job(payload: bytes | VerificationJob) -> Verdict:
-    """Unpickle (if pickled) and grade one job; never raises (a broken job is an error verdict)."""
-    try:
-        job = pickle.loads(payload) if isinstance(payload, bytes) else payload
-    except Exception as exc:
-        return Verdict.failed(f"cannot load the verification job in the worker: {describe_exception(exc)}")
-    try:
-        return job.run()
-    except BaseException as exc:  # job.run() catches grader errors; this is the last resort
-        return Verdict.failed(f"verification job failed: {describe_exception(exc)}")
-
-
-def _worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None:
-    """A worker process: receive ``(job_id, payload)``, grade on a thread, send ``(job_id, verdict)``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns shutdown (Ctrl-C goes to it)
-    for module in modules:  # the graders' code, imported before job clocks start
-        with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
-            importlib.import_module(module)
-    send_lock = threading.Lock()
-    pool = cf.ThreadPoolExecutor(max(1, threads), thread_name_prefix="proofgym-grader")
-    conn.send((_READY, None))  # job timeouts start now, not while the process was starting
-
-    def run(job_id: int, payload: bytes) -> None:
-        verdict = _run_job(payload)
-        with send_lock, contextlib.suppress(OSError, ValueError):  # parent gone: no one to report to
-            conn.send((job_id, verdict))
-
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            break
-        if message is None:
-            break
-        pool.submit(run, *message)
-    pool.shutdown(wait=True)
 
 
 @dataclass(eq=False)
@@ -111,17 +71,6 @@ class _Worker:
     inflight: dict[int, _Job] = field(default_factory=dict)
     retired: bool = False
     ready: bool = False
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "exit code unknown"
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 class VerifierPool:
@@ -371,7 +320,7 @@ class VerifierPool:
             job = self._inline_jobs.get()
             if job is None:
                 return
-            verdict = _run_job(job.payload)
+            verdict = run_job(job.payload)
             with self._lock:
                 if job.id not in self._running and job.deadline <= time.monotonic():
                     return  # timed out: this thread was written off and replaced; let it end
@@ -395,7 +344,7 @@ class VerifierPool:
             # only the first pool of a process starts that server, so this is best effort.
             self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(target=_worker_main, args=(child_conn, capacity, list(self._modules)),
+        process = self._ctx.Process(target=worker_main, args=(child_conn, capacity, list(self._modules)),
                                     name="proofgym-verifier", daemon=True)
         process.start()
         child_conn.close()  # so the parent sees EOF when the worker dies
@@ -419,7 +368,7 @@ class VerifierPool:
                 job_id, verdict = worker.conn.recv()
             except (EOFError, OSError, TypeError, ValueError):
                 break
-            if job_id == _READY:
+            if job_id == READY:
                 with self._lock:
                     worker.ready = True
                     now = time.monotonic()
@@ -449,7 +398,7 @@ class VerifierPool:
                 return
             worker.retired = True
             self.stats["worker_deaths"] += 1
-            reason = _exit_reason(worker.process.exitcode)
+            reason = exit_reason(worker.process.exitcode)
             if worker.solo:
                 # A job running alone in its own process killed it: the culprit, exactly.
                 job = orphans[0]
