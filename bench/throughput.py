@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -84,15 +86,16 @@ def seed_loop(base_url: str, episodes: int, grade_wait: float, grade_cpu: float)
 
 async def orchestrated(base_url: str, episodes: int, concurrency: int, grade_wait: float,
                        grade_cpu: float, pool: VerifierPool, inline: bool,
-                       transport: str = "aiohttp") -> dict[str, float]:
+                       transport: str = "aiohttp", runtime_threads: int | None = None) -> dict[str, float]:
     tasks = ledger_tasks(N_TASKS, grade_wait_s=grade_wait, grade_cpu_s=grade_cpu)
     policy = OpenAIPolicy("scripted", base_url=base_url, timeout_s=30, transport=transport)
     try:
         warm = Orchestrator(lambda: ledger_env(tasks), policy, concurrency=concurrency, verifier=pool,
-                            inline_verification=inline)
+                            inline_verification=inline, runtime_threads=runtime_threads)
         await warm.run(plan_episodes(tasks.ids, episodes=concurrency, seed=10**6))
         orchestrator = Orchestrator(lambda: ledger_env(tasks), policy, concurrency=concurrency,
-                                    verifier=pool, inline_verification=inline)
+                                    verifier=pool, inline_verification=inline,
+                                    runtime_threads=runtime_threads)
         results = await orchestrator.run(plan_episodes(tasks.ids, episodes=episodes))
     finally:
         await policy.aclose()
@@ -173,7 +176,14 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1, help="model latency per call (s)")
     parser.add_argument("--grader-cpu", type=float, default=0.003, help="CPU seconds per grade")
     parser.add_argument("--memory-episodes", type=int, default=10_000)
+    parser.add_argument("--in-process-only", action="store_true",
+                        help="only the overhead and memory measurements, as JSON (used internally)")
     args = parser.parse_args()
+    if args.in_process_only:
+        result = {**overhead_per_step(episodes=300, repeats=7),
+                  **asyncio.run(memory_growth(args.memory_episodes))}
+        print(json.dumps(result))
+        return
     model_time = CALLS_PER_EPISODE * args.latency
     grade_wait = model_time / 2
     ideal = args.concurrency / model_time
@@ -183,9 +193,12 @@ def main() -> None:
                   f"grader waits {grade_wait * 1000:.0f} ms + {args.grader_cpu * 1000:.0f} ms CPU; "
                   f"concurrency {args.concurrency}; ideal {ideal:.1f} episodes/s")
 
-    # In-process measurements first, in a fresh process (nothing left over from the HTTP runs).
-    over = overhead_per_step(episodes=300, repeats=7)
-    mem = asyncio.run(memory_growth(args.memory_episodes))
+    # The in-process measurements run in a fresh process of their own, so neither they nor the
+    # HTTP runs inherit the other's threads, caches and garbage.
+    proc = subprocess.run([sys.executable, __file__, "--in-process-only",
+                           "--memory-episodes", str(args.memory_episodes)],
+                          capture_output=True, text=True, check=True)
+    over = mem = json.loads(proc.stdout.strip().splitlines()[-1])
     with ServerProcess("ledger", N_TASKS, args.latency) as base_url:
         floor = seed_loop(base_url, args.seed_episodes, grade_wait, args.grader_cpu)
         with VerifierPool("inline", max_in_flight=args.concurrency) as pool:
@@ -194,6 +207,8 @@ def main() -> None:
         with VerifierPool("process", processes=2, max_in_flight=args.concurrency) as pool:
             oob = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
                                            args.grader_cpu, pool, inline=False))
+            on_loop = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
+                                               args.grader_cpu, pool, inline=False, runtime_threads=0))
 
     table = Table(title="rollout throughput (scripted OpenAI-compatible server over HTTP)")
     for col in ("mode", "episodes", "wall s", "episodes/s", "slots busy", "efficiency vs ideal",
@@ -202,7 +217,8 @@ def main() -> None:
     floor_ideal = 1 / model_time
     for name, r, ideal_of in (("1 seed loop (sequential, verify inline)", floor, floor_ideal),
                               ("2 orchestrator, inline verification", inline, ideal),
-                              ("3 orchestrator, process pool (out of band)", oob, ideal)):
+                              ("3 orchestrator, process pool (out of band)", oob, ideal),
+                              ("3b same, runtime_threads=0 (env steps on the loop)", on_loop, ideal)):
         table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{r['eps']:.2f}",
                       f"{r['busy']:.1%}", f"{r['eps'] / ideal_of:.1%}", f"{r['eps'] / floor['eps']:.1f}x")
     console.print(table)
