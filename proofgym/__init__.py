@@ -24,13 +24,16 @@ from proofgym.version import __version__
 
 register_envs()
 
+#: Heavier parts, imported on first use (the openai client and math-verify take seconds to load).
+_LAZY = {"Orchestrator": "proofgym.rollout.orchestrator", "OpenAIPolicy": "proofgym.rollout.openai_policy",
+         "VerifierPool": "proofgym.verify.pool", "Rubric": "proofgym.verify.rubric"}
+
 
 def __getattr__(name: str) -> object:
-    # Rubric's package pulls in math-verify (sympy, ~0.5 s): load it on first use, not on import.
-    if name == "Rubric":
-        from proofgym.verify.rubric import Rubric
+    if name in _LAZY:
+        import importlib
 
-        return Rubric
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'proofgym' has no attribute {name!r}")
 
 __all__ = [
@@ -38,6 +41,8 @@ __all__ = [
     "Artifact",
     "InProcessRuntime",
     "Limits",
+    "OpenAIPolicy",
+    "Orchestrator",
     "Rubric",
     "Runtime",
     "SandboxLimits",
@@ -55,6 +60,7 @@ __all__ = [
     "UniversalVerifiableEnv",
     "Verdict",
     "VerificationJob",
+    "VerifierPool",
     "__version__",
     "tool",
 ]

@@ -15,7 +15,8 @@ def eval_command(
     env_id: Annotated[str, typer.Argument(metavar="ENV", help="e.g. proofgym/Arith-v0")],
     n: Annotated[Optional[int], typer.Option("-n", "--episodes", min=1,  # noqa: UP045 - typer
                                              help="Episodes to run (default: every task once).")] = None,
-    policy: Annotated[str, typer.Option(help="reference | random | control:NAME")] = "reference",
+    policy: Annotated[str, typer.Option(
+        help="reference | random | control:NAME | openai:MODEL (with --base-url)")] = "reference",
     seed: Annotated[int, typer.Option(help="Seed of the first episode (episode i uses seed+i).")] = 0,
     out: Annotated[Optional[Path], typer.Option(help="Run directory to write.")] = None,  # noqa: UP045
     resume: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
@@ -24,15 +25,42 @@ def eval_command(
         help="Evaluate one split only: train | dev | heldout.")] = None,
     splits: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
         help="Split manifest (from `proofgym splits freeze`) to take the splits from.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="OpenAI-compatible server for openai:MODEL, e.g. http://localhost:8000/v1.")] = None,
+    api_key: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        envvar="OPENAI_API_KEY", show_envvar=True, help="API key for openai:MODEL.")] = None,
+    system_prompt: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="System prompt for openai:MODEL.")] = None,
+    policy_version: Annotated[str, typer.Option(
+        help="Version recorded on every trajectory (a checkpoint or training step).")] = "0",
+    concurrency: Annotated[int, typer.Option(
+        "-c", "--concurrency", min=1, help="Episodes in flight at once (the async orchestrator).")] = 1,
+    repeats: Annotated[int, typer.Option(
+        "-G", "--repeats", min=1, help="Attempts per task, recorded as a group.")] = 1,
+    verifier: Annotated[str, typer.Option(
+        help="process (out of band, crash-isolated) | inline (in the episode's slot)")] = "process",
+    grader_processes: Annotated[int, typer.Option(min=1, help="Grader worker processes.")] = 2,
+    grader_jobs: Annotated[int, typer.Option(min=1, help="Grading jobs in flight at once.")] = 64,
+    grader_timeout: Annotated[float, typer.Option(help="Seconds a grading job may take.")] = 60.0,
 ) -> None:
     """Run a policy on an environment and report rewards."""
     from proofgym.core import ProofgymError
     from proofgym.eval import evaluate
     from proofgym.eval.runs import train_split_warning
-    from proofgym.rollout import make_policy
+    from proofgym.rollout import is_async_policy, make_policy
+    from proofgym.rollout.progress import RunProgress
+    from proofgym.verify.pool import VerifierPool
 
+    if verifier not in ("process", "inline"):
+        raise typer.BadParameter(f"{verifier!r}; use 'process' or 'inline'", param_hint="--verifier")
+    options = {}
+    if policy.startswith("openai:"):
+        options = {"base_url": base_url, "api_key": api_key, "system_prompt": system_prompt,
+                   "version": policy_version}
+    elif base_url is not None:
+        raise typer.BadParameter("--base-url is for --policy openai:MODEL", param_hint="--base-url")
     try:
-        pol = make_policy(policy, seed=seed)
+        pol = make_policy(policy, seed=seed, **options)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--policy") from None
     if split not in (None, "train", "dev", "heldout"):
@@ -40,15 +68,23 @@ def eval_command(
     if resume is not None and out is not None and out != resume:
         raise typer.BadParameter("--resume DIR continues the run in DIR; drop --out or make it the same",
                                  param_hint="--out")
-    out = resume or out or Path("runs") / f"{env_id.replace('/', '_')}-{policy.replace(':', '_')}-s{seed}"
+    run_name = f"{env_id}-{policy}-s{seed}".replace("/", "_").replace(":", "_")
+    out = resume or out or fresh_run_dir(Path("runs") / run_name)
+    title = f"{env_id} · {policy}"
     if split == "train":
         console.print(f"[bold white on red] WARNING [/] [bold red]{train_split_warning(env_id)}[/]")
+    common = {"episodes": n, "repeats": repeats, "seed": seed, "out": None if resume else out,
+              "resume": resume, "split": split, "splits": splits}
     try:
-        with Progress(console=console, transient=True) as progress:
-            bar = progress.add_task(f"{env_id} · {policy}", total=n)
-            _, summary = evaluate(env_id, pol, episodes=n, seed=seed,
-                                  out=None if resume else out, resume=resume, split=split, splits=splits,
-                                  on_episode=lambda _t: progress.advance(bar))
+        if concurrency > 1 or is_async_policy(pol):
+            with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
+                              timeout_s=grader_timeout) as pool:
+                _, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
+                                      progress=RunProgress(title, console=console), **common)
+        else:
+            with Progress(console=console, transient=True) as progress:
+                bar = progress.add_task(title, total=n)
+                _, summary = evaluate(env_id, pol, on_episode=lambda _t: progress.advance(bar), **common)
     except ProofgymError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
@@ -56,6 +92,17 @@ def eval_command(
         console.print(f"resumed {out}: kept {summary['resumed_from']} finished episodes")
     print_summary(summary, title=f"{env_id} · policy {policy} · {summary['episodes']} episodes")
     console.print(f"wrote {out / 'trajectories.jsonl'}, {out / 'summary.json'} and {out / 'report.html'}")
+
+
+def fresh_run_dir(base: Path) -> Path:
+    """``base``, or ``base-2``, ``base-3``, ... : the first that holds no run yet. Only the default
+    directory is chosen this way; an explicit ``--out`` that holds a run is refused (use
+    ``--resume``), so a run is never overwritten or silently mixed with another."""
+    candidate, n = base, 1
+    while candidate.exists() and any(candidate.iterdir()):
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
 
 
 def print_summary(summary: dict, *, title: str) -> None:

@@ -13,6 +13,7 @@ from proofgym.cli.envs_cmd import envs_command
 from proofgym.cli.eval_cmd import eval_command
 from proofgym.cli.export_cmd import export_command
 from proofgym.cli.report_cmd import report_command
+from proofgym.cli.serve_scripted_cmd import serve_scripted_command
 from proofgym.cli.splits_cmd import splits_app
 from proofgym.cli.validate_cmd import validate_command
 from proofgym.cli.verify_cmd import verify_command
@@ -27,6 +28,7 @@ app.add_typer(splits_app, name="splits")
 app.command("validate")(validate_command)
 app.command("export")(export_command)
 app.command("report")(report_command)
+app.command("serve-scripted")(serve_scripted_command)
 
 
 def main() -> None:

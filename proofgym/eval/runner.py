@@ -8,6 +8,7 @@ crash-safe run store without either knowing about the other.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,9 @@ import gymnasium
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runs import start_run
 from proofgym.record import Trajectory, trajectory_id_for
-from proofgym.rollout import Policy, run_episode
+from proofgym.rollout import AsyncPolicy, Orchestrator, Policy, is_async_policy, run_episode
+from proofgym.rollout.progress import RunProgress
+from proofgym.verify.pool import VerifierPool
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,11 @@ def run_plan(env: UniversalVerifiableEnv, policy: Policy, plan: Iterable[Episode
     return trajectories
 
 
-def evaluate(env_id: str, policy: Policy, *, episodes: int | None = None, repeats: int = 1,
-             seed: int = 0, out: Path | None = None, env_kwargs: dict[str, Any] | None = None,
-             on_episode: Callable[[Trajectory], None] | None = None,
+def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None = None,
+             repeats: int = 1, seed: int = 0, out: Path | None = None,
+             env_kwargs: dict[str, Any] | None = None,
+             on_episode: Callable[[Trajectory], None] | None = None, concurrency: int = 1,
+             verifier: str | VerifierPool = "process", progress: bool | RunProgress = False,
              resume: Path | None = None, split: str | None = None, splits: Path | None = None,
              ) -> tuple[list[Trajectory], dict[str, Any]]:
     """Run a policy on ``env_id`` and summarise.
@@ -124,18 +129,60 @@ def evaluate(env_id: str, policy: Policy, *, episodes: int | None = None, repeat
     rest run; a different contract is refused. ``split`` restricts the plan to one split of the
     task set (``train`` warns loudly and is recorded in the contract and summary); ``splits`` a
     frozen split manifest file to take the splits from.
+
+    With ``concurrency > 1`` or an async policy (``openai:MODEL``), episodes run concurrently in
+    the :class:`~proofgym.rollout.Orchestrator` (one env per slot, grading out of band in
+    ``verifier``: ``"process"``, ``"inline"`` or a :class:`VerifierPool`); otherwise one after
+    another in this process, graded inline.
     """
     env = make_env(env_id, **(env_kwargs or {}))
+    concurrent = concurrency > 1 or is_async_policy(policy)
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
                         seeds={"seed": seed, "episodes": episodes, "repeats": repeats},
                         out=out, resume=resume, splits=splits)
         try:
             plan = run.pending(plan_episodes(run.task_ids, episodes=episodes, repeats=repeats, seed=seed))
-            trajectories = run_plan(env, policy, plan, env_id=env_id, sink=run.store,
-                                    on_episode=on_episode, contract_id=run.contract.id)
+            if concurrent:
+                trajectories = _run_concurrent(env, env_id, policy, plan, sink=run.store,
+                                               on_episode=on_episode, concurrency=concurrency,
+                                               verifier=verifier, group_size=repeats,
+                                               env_kwargs=env_kwargs or {}, progress=progress)
+            else:
+                trajectories = run_plan(env, policy, plan, env_id=env_id, sink=run.store,  # type: ignore[arg-type]
+                                        on_episode=on_episode, contract_id=run.contract.id)
         finally:
             run.close()
     finally:
         env.close()
-    return run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed})
+    return run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed,
+                                     "concurrency": concurrency})
+
+
+def _run_concurrent(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncPolicy,
+                    plan: list[EpisodeSpec], *, sink: TrajectorySink | None,
+                    on_episode: Callable[[Trajectory], None] | None, concurrency: int,
+                    verifier: str | VerifierPool, group_size: int, env_kwargs: dict[str, Any],
+                    progress: bool | RunProgress) -> list[Trajectory]:
+    spare = [first_env]  # the env built to plan the run serves as the first slot's env
+
+    def env_factory() -> UniversalVerifiableEnv:
+        return spare.pop() if spare else make_env(env_id, **env_kwargs)
+
+    pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
+    orchestrator = Orchestrator(env_factory, policy, concurrency=concurrency, verifier=pool,
+                                group_size=group_size, env_id=env_id, progress=progress)
+
+    async def run() -> list[Trajectory]:
+        try:
+            return await orchestrator.run(plan, sink=sink, on_episode=on_episode)
+        finally:
+            close = getattr(policy, "aclose", None)
+            if close is not None:  # the policy's HTTP client belongs to this event loop
+                await close()
+
+    try:
+        return asyncio.run(run())
+    finally:
+        if isinstance(verifier, str):
+            pool.close()

@@ -133,12 +133,19 @@ class RandomPolicy:
         return {"name": "random", "version": "1", "seed": self.seed}
 
 
-def make_policy(spec: str, *, seed: int | None = None) -> Policy:
-    """A policy from its CLI name: ``reference``, ``random`` or ``control:NAME``."""
+def make_policy(spec: str, *, seed: int | None = None, **options: Any) -> Any:
+    """A policy from its CLI name: ``reference``, ``random``, ``control:NAME`` or
+    ``openai:MODEL`` (``options`` go to :class:`~proofgym.rollout.openai_policy.OpenAIPolicy`:
+    ``base_url``, ``api_key``, ``system_prompt``, ``sampling``, ``version``, ...)."""
     if spec == "reference":
         return ReferencePolicy()
     if spec == "random":
         return RandomPolicy(seed)
     if spec.startswith("control:"):
         return ControlPolicy(spec.split(":", 1)[1])
-    raise ValueError(f"unknown policy {spec!r}; use 'reference', 'random' or 'control:NAME'")
+    if spec.startswith("openai:") and spec.split(":", 1)[1]:
+        from proofgym.rollout.openai_policy import OpenAIPolicy  # the openai client loads only when used
+
+        return OpenAIPolicy(spec.split(":", 1)[1], **options)
+    raise ValueError(f"unknown policy {spec!r}; use 'reference', 'random', 'control:NAME' or "
+                     "'openai:MODEL'")

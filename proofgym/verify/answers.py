@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import unicodedata
 
 from math_verify import parse, verify
+
+
+class _DisabledTimeoutNotice(logging.Filter):
+    """Off the main thread we disable math-verify's signal timeout on purpose (see
+    :func:`math_equivalent`); its warning about that, once per call, would drown a run's output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Timeout is disabled" not in record.getMessage()
+
+
+for _name in ("math_verify.grader", "math_verify.parser"):
+    logging.getLogger(_name).addFilter(_DisabledTimeoutNotice())
 
 _ANSWER_LINE = re.compile(r"(?:final\s+answer|answer)\s*(?:is|:|=)\s*(.+)", re.IGNORECASE)
 

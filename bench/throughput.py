@@ -1,0 +1,254 @@
+"""Throughput of rollouts with out-of-band verification, against the scripted model server.
+
+    python bench/throughput.py [--episodes 1000] [--latency 0.1] [--concurrency 64]
+
+Workload: a 3-turn tool-using task (6 model calls per episode), ``--latency`` per model call, a
+grader that waits half an episode's model time and burns a few ms of CPU. Compared in one run:
+
+1. the seed's loop: one episode at a time, ``verify`` inline (the floor);
+2. the orchestrator, grading inline in each slot before its next episode;
+3. the orchestrator, grading out of band in the process pool.
+
+Ideal = concurrency / (model time per episode). Then the orchestrator's own cost per env step
+(zero-latency in-process scripted policy, against a bare loop doing the same work) and resident
+memory growth across 10,000 episodes after warm-up. Targets are printed beside the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rich.console import Console
+from rich.table import Table
+from workload import CALLS_PER_EPISODE, ServerProcess, ledger_env, ledger_tasks, rss_mb
+
+import proofgym  # noqa: F401
+from proofgym.eval import plan_episodes
+from proofgym.rollout import OpenAIPolicy, Orchestrator, ReferencePolicy, run_episode
+from proofgym.verify.pool import VerifierPool
+
+console = Console(width=130)
+N_TASKS = 200
+#: The lean HTTP client; the openai SDK's own CPU per call (~3 ms here) caps a 2-core box at a
+#: few hundred calls/s, which is measured separately in row 3b.
+TRANSPORT = "aiohttp"
+
+
+class BlockingChatPolicy:
+    """The seed's way: a sync policy, one blocking model call at a time (same client code)."""
+
+    def __init__(self, policy: OpenAIPolicy) -> None:
+        self.policy = policy
+        self.loop = asyncio.new_event_loop()
+
+    def start(self, task: Any, obs: Any, info: Any, space: Any) -> None:
+        self.session = self.loop.run_until_complete(self.policy.start_episode(task, obs, info, space))
+
+    def act(self, obs: Any) -> Any:
+        return self.loop.run_until_complete(self.session.act(obs)).action
+
+    def describe(self) -> dict[str, Any]:
+        return self.policy.describe()
+
+
+def seed_loop(base_url: str, episodes: int, grade_wait: float, grade_cpu: float) -> dict[str, float]:
+    tasks = ledger_tasks(N_TASKS, grade_wait_s=grade_wait, grade_cpu_s=grade_cpu)
+    env = ledger_env(tasks)
+    policy = BlockingChatPolicy(OpenAIPolicy("scripted", base_url=base_url, timeout_s=30,
+                                             transport=TRANSPORT))
+    plan = plan_episodes(tasks.ids, episodes=episodes + 2)
+    for spec in plan[:2]:  # warm-up: connection, imports
+        run_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
+    started = time.perf_counter()
+    generating = 0.0
+    rewards = []
+    for spec in plan[2:]:
+        traj = run_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
+        generating += traj.timings["policy_s"] + traj.timings["env_s"]
+        rewards.append(traj.reward)
+    wall = time.perf_counter() - started
+    policy.loop.run_until_complete(policy.policy.aclose())
+    assert all(r == 1.0 for r in rewards), "the scripted policy must solve every episode"
+    return {"episodes": episodes, "wall_s": wall, "eps": episodes / wall, "busy": generating / wall}
+
+
+async def orchestrated(base_url: str, episodes: int, concurrency: int, grade_wait: float,
+                       grade_cpu: float, pool: VerifierPool, inline: bool,
+                       transport: str = "aiohttp", runtime_threads: int | None = None) -> dict[str, float]:
+    tasks = ledger_tasks(N_TASKS, grade_wait_s=grade_wait, grade_cpu_s=grade_cpu)
+    policy = OpenAIPolicy("scripted", base_url=base_url, timeout_s=30, transport=transport)
+    try:
+        warm = Orchestrator(lambda: ledger_env(tasks), policy, concurrency=concurrency, verifier=pool,
+                            inline_verification=inline, runtime_threads=runtime_threads)
+        await warm.run(plan_episodes(tasks.ids, episodes=concurrency, seed=10**6))
+        orchestrator = Orchestrator(lambda: ledger_env(tasks), policy, concurrency=concurrency,
+                                    verifier=pool, inline_verification=inline,
+                                    runtime_threads=runtime_threads)
+        results = await orchestrator.run(plan_episodes(tasks.ids, episodes=episodes))
+    finally:
+        await policy.aclose()
+    rewards = [t.reward for t in results]
+    assert len(results) == episodes and all(r == 1.0 for r in rewards), (
+        f"{sum(r == 1.0 for r in rewards)}/{episodes} episodes scored 1.0: "
+        f"{next((t.error or t.verdict for t in results if t.reward != 1.0), None)}")
+    return {"episodes": episodes, "wall_s": orchestrator.wall_s, "eps": episodes / orchestrator.wall_s,
+            "busy": orchestrator.slot_busy_fraction}
+
+
+def overhead_per_step(episodes: int, repeats: int) -> dict[str, float]:
+    """What the orchestrator adds per env step over a bare sync loop playing the same episodes
+    (zero-latency scripted policy, concurrency 1, grading on threads off the slot's path, as
+    the orchestrator normally runs; the bare loop grades inline): in wall time, with runtime
+    calls on the thread pool (default) and on the loop (``runtime_threads=0``), and in CPU time
+    (all threads), which waiting for a busy machine's scheduler does not inflate."""
+    tasks = ledger_tasks(N_TASKS)
+    plan = plan_episodes(tasks.ids, episodes=episodes)
+    steps = episodes * CALLS_PER_EPISODE
+    bare_env = ledger_env(tasks)
+    policy = ReferencePolicy()
+
+    def bare() -> tuple[float, float]:
+        w0, c0 = time.perf_counter(), time.process_time()
+        for spec in plan:
+            run_episode(bare_env, policy, task_id=spec.task_id, seed=spec.seed)
+        return time.perf_counter() - w0, time.process_time() - c0
+
+    def orch(concurrency: int, threads: int | None) -> tuple[float, float]:
+        async def run() -> tuple[float, float]:
+            with VerifierPool("inline") as pool:
+                o = Orchestrator(lambda: ledger_env(tasks), ReferencePolicy(), concurrency=concurrency,
+                                 verifier=pool, runtime_threads=threads, inline_verification=False)
+                w0, c0 = time.perf_counter(), time.process_time()
+                await o.run(plan, collect=False)
+                return time.perf_counter() - w0, time.process_time() - c0
+        return asyncio.run(run())
+
+    bare()
+    orch(1, None)
+    bares: list[float] = []
+    over: dict[str, list[float]] = {"threads": [], "loop": [], "cpu": [], "c64": []}
+    for _ in range(repeats):
+        b_wall, b_cpu = bare()
+        bares.append(b_wall / steps)
+        o_wall, o_cpu = orch(1, None)
+        over["threads"].append((o_wall - b_wall) / steps)
+        over["cpu"].append((o_cpu - b_cpu) / steps)
+        over["loop"].append((orch(1, 0)[0] - b_wall) / steps)
+        over["c64"].append(orch(64, None)[0] / steps)
+    return {"bare_us": statistics.median(bares) * 1e6,
+            **{f"{k}_us": statistics.median(v) * 1e6 for k, v in over.items()}}
+
+
+async def memory_growth(episodes: int) -> dict[str, float]:
+    tasks = ledger_tasks(N_TASKS)
+    with VerifierPool("process", processes=2, max_in_flight=64) as pool:
+        async def run(n: int, seed: int) -> None:
+            o = Orchestrator(lambda: ledger_env(tasks), ReferencePolicy(), concurrency=64, verifier=pool)
+            await o.run(plan_episodes(tasks.ids, episodes=n, seed=seed), collect=False)
+
+        await run(1000, 10**7)  # warm-up
+        gc.collect()
+        before = rss_mb()
+        await run(episodes, 0)
+        gc.collect()
+        after = rss_mb()
+    return {"before_mb": before, "after_mb": after, "growth_mb": after - before}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--seed-episodes", type=int, default=16, help="episodes of the (slow) seed loop")
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency", type=float, default=0.1, help="model latency per call (s)")
+    parser.add_argument("--grader-cpu", type=float, default=0.003, help="CPU seconds per grade")
+    parser.add_argument("--memory-episodes", type=int, default=10_000)
+    parser.add_argument("--in-process-only", action="store_true",
+                        help="only the overhead and memory measurements, as JSON (used internally)")
+    args = parser.parse_args()
+    if args.in_process_only:
+        result = {**overhead_per_step(episodes=300, repeats=7),
+                  **asyncio.run(memory_growth(args.memory_episodes))}
+        print(json.dumps(result))
+        return
+    model_time = CALLS_PER_EPISODE * args.latency
+    grade_wait = model_time / 2
+    ideal = args.concurrency / model_time
+    bench_started = time.perf_counter()
+    load_at_start = os.getloadavg()[0]
+    console.print(f"workload: {CALLS_PER_EPISODE} model calls/episode x {args.latency * 1000:.0f} ms, "
+                  f"grader waits {grade_wait * 1000:.0f} ms + {args.grader_cpu * 1000:.0f} ms CPU; "
+                  f"concurrency {args.concurrency}; ideal {ideal:.1f} episodes/s")
+
+    # The in-process measurements run in a fresh process of their own, so neither they nor the
+    # HTTP runs inherit the other's threads, caches and garbage.
+    proc = subprocess.run([sys.executable, __file__, "--in-process-only",
+                           "--memory-episodes", str(args.memory_episodes)],
+                          capture_output=True, text=True, check=True)
+    over = mem = json.loads(proc.stdout.strip().splitlines()[-1])
+    with ServerProcess("ledger", N_TASKS, args.latency) as base_url:
+        floor = seed_loop(base_url, args.seed_episodes, grade_wait, args.grader_cpu)
+        with VerifierPool("inline", max_in_flight=args.concurrency) as pool:
+            inline = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
+                                              args.grader_cpu, pool, inline=True))
+        with VerifierPool("process", processes=2, max_in_flight=args.concurrency) as pool:
+            oob = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
+                                           args.grader_cpu, pool, inline=False))
+            on_loop = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
+                                               args.grader_cpu, pool, inline=False, runtime_threads=0))
+
+    table = Table(title="rollout throughput (scripted OpenAI-compatible server over HTTP)")
+    for col in ("mode", "episodes", "wall s", "episodes/s", "slots busy", "efficiency vs ideal",
+                "vs floor"):
+        table.add_column(col, justify="right" if col != "mode" else "left")
+    floor_ideal = 1 / model_time
+    for name, r, ideal_of in (("1 seed loop (sequential, verify inline)", floor, floor_ideal),
+                              ("2 orchestrator, inline verification", inline, ideal),
+                              ("3 orchestrator, process pool (out of band)", oob, ideal),
+                              ("3b same, runtime_threads=0 (env steps on the loop)", on_loop, ideal)):
+        table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{r['eps']:.2f}",
+                      f"{r['busy']:.1%}", f"{r['eps'] / ideal_of:.1%}", f"{r['eps'] / floor['eps']:.1f}x")
+    console.print(table)
+
+    efficiency, speedup = oob["eps"] / ideal, oob["eps"] / inline["eps"]
+    targets = Table(title="targets")
+    for col in ("measure", "value", "target", "met"):
+        targets.add_column(col)
+
+    def row(name: str, value: str, target: str, met: bool) -> None:
+        targets.add_row(name, value, target, "yes" if met else "NO")
+
+    row("out-of-band efficiency vs ideal", f"{efficiency:.1%}", ">= 90%", efficiency >= 0.9)
+    row("out-of-band vs inline verification", f"{speedup:.2f}x", ">= 1.4x", speedup >= 1.4)
+    row("overhead per env step, wall, runtime on threads (default)", f"{over['threads_us']:.1f} us",
+        "<= 100 us", over["threads_us"] <= 100)
+    row("overhead per env step, CPU time, runtime on threads", f"{over['cpu_us']:.1f} us",
+        "<= 100 us", over["cpu_us"] <= 100)
+    row("overhead per env step, wall, runtime_threads=0", f"{over['loop_us']:.1f} us",
+        "<= 100 us", over["loop_us"] <= 100)
+    row(f"RSS growth over {args.memory_episodes:,} episodes after warm-up",
+        f"{mem['growth_mb']:.1f} MB ({mem['before_mb']:.0f} -> {mem['after_mb']:.0f})", "<= 20 MB",
+        mem["growth_mb"] <= 20)
+    console.print(targets)
+    console.print(f"(overheads: medians of 7 runs of 300 episodes) bare loop {over['bare_us']:.1f} us/step; "
+                  "orchestrator at concurrency 64: "
+                  f"{over['c64_us']:.1f} us/step of wall time (zero-latency policy)")
+    console.print(f"bench wall time {time.perf_counter() - bench_started:.0f} s; load average "
+                  f"{os.getloadavg()[0]:.1f} (at start {load_at_start:.1f}) on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()

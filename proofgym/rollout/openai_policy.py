@@ -1,0 +1,249 @@
+"""``OpenAIPolicy``: a model behind any OpenAI-compatible server (vLLM, SGLang, OpenAI).
+
+Observations become chat messages: the task prompt (``turn_init``) and each turn transition are
+``user`` messages; tool outputs and tool errors are ``tool`` messages answering the call's id.
+The env's tool schemas go out as ``tools``. The reply becomes actions: native ``tool_calls`` (and
+``<tool_call>{...}</tool_call>`` blocks a server left in the text) are :class:`ToolCallAction` s,
+run as consecutive env steps when there are several; a reply without a tool call ends the turn
+(:class:`TurnCompleteAction`). Arguments are passed through as the server sent them, so malformed
+JSON reaches the env and comes back as an error observation the model sees.
+
+Transient server failures (429, 5xx, timeouts, dropped connections) are retried with exponential
+backoff and jitter. When retries run out the episode fails with :class:`PolicyInfrastructureError`:
+the orchestrator records it as ``status="error"`` with an unscored verdict, never as reward 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import random
+import re
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from gymnasium import spaces
+
+from proofgym.core import AgentAction, Task, ToolCallAction, TurnCompleteAction
+from proofgym.rollout.async_policy import PolicyStep
+from proofgym.rollout.chat_transport import TRANSPORTS, ChatTransport, TransportError
+
+_TEXT_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_NAME_IN_TEXT = re.compile(r'"name"\s*:\s*"([^"]+)"')
+
+
+class PolicyInfrastructureError(RuntimeError):
+    """The model server could not answer (after every retry): an infrastructure failure, not a
+    wrong answer. Episodes failing with it are errors, never scored."""
+
+
+class OpenAIPolicy:
+    """Plays episodes with a chat model over the OpenAI API.
+
+    Args:
+        model: Model id on the server.
+        base_url: The server's ``/v1`` URL (default: the ``openai`` client's, i.e. OpenAI or
+            ``OPENAI_BASE_URL``).
+        api_key: Key (default ``OPENAI_API_KEY``, or ``"EMPTY"`` for local servers).
+        system_prompt: Optional first message.
+        sampling: Extra ``chat.completions.create`` arguments (``temperature``, ``max_tokens``...).
+        version: The policy's version (checkpoint, training step), recorded on each trajectory.
+        max_retries: Retries of a failed call (so ``max_retries + 1`` tries at most).
+        backoff_s: First retry delay; doubles per retry up to ``max_backoff_s``, with jitter.
+        timeout_s: Per-call timeout.
+        parse_text_tool_calls: Also read ``<tool_call>{...}</tool_call>`` from the content.
+        transport: ``openai`` (the official SDK client) or ``aiohttp`` (lean, for self-hosted
+            servers at high concurrency); see :mod:`proofgym.rollout.chat_transport`.
+    """
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 system_prompt: str | None = None, sampling: Mapping[str, Any] | None = None,
+                 version: str = "0", max_retries: int = 4, backoff_s: float = 0.25,
+                 max_backoff_s: float = 8.0, timeout_s: float = 120.0,
+                 parse_text_tool_calls: bool = True, transport: str = "openai") -> None:
+        if max_retries < 0 or backoff_s < 0 or timeout_s <= 0:
+            raise ValueError("max_retries and backoff_s must be >= 0 and timeout_s > 0")
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
+        self.transport_name = transport
+        self.model, self.base_url, self.api_key = model, base_url, api_key
+        self.system_prompt = system_prompt
+        self.sampling = dict(sampling or {})
+        self.version = version
+        self.max_retries, self.backoff_s, self.max_backoff_s = max_retries, backoff_s, max_backoff_s
+        self.timeout_s = timeout_s
+        self.parse_text_tool_calls = parse_text_tool_calls
+        self._transport: ChatTransport | None = None
+        self._transport_loop: asyncio.AbstractEventLoop | None = None
+
+    def describe(self) -> dict[str, Any]:
+        system = (hashlib.sha256(self.system_prompt.encode()).hexdigest()[:16]
+                  if self.system_prompt is not None else None)
+        return {"name": "openai", "model": self.model, "version": self.version,
+                "base_url": self.base_url, "transport": self.transport_name,
+                "sampling": dict(self.sampling), "system_prompt_sha": system}
+
+    async def start_episode(self, task: Task, observation: Mapping[str, Any], info: Mapping[str, Any],
+                            action_space: spaces.Space) -> OpenAISession:
+        return OpenAISession(self, info.get("tools") or None)
+
+    def transport(self) -> ChatTransport:
+        """The transport of the running event loop (an HTTP client is bound to its loop)."""
+        loop = asyncio.get_running_loop()
+        if self._transport is None or self._transport_loop is not loop:
+            self._transport = TRANSPORTS[self.transport_name](self.base_url, self.api_key or _env_key(),
+                                                              self.timeout_s)
+            self._transport_loop = loop
+        return self._transport
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One chat completion with retries: the response JSON and its usage record."""
+        body: dict[str, Any] = {**self.sampling, "model": self.model, "messages": messages}
+        if tools:
+            body["tools"] = tools
+        failures: list[str] = []
+        transport = self.transport()
+        for attempt in range(self.max_retries + 1):
+            started = time.perf_counter()
+            try:
+                response = await transport.chat(body)
+            except TransportError as exc:
+                if not exc.retryable:  # a 4xx other than 429: retrying cannot help
+                    raise PolicyInfrastructureError(
+                        f"model server rejected the request ({exc.description}); not retried") from exc
+                failures.append(exc.description)
+                if attempt == self.max_retries:
+                    break
+                await asyncio.sleep(self._delay(attempt, exc.retry_after))
+                continue
+            latency = time.perf_counter() - started
+            choices = response.get("choices") or []
+            if not choices or not isinstance(choices[0].get("message"), dict):
+                raise PolicyInfrastructureError(f"model server returned no message: {str(response)[:200]}")
+            usage = response.get("usage") or {}
+            record = {
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "completion_tokens": usage.get("completion_tokens"),
+                "total_tokens": usage.get("total_tokens"),
+                "latency_s": latency, "finish_reason": choices[0].get("finish_reason"),
+                "retries": attempt,
+            }
+            if failures:
+                record["failures"] = failures
+            return response, record
+        raise PolicyInfrastructureError(
+            f"model server failed {len(failures)} times (retried {self.max_retries}x with backoff); "
+            f"last: {failures[-1]}")
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
+        if retry_after:
+            delay = max(delay, min(retry_after, self.max_backoff_s))
+        return delay * (0.5 + random.random() / 2)
+
+
+class OpenAISession:
+    """One episode's conversation. Invariant: ``messages`` is a valid chat history: every
+    ``tool`` message answers a ``tool_calls`` entry of the assistant message before it."""
+
+    def __init__(self, policy: OpenAIPolicy, tools: list[dict[str, Any]] | None) -> None:
+        self.policy = policy
+        self.tools = tools
+        self.messages: list[dict[str, Any]] = []
+        if policy.system_prompt is not None:
+            self.messages.append({"role": "system", "content": policy.system_prompt})
+        self._pending: deque[ToolCallAction] = deque()
+        self._last_call_id: str | None = None
+
+    async def act(self, observation: Mapping[str, Any]) -> PolicyStep:
+        self._absorb(observation)
+        if self._pending:  # the rest of a multi-call reply: no new model call
+            return self._emit(self._pending.popleft(), {"from_previous_call": True})
+        response, usage = await self.policy.complete(self.messages, self.tools)
+        actions, message = parse_reply(response["choices"][0]["message"], len(self.messages),
+                                       text_tool_calls=self.policy.parse_text_tool_calls)
+        self.messages.append(message)
+        usage["tool_calls"] = sum(isinstance(a, ToolCallAction) for a in actions)
+        first, *rest = actions
+        self._pending.extend(a for a in rest if isinstance(a, ToolCallAction))
+        return self._emit(first, usage)
+
+    def _emit(self, action: AgentAction, usage: dict[str, Any]) -> PolicyStep:
+        if isinstance(action, ToolCallAction):
+            self._last_call_id = action.call_id
+        return PolicyStep(action, usage)
+
+    def _absorb(self, observation: Mapping[str, Any]) -> None:
+        kind = observation.get("type")
+        text = str(observation.get("observation", ""))
+        if kind in ("tool_output", "tool_error"):
+            self.messages.append({"role": "tool", "tool_call_id": self._last_call_id or "call_0",
+                                  "content": text})
+        elif kind in ("turn_init", "turn_transition"):
+            self.messages.append({"role": "user", "content": text})
+
+    async def aclose(self) -> None:
+        return None
+
+
+def parse_reply(message: Mapping[str, Any], position: int, *, text_tool_calls: bool = True,
+                ) -> tuple[list[AgentAction], dict[str, Any]]:
+    """The actions in an assistant ``message`` (response JSON) and the message to keep in history.
+
+    Native ``tool_calls`` first; else ``<tool_call>`` blocks in the text; else the text ends the
+    turn. Reasoning (``reasoning_content`` / ``reasoning``) stays in the history message.
+    """
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    content = message.get("content") or ""
+    if not isinstance(content, str):  # a list of parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    calls: list[tuple[str, str, Any, str]] = []  # id, name, input for the env, arguments text
+    for i, tc in enumerate(message.get("tool_calls") or []):
+        function = tc.get("function") or {}
+        arguments = function.get("arguments")
+        arguments = arguments if isinstance(arguments, str) else orjson.dumps(arguments or {}).decode()
+        calls.append((tc.get("id") or f"call_{position}_{i}", str(function.get("name") or ""),
+                      arguments, arguments))
+    if not calls and text_tool_calls and "<tool_call>" in content:
+        for i, body in enumerate(_TEXT_TOOL_CALL.findall(content)):
+            name, tool_input = _parse_text_call(body)
+            arguments = tool_input if isinstance(tool_input, str) else orjson.dumps(tool_input).decode()
+            calls.append((f"call_{position}_{i}", name, tool_input, arguments))
+        content = _TEXT_TOOL_CALL.sub("", content).strip()
+    kept: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if reasoning:
+        kept["reasoning_content"] = reasoning
+    if not calls:
+        kept["content"] = content
+        return [TurnCompleteAction(content)], kept
+    kept["tool_calls"] = [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                          for cid, name, _, args in calls]
+    return [ToolCallAction(name, tool_input, cid) for cid, name, tool_input, _ in calls], kept
+
+
+def _parse_text_call(body: str) -> tuple[str, Any]:
+    """``{"name": ..., "arguments": {...}}`` from a text tool call; unparseable bodies keep the
+    raw text as arguments so the env answers with an error the model can read."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        found = _NAME_IN_TEXT.search(body)
+        return (found.group(1) if found else ""), body
+    if not isinstance(data, dict):
+        return "", body
+    arguments = data.get("arguments", data.get("parameters", {}))
+    return str(data.get("name", "")), arguments
+
+
+def _env_key() -> str:
+    return os.environ.get("OPENAI_API_KEY") or "EMPTY"

@@ -1,0 +1,296 @@
+"""The async rollout orchestrator: many episodes in flight, grading off the generation path.
+
+``concurrency`` slots each own one env (built once, reset for every episode). A slot takes the
+next planned episode, plays it (policy calls are awaited; ``env.reset``/``env.step`` run on a
+bounded thread pool, so the event loop never blocks on a runtime), then submits the episode's
+:class:`~proofgym.env.VerificationJob` to the :class:`~proofgym.verify.pool.VerifierPool` and
+starts its next episode at once. At most ``max_awaiting_grades`` episodes wait for grades: when
+graders fall behind, slots wait (backpressure) instead of piling up memory.
+
+Every planned episode ends up delivered exactly once (to the sink, ``on_episode`` and the result
+list), either graded or as an error record: a failure inside one episode (policy, server,
+runtime, task) becomes that episode's ``status="error"`` trajectory with an ``unscored`` verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from proofgym.core import TraceStep, Verdict, describe_exception
+from proofgym.env import UniversalVerifiableEnv, VerificationJob
+from proofgym.record import StepRecord, Trajectory
+from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
+from proofgym.rollout.episode import MAX_STEPS
+from proofgym.rollout.policies import Policy
+from proofgym.rollout.progress import RunCounters, RunProgress
+from proofgym.rollout.runtime_executor import RuntimeExecutor
+from proofgym.verify.pool import VerifierPool
+
+log = logging.getLogger(__name__)
+
+
+class PlannedEpisode(Protocol):
+    """One planned episode (``proofgym.eval.EpisodeSpec`` is one)."""
+
+    task_id: str
+    attempt: int
+    seed: int
+
+    @property
+    def key(self) -> str: ...
+
+
+class Sink(Protocol):
+    """Where delivered trajectories go (``proofgym.eval.TrajectorySink``)."""
+
+    def write(self, trajectory: Trajectory) -> None: ...
+
+
+class Orchestrator:
+    """Runs a plan of episodes concurrently and grades them out of band.
+
+    Args:
+        env_factory: Builds one env; called once per slot (envs are reused, never rebuilt).
+        policy: An :class:`AsyncPolicy`, or a sync :class:`Policy` (adapted, one copy per episode).
+        concurrency: Episodes generated at once.
+        verifier: The pool grading finished episodes (default: a ``process`` pool, closed at the
+            end of :meth:`run`; a pool you pass is yours to close).
+        inline_verification: Grade inside the slot, before its next episode (the seed's behaviour,
+            for comparison and debugging). Default: only for an ``inline`` pool.
+        max_awaiting_grades: Bound on episodes waiting for grades (backpressure). Default
+            ``4 * concurrency``.
+        runtime_threads: Threads for ``env.reset``/``env.step`` calls. Default ``concurrency``.
+            ``0`` runs them on the event loop itself: only for in-process runtimes whose calls
+            take microseconds (it saves a thread hand-off per step, which costs tens to hundreds
+            of microseconds on a busy machine); a call that blocks would stall every episode.
+        group_size: Attempts per task forming a group (GRPO-style); recorded as
+            ``extra["group"] = {"id", "index", "size"}`` from the plan's ``attempt``.
+        env_id: Recorded on every trajectory.
+        progress: Show a rich progress bar (a :class:`RunProgress`, or ``True`` for a default one).
+        grade_timeout_s: Per-job grading timeout (default: the pool's).
+    """
+
+    def __init__(self, env_factory: Callable[[], UniversalVerifiableEnv], policy: AsyncPolicy | Policy, *,
+                 concurrency: int = 8, verifier: VerifierPool | None = None,
+                 inline_verification: bool | None = None, max_awaiting_grades: int | None = None,
+                 runtime_threads: int | None = None, group_size: int = 1, env_id: str = "",
+                 progress: RunProgress | bool = False, grade_timeout_s: float | None = None) -> None:
+        if concurrency < 1 or group_size < 1:
+            raise ValueError("concurrency and group_size must be >= 1")
+        self.env_factory = env_factory
+        self.policy = as_async_policy(policy)
+        self.concurrency = concurrency
+        self._own_verifier = verifier is None
+        self.verifier = verifier if verifier is not None else VerifierPool("process")
+        self.inline_verification = (self.verifier.backend == "inline" if inline_verification is None
+                                    else inline_verification)
+        self.max_awaiting_grades = max_awaiting_grades or 4 * concurrency
+        self.runtime_threads = concurrency if runtime_threads is None else runtime_threads
+        if self.runtime_threads < 0:
+            raise ValueError("runtime_threads must be >= 0")
+        self.group_size = group_size
+        self.env_id = env_id
+        self.progress = RunProgress() if progress is True else (progress or None)
+        self.grade_timeout_s = grade_timeout_s
+        self.counters = RunCounters()
+        #: Seconds slots spent generating (inside episodes), and the run's wall time.
+        self.generation_s = 0.0
+        self.wall_s = 0.0
+
+    # ------------------------------------------------------------------ run
+    async def run(self, plan: Iterable[PlannedEpisode], *, sink: Sink | None = None,
+                  on_episode: Callable[[Trajectory], None] | None = None,
+                  collect: bool = True) -> list[Trajectory]:
+        """Run every planned episode; return the trajectories (in completion order) if ``collect``."""
+        specs = list(plan)
+        self.counters = RunCounters(total=len(specs))
+        self.generation_s = 0.0
+        results: list[Trajectory] = []
+        queue = iter(specs)
+        runtime_pool = RuntimeExecutor(self.runtime_threads) if self.runtime_threads else _OnTheLoop()
+        writer = RuntimeExecutor(1, name="proofgym-sink")  # one thread: records keep their order
+        grading: set[asyncio.Task[None]] = set()
+        room = asyncio.Semaphore(self.max_awaiting_grades)
+        envs: list[UniversalVerifiableEnv] = []
+
+        async def deliver(traj: Trajectory) -> None:
+            if sink is not None:
+                await writer.run(sink.write, traj)
+            if traj.status == "error":
+                self.counters.errors += 1
+            elif traj.verdict is not None and traj.verdict.status == "error":
+                self.counters.grader_errors += 1
+            self.counters.done += 1
+            if collect:
+                results.append(traj)
+            if on_episode is not None:
+                on_episode(traj)
+            self._show()
+
+        async def grade_and_deliver(traj: Trajectory, job: VerificationJob) -> None:
+            try:
+                await self._grade(traj, job)
+                await deliver(traj)
+            finally:
+                self.counters.awaiting_grades -= 1
+                room.release()
+
+        async def slot() -> None:
+            env = await runtime_pool.run(self.env_factory)
+            envs.append(env)
+            for spec in queue:
+                self.counters.in_flight += 1
+                self._show()
+                t0 = time.perf_counter()
+                try:
+                    traj, job = await self._episode(env, spec, runtime_pool)
+                finally:
+                    self.generation_s += time.perf_counter() - t0
+                    self.counters.in_flight -= 1
+                if job is None:
+                    await deliver(traj)
+                elif self.inline_verification:
+                    await self._grade(traj, job)
+                    await deliver(traj)
+                else:
+                    await room.acquire()  # backpressure: wait while too many await grades
+                    self.counters.awaiting_grades += 1
+                    task = asyncio.create_task(grade_and_deliver(traj, job))
+                    grading.add(task)
+                    task.add_done_callback(grading.discard)
+
+        started = time.perf_counter()
+        try:
+            if self.progress is not None:
+                self.progress.__enter__()
+            slots = [asyncio.create_task(slot()) for _ in range(min(self.concurrency, len(specs)))]
+            try:
+                await asyncio.gather(*slots)
+            except BaseException:
+                for task in slots:
+                    task.cancel()
+                raise
+            while grading:
+                await asyncio.gather(*list(grading))
+        finally:
+            for task in grading:
+                task.cancel()
+            self.wall_s = time.perf_counter() - started
+            if self.progress is not None:
+                self.progress.__exit__(None, None, None)
+            for env in envs:
+                env.close()
+            runtime_pool.shutdown()
+            writer.shutdown()
+            if self._own_verifier:
+                self.verifier.close()
+        return results
+
+    @property
+    def slot_busy_fraction(self) -> float:
+        """Fraction of slot time spent generating, over the last run."""
+        return self.generation_s / (self.concurrency * self.wall_s) if self.wall_s else 0.0
+
+    def _show(self) -> None:
+        if self.progress is not None:
+            self.progress.update(self.counters)
+
+    # -------------------------------------------------------------- episode
+    async def _episode(self, env: UniversalVerifiableEnv, spec: PlannedEpisode,
+                       runtime_pool: RuntimeExecutor | _OnTheLoop,
+                       ) -> tuple[Trajectory, VerificationJob | None]:
+        """Play one episode; never raises (a failure is an error trajectory without a job)."""
+        started = time.perf_counter()
+        described = self.policy.describe()
+        try:
+            obs, info = await runtime_pool.run(
+                lambda: env.reset(seed=spec.seed, options={"task_id": spec.task_id}))
+        except Exception as exc:
+            traj = Trajectory(trajectory_id=spec.key, env_id=self.env_id, task_id=spec.task_id,
+                              task_hash="", seed=spec.seed, policy=described, prompt="", tools=[])
+            self._mark(traj, spec)
+            return self._failed(traj, f"env.reset failed: {describe_exception(exc)}", started), None
+        task = env.current_task
+        assert task is not None and env.current_spec is not None
+        traj = Trajectory(trajectory_id=spec.key, env_id=self.env_id, task_id=task.id,
+                          task_hash=task.content_hash, seed=spec.seed, policy=described,
+                          prompt=env.current_spec.prompt, tools=info["tools"])
+        self._mark(traj, spec)
+        steps: list[TraceStep] = []
+        policy_s = env_s = 0.0
+        session: PolicySession | None = None
+        try:
+            session = await self.policy.start_episode(task, obs, info, env.action_space)
+            for _ in range(MAX_STEPS):
+                t0 = time.perf_counter()
+                decision = await session.act(obs)
+                t1 = time.perf_counter()
+                tokens = decision.usage.get("total_tokens")
+                if tokens:
+                    env.charge(tokens=int(tokens))
+                obs, _reward, terminated, truncated, info = await runtime_pool.run(env.step, decision.action)
+                t2 = time.perf_counter()
+                policy_s += t1 - t0
+                env_s += t2 - t1
+                traj.steps.append(StepRecord(decision.action, obs, info, t1 - t0, t2 - t1,
+                                             decision.usage))
+                steps.append(TraceStep(decision.action, obs))
+                if terminated or truncated:
+                    traj.terminated, traj.truncated = bool(terminated), bool(truncated)
+                    traj.truncation_reason = info.get("truncation_reason")
+                    break
+            else:
+                raise RuntimeError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
+            job = env.verification_job(steps)
+        except Exception as exc:  # this episode's failure only: recorded, the run goes on
+            return self._failed(traj, describe_exception(exc), started, policy_s, env_s), None
+        finally:
+            if session is not None:
+                await _close_quietly(session)
+        traj.timings = {"policy_s": policy_s, "env_s": env_s, "verify_s": 0.0,
+                        "total_s": time.perf_counter() - started}
+        return traj, job
+
+    def _mark(self, traj: Trajectory, spec: PlannedEpisode) -> None:
+        traj.extra["attempt"] = spec.attempt
+        traj.extra["group"] = {"id": f"{spec.task_id}@{spec.attempt // self.group_size}",
+                               "index": spec.attempt % self.group_size, "size": self.group_size}
+
+    @staticmethod
+    def _failed(traj: Trajectory, error: str, started: float, policy_s: float = 0.0,
+                env_s: float = 0.0) -> Trajectory:
+        traj.status, traj.error = "error", error
+        traj.verdict = Verdict.unscored(f"episode failed: {error}")
+        traj.timings = {"policy_s": policy_s, "env_s": env_s, "verify_s": 0.0,
+                        "total_s": time.perf_counter() - started}
+        return traj
+
+    async def _grade(self, traj: Trajectory, job: VerificationJob) -> None:
+        t0 = time.perf_counter()
+        traj.verdict = await self.verifier.grade(job, traj.trajectory_id, timeout_s=self.grade_timeout_s)
+        traj.timings["verify_s"] = time.perf_counter() - t0
+        traj.extra["verifier"] = self.verifier.describe()
+        traj.artifact = job.artifact.to_dict()  # kept so `proofgym verify` can re-grade
+
+
+class _OnTheLoop:
+    """``runtime_threads=0``: runtime calls run directly on the event loop."""
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    def shutdown(self) -> None:
+        return None
+
+
+async def _close_quietly(session: PolicySession) -> None:
+    close = getattr(session, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception as exc:  # closing a finished session must not turn a result into an error
+            log.warning("policy session close failed: %s", describe_exception(exc))

@@ -1,0 +1,267 @@
+"""A real OpenAI-compatible HTTP server that answers from a script, with injectable faults.
+
+It speaks ``GET /v1/models`` and ``POST /v1/chat/completions`` (tool calls, ``usage``,
+``finish_reason``) over real HTTP (aiohttp), so a policy under test goes through the same client,
+sockets and JSON as against vLLM or OpenAI. Use it to test an environment offline
+(``proofgym serve-scripted ENV``) and as the model in tests and benchmarks.
+
+Faults (:class:`Fault`) are chosen per *distinct request* (a hash of its messages), so they are
+deterministic: ``Fault("429", rate=0.5, attempts=1)`` answers the first try of half of all requests
+with HTTP 429 and the retry normally; ``attempts=None`` fails every try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from proofgym.core import AgentAction, ToolCallAction, TurnCompleteAction
+from proofgym.testing.scripts import ChatScript, UnknownPrompt
+
+FAULT_KINDS = ("429", "500", "timeout", "malformed", "length")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An injected fault.
+
+    Attributes:
+        kind: ``429`` / ``500`` (HTTP errors), ``timeout`` (the server stalls ``hang_s``),
+            ``malformed`` (tool-call arguments that are not JSON), ``length`` (the reply is cut
+            in half with ``finish_reason="length"``).
+        rate: Fraction of distinct requests affected (chosen by hash: deterministic).
+        attempts: For ``429``/``500``/``timeout``: how many tries of an affected request fail
+            before it succeeds (``None``: every try).
+    """
+
+    kind: str
+    rate: float = 1.0
+    attempts: int | None = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault {self.kind!r}; use one of {', '.join(FAULT_KINDS)}")
+        if not 0.0 <= self.rate <= 1.0:
+            raise ValueError(f"fault rate must be within [0, 1], got {self.rate}")
+
+    @classmethod
+    def parse(cls, text: str) -> Fault:
+        """``KIND[:RATE[:ATTEMPTS]]``, e.g. ``429:0.2:1`` or ``500:1:always``."""
+        parts = text.split(":")
+        try:
+            rate = float(parts[1]) if len(parts) > 1 else 1.0
+            attempts = (None if parts[2] in ("always", "inf") else int(parts[2])) if len(parts) > 2 else 1
+        except ValueError:
+            raise ValueError(f"bad fault {text!r}; use KIND[:RATE[:ATTEMPTS|always]], "
+                             "e.g. 429:0.2:1") from None
+        return cls(parts[0], rate, attempts)
+
+
+class ScriptedServer:
+    """Serve ``script`` as an OpenAI-compatible chat model.
+
+    Args:
+        script: Decides the assistant's actions (e.g. :class:`~proofgym.testing.ReferenceScript`).
+        model: The model id served.
+        latency_s: Delay before every answer (a model's generation time).
+        faults: Faults to inject.
+        tool_call_format: ``native`` (``tool_calls``) or ``text`` (``<tool_call>{...}</tool_call>``
+            in the content, as some servers leave them).
+        reasoning: Add a ``reasoning_content`` field to every answer.
+        hang_s: How long a ``timeout`` fault stalls.
+        record_requests: Keep every request body in ``received`` (for tests that check what a
+            client sent).
+
+    Use as a context manager (``with ScriptedServer(...) as server: server.base_url``) to run it
+    on a background thread, or ``run()`` to serve in the foreground.
+    """
+
+    def __init__(self, script: ChatScript, *, model: str = "scripted", host: str = "127.0.0.1",
+                 port: int = 0, latency_s: float = 0.0, faults: Iterable[Fault] = (),
+                 tool_call_format: str = "native", reasoning: bool = False, hang_s: float = 30.0,
+                 record_requests: bool = False) -> None:
+        if tool_call_format not in ("native", "text"):
+            raise ValueError("tool_call_format must be 'native' or 'text'")
+        self.script, self.model, self.host, self.port = script, model, host, port
+        self.latency_s, self.faults = latency_s, tuple(faults)
+        self.tool_call_format, self.reasoning, self.hang_s = tool_call_format, reasoning, hang_s
+        self.stats: Counter[str] = Counter()
+        self.received: list[dict[str, Any]] | None = [] if record_requests else None
+        self._tries: Counter[str] = Counter()
+        self._ids = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+
+    # ----------------------------------------------------------------- serving
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        return app
+
+    async def start_async(self) -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def stop_async(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def run(self) -> None:
+        """Serve in the foreground until interrupted."""
+        web.run_app(self.app(), host=self.host, port=self.port, access_log=None, print=None)
+
+    def start(self) -> ScriptedServer:
+        """Serve on a background thread; returns once the port is open."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self.start_async())
+            except BaseException as exc:
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.stop_async())
+            loop.close()
+
+        self._thread = threading.Thread(target=main, name="proofgym-scripted-server", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise RuntimeError(f"scripted server failed to start on {self.host}:{self.port}: {failure[0]}")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._thread = self._loop = None
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------- handlers
+    async def _models(self, request: web.Request) -> web.Response:
+        return _json({"object": "list", "data": [
+            {"id": self.model, "object": "model", "created": 0, "owned_by": "proofgym-scripted"}]})
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        self.stats["requests"] += 1
+        try:
+            body = orjson.loads(await request.read())
+            messages = body["messages"]
+            if not isinstance(messages, list) or not messages:
+                raise ValueError("messages must be a non-empty list")
+        except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+            return _error(400, f"bad request: {exc}", "invalid_request_error")
+        if self.received is not None:
+            self.received.append(body)
+        key = hashlib.sha256(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        self._tries[key] += 1
+        for fault in self.faults:
+            if fault.kind in ("429", "500", "timeout") and _hit(fault, key) and (
+                    fault.attempts is None or self._tries[key] <= fault.attempts):
+                self.stats[f"fault_{fault.kind}"] += 1
+                if fault.kind == "429":
+                    return _error(429, "rate limited (injected fault)", "rate_limit_exceeded")
+                if fault.kind == "500":
+                    return _error(500, "internal server error (injected fault)", "server_error")
+                await asyncio.sleep(self.hang_s)
+                break
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        try:
+            actions = self.script.respond(messages, body.get("tools"))
+        except UnknownPrompt as exc:
+            return _error(400, str(exc), "invalid_request_error")
+        message, finish = self._message(actions, key)
+        self.stats["completions"] += 1
+        prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages) // 4 + 1
+        completion_tokens = len(orjson.dumps(message)) // 4 + 1
+        return _json({
+            "id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion",
+            "created": int(time.time()), "model": body.get("model", self.model),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        })
+
+    def _message(self, actions: Sequence[AgentAction], key: str) -> tuple[dict[str, Any], str]:
+        calls = [a for a in actions if isinstance(a, ToolCallAction)]
+        text = "".join(a.message for a in actions if isinstance(a, TurnCompleteAction))
+        malformed = any(f.kind == "malformed" and _hit(f, key) for f in self.faults)
+        cut = any(f.kind == "length" and _hit(f, key) for f in self.faults)
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        finish = "stop"
+        if calls:
+            rendered = []
+            for i, call in enumerate(calls):
+                arguments = orjson.dumps(call.tool_input).decode()
+                if malformed:
+                    arguments = arguments[:-1] + ",}"  # a trailing comma: not JSON
+                    self.stats["fault_malformed"] += 1
+                rendered.append((f"call_{key[:8]}_{i}", call.tool_name, arguments))
+            if self.tool_call_format == "native":
+                message["tool_calls"] = [{"id": cid, "type": "function",
+                                          "function": {"name": name, "arguments": args}}
+                                         for cid, name, args in rendered]
+                finish = "tool_calls"
+            else:
+                text += "".join(f'<tool_call>{{"name": {orjson.dumps(name).decode()}, '
+                                f'"arguments": {args}}}</tool_call>' for _, name, args in rendered)
+        if cut:
+            self.stats["fault_length"] += 1
+            finish = "length"
+            text = text[: len(text) // 2]
+            for call in message.get("tool_calls", []):
+                arguments = call["function"]["arguments"]
+                call["function"]["arguments"] = arguments[: len(arguments) // 2]
+        if text or not calls:
+            message["content"] = text
+        if self.reasoning:
+            message["reasoning_content"] = f"Thinking about step {len(key) % 7}: following the plan."
+        return message, finish
+
+
+def _hit(fault: Fault, key: str) -> bool:
+    """Deterministically pick ``fault.rate`` of the distinct requests (by their hash)."""
+    if fault.rate >= 1.0:
+        return True
+    salted = hashlib.blake2b(f"{fault.kind}:{key}".encode(), digest_size=4).digest()
+    return int.from_bytes(salted, "big") / 0xFFFFFFFF < fault.rate
+
+
+def _json(payload: Mapping[str, Any], status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(payload), status=status, content_type="application/json")
+
+
+def _error(status: int, message: str, code: str) -> web.Response:
+    return _json({"error": {"message": message, "type": code, "code": code, "param": None}}, status)

@@ -1,0 +1,69 @@
+"""The worker side of the :class:`~proofgym.verify.pool.VerifierPool`: what runs in a grader
+process (and, for the inline backend, on a grader thread)."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import importlib
+import pickle
+import signal
+import threading
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+
+from proofgym.core import Verdict, describe_exception
+from proofgym.env import VerificationJob
+
+#: The job id of a worker's "ready" message (its job clocks start then).
+READY = -1
+
+
+READY = -1
+def run_job(payload: bytes | VerificationJob) -> Verdict:
+    """Unpickle (if pickled) and grade one job; never raises (a broken job is an error verdict)."""
+    try:
+        job = pickle.loads(payload) if isinstance(payload, bytes) else payload
+    except Exception as exc:
+        return Verdict.failed(f"cannot load the verification job in the worker: {describe_exception(exc)}")
+    try:
+        return job.run()
+    except BaseException as exc:  # job.run() catches grader errors; this is the last resort
+        return Verdict.failed(f"verification job failed: {describe_exception(exc)}")
+
+
+def worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None:
+    """A worker process: receive ``(job_id, payload)``, grade on a thread, send ``(job_id, verdict)``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns shutdown (Ctrl-C goes to it)
+    for module in modules:  # the graders' code, imported before job clocks start
+        with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
+            importlib.import_module(module)
+    send_lock = threading.Lock()
+    pool = cf.ThreadPoolExecutor(max(1, threads), thread_name_prefix="proofgym-grader")
+    conn.send((READY, None))  # job timeouts start now, not while the process was starting
+
+    def run(job_id: int, payload: bytes) -> None:
+        verdict = run_job(payload)
+        with send_lock, contextlib.suppress(OSError, ValueError):  # parent gone: no one to report to
+            conn.send((job_id, verdict))
+
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            break
+        if message is None:
+            break
+        pool.submit(run, *message)
+    pool.shutdown(wait=True)
+
+
+def exit_reason(code: int | None) -> str:
+    if code is None:
+        return "exit code unknown"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
