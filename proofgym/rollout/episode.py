@@ -5,13 +5,29 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from proofgym.core import Task, TraceStep, Verdict, describe_exception
+from proofgym.core import AgentAction, Task, TraceStep, Verdict, describe_exception
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.record import StepRecord, Trajectory
 from proofgym.rollout.policies import Policy
 
 #: Hard stop for a runaway loop (a policy that never ends its turn in an env without budgets).
 MAX_STEPS = 10_000
+
+
+def record_step(traj: Trajectory, trace: list[TraceStep], action: AgentAction, obs: dict[str, Any],
+                terminated: bool, truncated: bool, info: dict[str, Any], policy_s: float,
+                env_s: float, usage: dict[str, Any] | None = None) -> bool:
+    """Append one step to the trajectory and the grader's trace; True when the episode ended.
+
+    Shared by the synchronous loop and the orchestrator so both record episodes identically.
+    """
+    traj.steps.append(StepRecord(action, obs, info, policy_s, env_s, usage or {}))
+    trace.append(TraceStep(action, obs))
+    if terminated or truncated:
+        traj.terminated, traj.truncated = bool(terminated), bool(truncated)
+        traj.truncation_reason = info.get("truncation_reason")
+        return True
+    return False
 
 
 def run_episode(env: UniversalVerifiableEnv, policy: Policy, *, task: Task | None = None,
@@ -49,11 +65,7 @@ def run_episode(env: UniversalVerifiableEnv, policy: Policy, *, task: Task | Non
             t2 = time.perf_counter()
             policy_s += t1 - t0
             env_s += t2 - t1
-            traj.steps.append(StepRecord(action, obs, info, t1 - t0, t2 - t1))
-            steps.append(TraceStep(action, obs))
-            if terminated or truncated:
-                traj.terminated, traj.truncated = bool(terminated), bool(truncated)
-                traj.truncation_reason = info.get("truncation_reason")
+            if record_step(traj, steps, action, obs, terminated, truncated, info, t1 - t0, t2 - t1):
                 break
         else:
             raise RuntimeError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")

@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 from proofgym.core import TraceStep, Verdict, describe_exception
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
-from proofgym.record import StepRecord, Trajectory
+from proofgym.record import Trajectory
 from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
-from proofgym.rollout.episode import MAX_STEPS
+from proofgym.rollout.episode import MAX_STEPS, record_step
 from proofgym.rollout.policies import Policy
 from proofgym.rollout.progress import RunCounters, RunProgress
 from proofgym.rollout.runtime_executor import RuntimeExecutor
@@ -236,12 +236,8 @@ class Orchestrator:
                 t2 = time.perf_counter()
                 policy_s += t1 - t0
                 env_s += t2 - t1
-                traj.steps.append(StepRecord(decision.action, obs, info, t1 - t0, t2 - t1,
-                                             decision.usage))
-                steps.append(TraceStep(decision.action, obs))
-                if terminated or truncated:
-                    traj.terminated, traj.truncated = bool(terminated), bool(truncated)
-                    traj.truncation_reason = info.get("truncation_reason")
+                if record_step(traj, steps, decision.action, obs, terminated, truncated, info,
+                               t1 - t0, t2 - t1, decision.usage):
                     break
             else:
                 raise RuntimeError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
