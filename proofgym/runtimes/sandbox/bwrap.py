@@ -243,7 +243,7 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
             episode_dir=str(overlay.upper.parent) if overlay is not None else None,
             lower=str(overlay.lower) if overlay is not None else None,
             cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits, error_fd=err_w,
-            publish_at=publish)
+            publish_at=publish, system_root=_system_root(options))
         if overlay is not None and not all(d.parent == overlay.upper.parent for d in
                                            (overlay.work, overlay.merged, overlay.view)):
             raise SandboxSetupError("an Overlay's directories must share one parent (Overlay.create)")
@@ -274,6 +274,16 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _system_root(options: Sequence[str]) -> str | None:
+    """The staged :class:`MinimalSystem` behind ``--ro-bind ROOT/sys/usr /usr``, if any."""
+    for i in range(len(options) - 2):
+        if options[i] == "--ro-bind" and options[i + 2] == "/usr":
+            root = Path(options[i + 1]).parent.parent
+            if (root / "empty").is_dir() and (root / "sys").is_dir():
+                return str(root)
+    return None
 
 
 @cache

@@ -37,7 +37,7 @@ DEFAULT_SANDBOX_ID = 0x7FFE0000
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
-_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 0x4000, 1 << 18
+_MS_RDONLY, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 4096, 0x4000, 1 << 18
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR, _SYS_KEYCTL = 428, 429, 442, 250
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_EMPTY_PATH, _AT_FDCWD = 1, 0o2000000, 0x1000, -100
 _MOVE_MOUNT_F_EMPTY_PATH = 4
@@ -129,6 +129,7 @@ class ChildPlan:
     rlimits: tuple[tuple[int, int], ...]
     error_fd: int  # where a failure is described before the child gives up
     publish_at: bytes | None = None  # as root: where ``bwrap`` (unprivileged) finds the workspace
+    system_root: bytes | None = None  # a staged MinimalSystem, shown through its own overlay
 
 
 def overlay_options(userxattr: bool) -> bytes:
@@ -172,6 +173,12 @@ def _run_child(plan: ChildPlan) -> None:
         _write("/proc/self/uid_map", f"0 {uid} 1".encode())
         _write("/proc/self/gid_map", f"0 {gid} 1".encode())
     _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
+    if plan.system_root is not None:
+        # a file system of its own, so mountinfo names /usr by its path in it, not on the host
+        os.chdir(plan.system_root)
+        _check(_libc.mount(b"overlay", b"sys", b"overlay", _MS_RDONLY,
+                           b"lowerdir=sys:empty" + (b"" if plan.privileged else b",userxattr")),
+               "mounting the minimal system")
     if plan.episode_dir is not None and plan.lower is not None:
         os.chdir(plan.episode_dir)
         _attach_lower(plan.lower, plan.idmap_fd)
@@ -224,7 +231,7 @@ def _attach_lower(lower: bytes, idmap_fd: int) -> None:
 
 def plan_for(*, episode_dir: str | None, lower: str | None, cgroup_procs: Sequence[str],
              rlimits: Sequence[tuple[int, int]], error_fd: int,
-             publish_at: str | None = None) -> ChildPlan:
+             publish_at: str | None = None, system_root: str | None = None) -> ChildPlan:
     """The :class:`ChildPlan` for this process's privileges (root or not)."""
     privileged = os.geteuid() == 0
     drop_to = sandbox_ids() if privileged else None
@@ -237,4 +244,5 @@ def plan_for(*, episode_dir: str | None, lower: str | None, cgroup_procs: Sequen
                      os.fsencode(episode_dir) if episode_dir else None,
                      os.fsencode(lower) if lower else None, overlay_options(not privileged),
                      idmap_fd, tuple(cgroup_procs), tuple(rlimits), error_fd,
-                     os.fsencode(publish_at) if publish_at and privileged else None)
+                     os.fsencode(publish_at) if publish_at and privileged else None,
+                     os.fsencode(system_root) if system_root else None)
