@@ -234,16 +234,26 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
         # there); a bwrap_argv always has "--" before the command
         cut = list(argv).index("--")
         options = list(argv[1:cut])
+        system_root = _system_root(options)
         publish = None
-        if privileged and overlay is not None:
-            publish = str(_workspace_mountpoint())
-            options = [publish if a == str(overlay.merged) else a for a in options]
+        if privileged:
+            # the sandbox user may not be able to enter the directories above the scratch and
+            # the staged system (a private TMPDIR); the child shows both to bwrap at mount
+            # points every user can reach
+            publish = _mountpoints()
+            renames = {}
+            if overlay is not None:
+                renames[str(overlay.merged)] = str(publish / "workspace")
+            if system_root is not None:
+                renames.update({f"{system_root}/sys/{top}": str(publish / "system" / top)
+                                for top in ("usr", "opt", "etc")})
+            options = [renames.get(a, a) for a in options]
         args_r = _args_pipe(["--info-fd", str(info_w), "--seccomp", str(sec_r), *options], fds)
         plan = namespaces.plan_for(
             episode_dir=str(overlay.upper.parent) if overlay is not None else None,
             lower=str(overlay.lower) if overlay is not None else None,
             cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits, error_fd=err_w,
-            publish_at=publish, system_root=_system_root(options))
+            publish=str(publish) if publish else None, system_root=system_root)
         if overlay is not None and not all(d.parent == overlay.upper.parent for d in
                                            (overlay.work, overlay.merged, overlay.view)):
             raise SandboxSetupError("an Overlay's directories must share one parent (Overlay.create)")
@@ -287,18 +297,20 @@ def _system_root(options: Sequence[str]) -> str | None:
 
 
 @cache
-def _workspace_mountpoint() -> Path:
-    """An empty directory every sandbox user can reach, where the child (as root, in its own
-    mount namespace) shows ``bwrap`` the workspace: the scratch directory may lie below
-    directories only root can enter (a private ``TMPDIR``, pytest's ``tmp_path``)."""
-    path = Path(tempfile.gettempdir()) / "proofgym-workspace"
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o755)
-    st = path.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
-        raise SandboxSetupError(f"{path} must be a directory owned by root and writable only by "
-                                "it (it is where sandboxes see their workspace); remove it")
-    return path
+def _mountpoints() -> Path:
+    """``/tmp/proofgym-mnt/{workspace,system}``: empty directories every user can reach, where
+    the child (as root, in its own mount namespace) shows ``bwrap`` the workspace and the
+    minimal system. Root-owned and writable only by root, or refused (``/tmp`` is shared)."""
+    base = Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()) / "proofgym-mnt"
+    for path in (base, base / "workspace", base / "system"):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o755)
+        st = path.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+            raise SandboxSetupError(f"{path} must be a directory owned by root and writable only "
+                                    "by it (sandboxes see their workspace and system through it); "
+                                    "remove it")
+    return base
 
 
 def _pipe(fds: list[int]) -> tuple[int, int]:

@@ -128,7 +128,7 @@ class ChildPlan:
     cgroup_procs: tuple[str, ...]
     rlimits: tuple[tuple[int, int], ...]
     error_fd: int  # where a failure is described before the child gives up
-    publish_at: bytes | None = None  # as root: where ``bwrap`` (unprivileged) finds the workspace
+    publish: bytes | None = None  # as root: where ``bwrap`` finds ``workspace`` and ``system``
     system_root: bytes | None = None  # a staged MinimalSystem, shown through its own overlay
 
 
@@ -176,7 +176,8 @@ def _run_child(plan: ChildPlan) -> None:
     if plan.system_root is not None:
         # a file system of its own, so mountinfo names /usr by its path in it, not on the host
         os.chdir(plan.system_root)
-        _check(_libc.mount(b"overlay", b"sys", b"overlay", _MS_RDONLY,
+        target = plan.publish + b"/system" if plan.publish else b"sys"
+        _check(_libc.mount(b"overlay", target, b"overlay", _MS_RDONLY,
                            b"lowerdir=sys:empty" + (b"" if plan.privileged else b",userxattr")),
                "mounting the minimal system")
     if plan.episode_dir is not None and plan.lower is not None:
@@ -184,10 +185,9 @@ def _run_child(plan: ChildPlan) -> None:
         _attach_lower(plan.lower, plan.idmap_fd)
         _check(_libc.mount(b"overlay", b"merged", b"overlay", 0, plan.options),
                "mounting the workspace overlay")
-        if plan.publish_at is not None:
-            # the episode directory may lie below directories only root can traverse
-            _check(_libc.mount(b"merged", plan.publish_at, None, _MS_BIND, None),
-                   "publishing the workspace to the sandbox user")
+        if plan.publish is not None:
+            _check(_libc.mount(b"merged", plan.publish + b"/workspace", None, _MS_BIND, None),
+                   "showing the workspace to the sandbox user")
     if not plan.privileged:
         for path in plan.cgroup_procs:
             _write(path, b"0")
@@ -231,7 +231,7 @@ def _attach_lower(lower: bytes, idmap_fd: int) -> None:
 
 def plan_for(*, episode_dir: str | None, lower: str | None, cgroup_procs: Sequence[str],
              rlimits: Sequence[tuple[int, int]], error_fd: int,
-             publish_at: str | None = None, system_root: str | None = None) -> ChildPlan:
+             publish: str | None = None, system_root: str | None = None) -> ChildPlan:
     """The :class:`ChildPlan` for this process's privileges (root or not)."""
     privileged = os.geteuid() == 0
     drop_to = sandbox_ids() if privileged else None
@@ -244,5 +244,5 @@ def plan_for(*, episode_dir: str | None, lower: str | None, cgroup_procs: Sequen
                      os.fsencode(episode_dir) if episode_dir else None,
                      os.fsencode(lower) if lower else None, overlay_options(not privileged),
                      idmap_fd, tuple(cgroup_procs), tuple(rlimits), error_fd,
-                     os.fsencode(publish_at) if publish_at and privileged else None,
+                     os.fsencode(publish) if publish and privileged else None,
                      os.fsencode(system_root) if system_root else None)
