@@ -1,29 +1,34 @@
 """Starting a bubblewrap sandbox over a copy-on-write workspace.
 
 bubblewrap 0.8 (Debian 12) has no ``--overlay``, so the overlay is mounted *around* it and
-``bwrap`` binds the merged directory as ``/workspace``. As root the overlay is mounted (private)
-in our own namespace just for the start of ``bwrap`` and detached as soon as the sandbox holds its
-own copy; as an ordinary user, the child enters a user and mount namespace between ``fork`` and
-``exec`` and mounts it there. Either way the upper directory is an ordinary host directory that
-holds exactly the sandbox's changes.
+``bwrap`` binds the merged directory as ``/workspace``: in a mount namespace of the sandbox's
+own, set up between ``fork`` and ``exec`` (:mod:`~proofgym.runtimes.sandbox.namespaces`), so it
+dies with the sandbox. ``bwrap`` itself always runs as an unprivileged host user (as root: the
+dedicated sandbox user), under the seccomp filter of :mod:`~proofgym.runtimes.sandbox.seccomp`.
+The upper directory is an ordinary host directory that holds exactly the sandbox's changes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import json
 import os
+import re
 import resource
 import select
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
+from proofgym.runtimes.sandbox import namespaces, seccomp
 from proofgym.runtimes.sandbox.cgroups import SandboxCgroup
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.system import SANDBOX_PYLIB, MinimalSystem, SandboxSetupError
@@ -33,12 +38,14 @@ INSTALL_HINT = ("bubblewrap (`bwrap`) is required for SandboxRuntime and was not
                 "Install it: `apt-get install -y bubblewrap` (Debian/Ubuntu), `dnf install "
                 "bubblewrap` (Fedora) or `pacman -S bubblewrap` (Arch).")
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUSER = 0x10000000
-_MS_REC = 0x4000
-_MS_PRIVATE = 1 << 18
+#: Kernel knobs under /proc that stay visible but read-only (as in Docker and bwrap itself).
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+#: Files under /proc hidden behind /dev/null, and directories behind an empty tmpfs (Docker's
+#: masked paths): kernel memory, keys, timers and scheduler internals.
+PROC_MASKED_FILES = ("kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats")
+PROC_MASKED_DIRS = ("acpi", "scsi")
+
 _MNT_DETACH = 2
-_MS_BIND = 4096
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -60,55 +67,19 @@ class Overlay:
     upper: Path
     work: Path
     merged: Path
-    view: Path  # where ``lower`` is bound while mounting, so no host path shows in mountinfo
+    view: Path  # where ``lower`` is attached while mounting (in the sandbox's namespace only)
 
     @classmethod
     def create(cls, lower: Path, root: Path) -> Overlay:
-        for p in (lower, root):
-            if any(c in str(p) for c in ",:\\\n"):
-                raise SandboxSetupError(f"path {p} contains ',', ':' or '\\', which overlayfs "
-                                        "cannot take in its options; move it")
+        """The overlay's directories under the new directory ``root``. As root, the upper
+        directory (the workspace's top) belongs to the sandbox user."""
         dirs = [root / n for n in ("upper", "work", "merged", "lower")]
         for d in dirs:
             d.mkdir(parents=True)
+        if os.geteuid() == 0:
+            uid, gid = namespaces.sandbox_ids()
+            os.chown(dirs[0], uid, gid)
         return cls(lower, *dirs)
-
-    def options(self, userxattr: bool, *, via_view: bool = False) -> bytes:
-        lower = self.view if via_view else self.lower
-        opts = f"lowerdir={lower},upperdir={self.upper},workdir={self.work}"
-        return (opts + (",userxattr" if userxattr else "")).encode()
-
-
-def _check(ret: int, what: str) -> None:
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _enter_namespace(overlay: Overlay | None, cgroup_procs: Sequence[str],
-                     limits: SandboxLimits, privileged: bool) -> None:
-    """Runs in the child between fork and exec (keep it to system calls)."""
-    if privileged:
-        _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    else:
-        uid, gid = os.getuid(), os.getgid()
-        _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(CLONE_NEWUSER|CLONE_NEWNS)")
-        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"),
-                           ("gid_map", f"0 {gid} 1")):
-            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
-            os.write(fd, text.encode())
-            os.close(fd)
-    _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
-    if overlay is not None:
-        _check(_libc.mount(b"overlay", str(overlay.merged).encode(), b"overlay", 0,
-                           overlay.options(userxattr=not privileged)), "mounting the overlay")
-    rlimits = _rlimits(limits)
-    for path in cgroup_procs:
-        fd = os.open(path, os.O_WRONLY)
-        os.write(fd, b"0")
-        os.close(fd)
-    for res, value in rlimits:
-        resource.setrlimit(res, (value, value))
 
 
 def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command: Sequence[str], *,
@@ -126,7 +97,7 @@ def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command
     for key, value in env.items():
         argv += ["--setenv", key, value]
     argv += system.bwrap_args()
-    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+    argv += ["--proc", "/proc", *_proc_covers(), "--dev", "/dev", "--remount-ro", "/dev",
              "--size", str(limits.tmp_size_mb << 20), "--tmpfs", "/tmp"]
     for src, dest in extra_ro:
         argv += ["--ro-bind", src, dest]
@@ -138,24 +109,87 @@ def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command
     return argv
 
 
+def _proc_covers() -> list[str]:
+    """bwrap arguments that make :data:`PROC_READ_ONLY` read-only and mask the rest (only the
+    entries this kernel has: a mount needs its target)."""
+    args: list[str] = []
+    for name in PROC_READ_ONLY:
+        if os.path.exists(f"/proc/{name}"):
+            args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
+    for name in PROC_MASKED_FILES:
+        if os.path.exists(f"/proc/{name}"):
+            args += ["--ro-bind", "/dev/null", f"/proc/{name}"]
+    for name in PROC_MASKED_DIRS:
+        if os.path.isdir(f"/proc/{name}"):
+            args += ["--size", "4096", "--tmpfs", f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
+    return args
+
+
+_SCRATCH_NAME = re.compile(r"^proofgym-(?!system-)[a-z]+-(\d+)-")
+_swept_scratch: set[str] = set()
+
+
 def scratch_dir(prefix: str, size_mb: int, parent: str | Path | None = None) -> Path:
-    """A private directory for overlay upper directories. As root it is a tmpfs of ``size_mb``
-    (mounted privately in our namespace), so what a sandbox writes cannot fill the host's disk;
-    otherwise an ordinary temp directory. Remove it with :func:`remove_scratch`."""
-    root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    """A private directory for overlay upper directories, named with this process's pid so a
+    later run can remove it if this process dies without doing so (:func:`sweep_scratch`).
+
+    As root it is a tmpfs of ``size_mb`` owned by the sandbox user, so what a sandbox writes
+    cannot fill the host's disk; otherwise an ordinary temp directory. Remove it with
+    :func:`remove_scratch`."""
+    parent_dir = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+    if str(parent_dir) not in _swept_scratch:
+        _swept_scratch.add(str(parent_dir))
+        sweep_scratch(parent_dir)
+    root = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent_dir))
     if os.geteuid() == 0:
-        target = str(root).encode()
-        _check(_libc.mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID | _MS_NODEV,
-                           f"size={size_mb}m,mode=0700".encode()), f"mounting a tmpfs at {root}")
-        _check(_libc.mount(None, target, None, _MS_PRIVATE, None), "making the tmpfs private")
+        uid, gid = namespaces.sandbox_ids()
+        _check(_libc.mount(b"tmpfs", str(root).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                           f"size={size_mb}m,mode=0700,uid={uid},gid={gid}".encode()),
+               f"mounting a tmpfs at {root}")
     return root
+
+
+def sweep_scratch(parent: Path) -> list[Path]:
+    """Remove the scratch directories (and their tmpfs) under ``parent`` whose owning process
+    is gone: what an eval process killed with SIGKILL left behind. Returns what was removed."""
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        m = _SCRATCH_NAME.match(name)
+        if m is None or int(m.group(1)) == os.getpid() or os.path.exists(f"/proc/{m.group(1)}"):
+            continue
+        path = parent / name
+        if path.is_dir() and not path.is_symlink():
+            remove_scratch(path)
+            removed.append(path)
+    return removed
 
 
 def remove_scratch(root: Path) -> None:
     """Unmount (if mounted) and delete a :func:`scratch_dir`."""
     if os.path.ismount(root):
         _libc.umount2(str(root).encode(), _MNT_DETACH)
-    shutil.rmtree(root, ignore_errors=True)
+
+    def unlock(func: object, path: str, exc: object) -> None:
+        # overlayfs leaves ``work/work`` without permissions; the owner may open it up
+        parent = os.path.dirname(path)
+        try:
+            os.chmod(parent, 0o700)
+            os.chmod(path, 0o700) if os.path.isdir(path) and not os.path.islink(path) else None
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+        except OSError:
+            return
+
+    shutil.rmtree(root, onerror=unlock)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 @dataclass
@@ -164,84 +198,175 @@ class Spawned:
 
     proc: subprocess.Popen[bytes]
     pidns: str | None = None  # "pid:[INODE]" of the sandbox's pid namespace, when known
-    host_mount: Path | None = None  # the overlay's mount point in our namespace, until detached
+    host_mount: Path | None = None  # kept for callers: mounts never enter the host's namespace
 
     def detach_mount(self) -> None:
-        """Drop our namespace's copy of the overlay mount (the sandbox keeps its own)."""
-        if self.host_mount is not None:
-            _libc.umount2(str(self.host_mount).encode(), _MNT_DETACH)
-            self.host_mount = None
+        """Nothing to do: the overlay lives in the sandbox's own mount namespace."""
+        self.host_mount = None
 
 
 def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits,
           cgroup: SandboxCgroup | None, pass_fds: Sequence[int] = (),
           stdin: int | None = subprocess.PIPE, stdout: int | None = subprocess.PIPE,
           stderr: int | None = subprocess.STDOUT) -> Spawned:
-    """Start ``argv`` (a :func:`bwrap_argv`) over ``overlay``, inside ``cgroup``, with the rlimits.
+    """Start ``argv`` (a :func:`bwrap_argv`) over ``overlay``, inside ``cgroup``, with the rlimits
+    and the seccomp filter, as an unprivileged host user.
 
-    As root: the overlay is mounted in our own mount namespace (private, so nothing propagates)
-    and ``bwrap`` is started with ``vfork`` (no copy of this process's memory), held at
-    ``--block-fd`` until the sandbox's first process is in the cgroup and has its rlimits, so
-    nothing in the sandbox ever runs unconfined. Otherwise: :func:`_enter_namespace` runs
-    between fork and exec to do the same inside a user namespace.
+    The child (:func:`namespaces.run_child`) joins the cgroup and sets the rlimits before
+    ``exec``, so nothing in the sandbox ever runs unconfined. ``bwrap`` reads its arguments from
+    a pipe (``--args``), so no host path shows in the sandbox's process list, and runs with an
+    empty environment, so none shows in ``/proc/1/environ``.
     """
-    if os.geteuid() != 0:
-        return Spawned(_spawn_unprivileged(argv, overlay, limits, cgroup, pass_fds, stdin, stdout, stderr))
-    mounted = None
-    if overlay is not None:
-        target, view = str(overlay.merged).encode(), str(overlay.view).encode()
-        # the sandbox can read the overlay's options in /proc/self/mountinfo: show it a scratch
-        # path, not where the task lives on the host
-        _check(_libc.mount(str(overlay.lower).encode(), view, None, _MS_BIND, None),
-               f"binding the snapshot {overlay.lower}")
-        try:
-            _check(_libc.mount(None, view, None, _MS_PRIVATE, None), "making the snapshot private")
-            _check(_libc.mount(b"overlay", target, b"overlay", 0,
-                               overlay.options(userxattr=False, via_view=True)),
-                   f"mounting the overlay at {overlay.merged}")
-        finally:
-            _libc.umount2(view, _MNT_DETACH)  # the overlay holds its own reference to the layer
-        _check(_libc.mount(None, target, None, _MS_PRIVATE, None), "making the overlay private")
-        mounted = overlay.merged
-    spawned = Spawned(None, host_mount=mounted)  # type: ignore[arg-type]
-    info_r, info_w = os.pipe()
-    block_r, block_w = os.pipe()
+    privileged = os.geteuid() == 0
+    if privileged and overlay is not None:
+        _own_upper(overlay.upper)
+    if privileged:
+        _give_pipes(pass_fds)
+    rlimits = [r for r in _rlimits(limits)
+               if not (privileged and r[0] == resource.RLIMIT_NPROC)]  # see _rlimits
+    fds: list[int] = []
     try:
-        full = [argv[0], "--info-fd", str(info_w), "--block-fd", str(block_r), *argv[1:]]
+        info_r, info_w = _pipe(fds)
+        err_r, err_w = _pipe(fds)
+        sec_r = seccomp.program_fd()
+        fds.append(sec_r)
+        # the options go through a pipe, the command stays on the command line (bwrap wants it
+        # there); a bwrap_argv always has "--" before the command
+        cut = list(argv).index("--")
+        options = list(argv[1:cut])
+        system_root = _system_root(options)
+        publish = None
+        if privileged:
+            # the sandbox user may not be able to enter the directories above the scratch and
+            # the staged system (a private TMPDIR); the child shows both to bwrap at mount
+            # points every user can reach
+            publish = _mountpoints()
+            renames = {}
+            if overlay is not None:
+                renames[str(overlay.merged)] = str(publish / "workspace")
+            if system_root is not None:
+                renames.update({f"{system_root}/sys/{top}": str(publish / "system" / top)
+                                for top in ("usr", "opt", "etc")})
+            options = [renames.get(a, a) for a in options]
+        args_r = _args_pipe(["--info-fd", str(info_w), "--seccomp", str(sec_r), *options], fds)
+        plan = namespaces.plan_for(
+            episode_dir=str(overlay.upper.parent) if overlay is not None else None,
+            lower=str(overlay.lower) if overlay is not None else None,
+            cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits, error_fd=err_w,
+            publish=str(publish) if publish else None, system_root=system_root)
+        if overlay is not None and not all(d.parent == overlay.upper.parent for d in
+                                           (overlay.work, overlay.merged, overlay.view)):
+            raise SandboxSetupError("an Overlay's directories must share one parent (Overlay.create)")
         try:
-            spawned.proc = subprocess.Popen(
-                full, stdin=stdin, stdout=stdout, stderr=stderr, close_fds=True,
-                pass_fds=(info_w, block_r, *pass_fds), start_new_session=True,
-                env={"PATH": os.environ.get("PATH", "")})
+            proc = subprocess.Popen(
+                [argv[0], "--args", str(args_r), *argv[cut:]], stdin=stdin, stdout=stdout, stderr=stderr,
+                close_fds=True, pass_fds=(info_w, sec_r, args_r, *pass_fds),
+                start_new_session=True, env={}, preexec_fn=lambda: namespaces.run_child(plan))
+        except subprocess.SubprocessError as exc:
+            raise SandboxSetupError(_child_error(err_r, exc)) from exc
         except FileNotFoundError as exc:
             raise SandboxSetupError(INSTALL_HINT) from exc
-        os.close(info_w)
-        os.close(block_r)
-        info_w = block_r = -1
+        for fd in (info_w, sec_r, args_r, err_w):
+            os.close(fd)
+            fds.remove(fd)
+        if privileged:
+            _give_pipes([f.fileno() for f in (proc.stdin, proc.stdout, proc.stderr) if f is not None])
+        spawned = Spawned(proc)
         info = _read_info(info_r)
         if info is None:
-            spawned.proc.wait()
-            raise SandboxSetupError(f"bwrap failed to start the sandbox (exit {spawned.proc.returncode})"
-                                    + _output_of(spawned.proc))
-        child = int(info["child-pid"])
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+            proc.wait()
+            raise SandboxSetupError(f"bwrap failed to start the sandbox (exit {proc.returncode})"
+                                    + _output_of(proc))
         spawned.pidns = f"pid:[{info['pid-namespace']}]"
-        for path in cgroup.procs_files() if cgroup else ():
-            with open(path, "w") as f:
-                f.write(str(child))
-        for res, value in _rlimits(limits):
-            resource.prlimit(child, res, (value, value))
-        os.write(block_w, b"1")
         return spawned
-    except BaseException:
-        if spawned.proc is not None and spawned.proc.poll() is None:
-            os.killpg(spawned.proc.pid, 9)
-            spawned.proc.wait()
-        spawned.detach_mount()
-        raise
     finally:
-        for fd in (info_r, info_w, block_r, block_w):
-            if fd >= 0:
-                os.close(fd)
+        for fd in fds:
+            os.close(fd)
+
+
+def _system_root(options: Sequence[str]) -> str | None:
+    """The staged :class:`MinimalSystem` behind ``--ro-bind ROOT/sys/usr /usr``, if any."""
+    for i in range(len(options) - 2):
+        if options[i] == "--ro-bind" and options[i + 2] == "/usr":
+            root = Path(options[i + 1]).parent.parent
+            if (root / "empty").is_dir() and (root / "sys").is_dir():
+                return str(root)
+    return None
+
+
+@cache
+def _mountpoints() -> Path:
+    """``/tmp/proofgym-mnt/{workspace,system}``: empty directories every user can reach, where
+    the child (as root, in its own mount namespace) shows ``bwrap`` the workspace and the
+    minimal system. Root-owned and writable only by root, or refused (``/tmp`` is shared)."""
+    base = Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()) / "proofgym-mnt"
+    for path in (base, base / "workspace", base / "system"):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o755)
+        st = path.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+            raise SandboxSetupError(f"{path} must be a directory owned by root and writable only "
+                                    "by it (sandboxes see their workspace and system through it); "
+                                    "remove it")
+    return base
+
+
+def _pipe(fds: list[int]) -> tuple[int, int]:
+    r, w = os.pipe()
+    fds += [r, w]
+    return r, w
+
+
+def _args_pipe(args: Sequence[str], fds: list[int]) -> int:
+    data = b"".join(os.fsencode(a) + b"\0" for a in args)
+    r, w = _pipe(fds)
+    if len(data) > 65536:  # a pipe holds 64 KiB without a reader
+        raise SandboxSetupError(f"the sandbox command line is {len(data)} bytes; keep it under "
+                                "64 KiB (pass large inputs as files)")
+    os.write(w, data)
+    os.close(w)
+    fds.remove(w)
+    return r
+
+
+def _child_error(err_r: int, exc: BaseException) -> str:
+    os.set_blocking(err_r, False)
+    try:
+        why = os.read(err_r, 4096).decode(errors="replace")
+    except OSError:
+        why = ""
+    if os.geteuid() == 0:
+        hint = ("As root the sandbox is set up in a private mount namespace and then run as the "
+                f"unprivileged sandbox user ({namespaces.SANDBOX_UID_ENV}).")
+    else:
+        hint = ("The kernel must allow unprivileged user namespaces (sysctl "
+                "kernel.unprivileged_userns_clone=1) and overlayfs in them (Linux >= 5.11).")
+    return f"could not prepare the sandbox's namespace and overlay: {why or exc}. {hint}"
+
+
+def _give_pipes(fds: Sequence[int]) -> None:
+    """Pipes we made belong to root with mode 0600: a sandbox process that reopens one by name
+    (``/dev/stdout``, ``--junitxml=/dev/fd/4``) must find it its own, as it did when the sandbox
+    user was root."""
+    uid, gid = namespaces.sandbox_ids()
+    for fd in fds:
+        st = os.fstat(fd)
+        if stat.S_ISFIFO(st.st_mode) and st.st_uid == 0:
+            os.fchown(fd, uid, gid)
+
+
+def _own_upper(upper: Path) -> None:
+    """Files put into the upper directory from the host (a grader's artifact files) belong to
+    the sandbox user, as if the sandbox had written them."""
+    uid, gid = namespaces.sandbox_ids()
+    for dirpath, dirnames, filenames in os.walk(upper):
+        for name in (".", *dirnames, *filenames):
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if st.st_uid != uid or st.st_gid != gid:
+                os.lchown(path, uid, gid)
 
 
 def _read_info(fd: int, timeout_s: float = 20.0) -> dict | None:
@@ -274,25 +399,10 @@ def _output_of(proc: subprocess.Popen[bytes]) -> str:
 
 
 def _rlimits(limits: SandboxLimits) -> list[tuple[int, int]]:
+    """Per-process limits. ``RLIMIT_NPROC`` counts every process of the host uid, so as root
+    (where all sandboxes share the sandbox user and the cgroup caps processes per sandbox) it
+    is left out."""
     return [(resource.RLIMIT_AS, limits.memory_mb << 20),
             (resource.RLIMIT_FSIZE, limits.max_file_size_mb << 20),
             (resource.RLIMIT_NPROC, limits.max_processes),
             (resource.RLIMIT_CORE, 0)]
-
-
-def _spawn_unprivileged(argv: Sequence[str], overlay: Overlay | None, limits: SandboxLimits,
-                        cgroup: SandboxCgroup | None, pass_fds: Sequence[int], stdin: int | None,
-                        stdout: int | None, stderr: int | None) -> subprocess.Popen[bytes]:
-    procs = tuple(cgroup.procs_files()) if cgroup else ()
-    try:
-        return subprocess.Popen(
-            list(argv), stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=tuple(pass_fds),
-            start_new_session=True, close_fds=True, env={"PATH": os.environ.get("PATH", "")},
-            preexec_fn=lambda: _enter_namespace(overlay, procs, limits, privileged=False))
-    except subprocess.SubprocessError as exc:  # the preexec hook failed: say what and how to fix
-        raise SandboxSetupError(
-            f"could not prepare the sandbox's user and mount namespace and overlay: {exc}. The "
-            "kernel must allow unprivileged user namespaces (sysctl "
-            "kernel.unprivileged_userns_clone=1) and overlayfs in them (Linux >= 5.11).") from exc
-    except FileNotFoundError as exc:
-        raise SandboxSetupError(INSTALL_HINT) from exc

@@ -50,6 +50,12 @@ SANDBOX_PYLIB = f"{SANDBOX_PYTHON}/lib"
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime")
 
 
+#: The staged tree: ``sys/{usr,opt,etc}`` and an empty ``empty/``. Each sandbox sees ``sys``
+#: through a read-only overlay ``lowerdir=sys:empty`` of its own, so the sandbox's mountinfo
+#: shows ``/usr``, not the host path of the staged tree.
+_LAYOUT = b"layout 2: sys/ + empty/\n"
+
+
 class SandboxSetupError(RuntimeError):
     """The host cannot provide what the sandbox needs (missing tool, package or kernel feature)."""
 
@@ -59,8 +65,8 @@ class MinimalSystem:
     """The read-only system of a sandbox, staged once as a small directory tree.
 
     ``files`` maps sandbox paths to host files. They are hard-linked (or, across file systems,
-    copied) into a content-keyed directory under the host's temp dir, which the sandbox mounts
-    as ``/usr``, ``/opt`` and ``/etc``: three mounts instead of one per file (bubblewrap spends
+    copied) into a content-keyed directory under the host's temp dir, whose ``sys/`` the sandbox
+    mounts as ``/usr``, ``/opt`` and ``/etc``: three mounts instead of one per file (bubblewrap spends
     about half a millisecond per mount), and nothing else of the host is reachable.
 
     Invariant: every file staged is a tool of :data:`SYSTEM_TOOLS`, a shared library one of them
@@ -101,7 +107,7 @@ class MinimalSystem:
             if link.is_symlink():
                 args += ["--symlink", str(link.readlink()), f"/{name}"]
         for top in ("usr", "opt", "etc"):
-            args += ["--ro-bind", str(self.root / top), f"/{top}"]
+            args += ["--ro-bind", str(self.root / "sys" / top), f"/{top}"]
         return args
 
     @property
@@ -111,7 +117,7 @@ class MinimalSystem:
 
 def _inputs_key(packages: tuple[str, ...]) -> str:
     """Changes whenever the tools, the interpreter, its standard library or the packages do."""
-    digest = hashlib.sha256(repr((sys.executable, sys.version, packages, SYSTEM_TOOLS)).encode())
+    digest = hashlib.sha256(repr((sys.executable, sys.version, packages, SYSTEM_TOOLS, _LAYOUT)).encode())
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     paths = [Path(sys.executable).resolve(), stdlib, stdlib / "lib-dynload", Path("/usr/bin"),
              Path("/usr/lib/x86_64-linux-gnu"), Path("/etc/ld.so.cache")]
@@ -129,7 +135,7 @@ def _inputs_key(packages: tuple[str, ...]) -> str:
 
 def _stage(files: tuple[tuple[str, str], ...]) -> Path:
     """The staged tree for ``files`` (``(sandbox path, host path)``), built once per content."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(_LAYOUT)
     for dest, src in files:
         st = os.stat(src)
         digest.update(f"{dest}\0{src}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -138,7 +144,7 @@ def _stage(files: tuple[tuple[str, str], ...]) -> Path:
         return root
     tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", dir=root.parent))
     for dest, src in files:
-        target = tmp / dest.lstrip("/")
+        target = tmp / "sys" / dest.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(src, target)
@@ -146,9 +152,10 @@ def _stage(files: tuple[tuple[str, str], ...]) -> Path:
             shutil.copy2(src, target)
     ver = _version()
     for name in ("python3", "python"):
-        (tmp / SANDBOX_PYTHON.lstrip("/") / "bin" / name).symlink_to(f"python{ver}")
+        (tmp / "sys" / SANDBOX_PYTHON.lstrip("/") / "bin" / name).symlink_to(f"python{ver}")
     for top in ("usr", "opt", "etc"):
-        (tmp / top).mkdir(exist_ok=True)
+        (tmp / "sys" / top).mkdir(parents=True, exist_ok=True)
+    (tmp / "empty").mkdir()
     for d in (tmp, *tmp.rglob("*")):
         if d.is_dir() and not d.is_symlink():
             d.chmod(0o755)
