@@ -1,0 +1,409 @@
+"""The trusted supervisor: pid 1 of a sandbox, the only end of the control channel inside it.
+
+This file is a program, not a module of proofgym: the host passes its source to the sandbox's
+interpreter (``python3 -I -S -c SOURCE``), so it uses the standard library only and imports
+nothing of proofgym. See :mod:`proofgym.runtimes.sandbox.shell` for the host side.
+
+Why it cannot be impersonated: the control channel is the supervisor's stdin and stdout, moved
+to close-on-exec descriptors before anything else runs, so no agent process ever holds them;
+``PR_SET_DUMPABLE=0`` keeps the agent (same uid, no capabilities) out of ``/proc/1/fd`` and
+``ptrace``; the kernel does not deliver SIGKILL/SIGSTOP, or any signal without a handler, from
+inside a pid namespace to its init. Each ``bash`` call is a fresh ``bash -c`` whose exit status
+comes from ``waitpid``; when it returns, every other process of the namespace is killed
+(``kill(-1, SIGKILL)`` from init) and reaped, so nothing of the agent outlives a call.
+The file tools are done here, never through the agent's shell, resolving each path component
+relative to a directory descriptor with ``O_NOFOLLOW``.
+
+Frames, both ways: 4-byte big-endian length, then a ``marshal``-ed dict of str/bytes/int/float/
+bool/None/list/tuple (the host runs the same interpreter, so the format matches).
+"""
+
+import marshal
+import os
+import select
+import signal
+import stat
+import time
+
+MAGIC = b"PGSV1\n"
+WORKSPACE = "/workspace"
+BASH = "/usr/bin/bash"
+MAX_STATE = 256 * 1024
+#: Environment names a saved state may not set: they would run code in the next call's shell
+#: before its command (BASH_ENV, exported functions) or change how bash parses it.
+_UNSAFE_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "LD_PRELOAD", "LD_AUDIT",
+               "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH")
+
+# $1 = the command, $2 = the working directory to start in. On exit (also `exit N` inside the
+# command) the working directory and exported variables are written NUL-separated to fd 3; the
+# supervisor parses them as data, never as code.
+WRAPPER = r"""builtin cd -- "$2" 2>/dev/null || builtin cd /workspace
+__pg_save() { builtin local __pg_n; { builtin printf '%s\0' "$PWD"
+for __pg_n in $(builtin compgen -e); do builtin printf '%s=%s\0' "$__pg_n" "${!__pg_n}"; done
+} >&3 2>/dev/null; }
+builtin trap __pg_save EXIT
+__pg_cmd=$1
+builtin set --
+builtin eval "$__pg_cmd"
+"""
+
+
+def _prctl_not_dumpable():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
+
+
+class Channel:
+    def __init__(self, rfd, wfd):
+        self.rfd, self.wfd = rfd, wfd
+
+    def _exact(self, n):
+        parts, got = [], 0
+        while got < n:
+            chunk = os.read(self.rfd, min(n - got, 1 << 20))
+            if not chunk:
+                raise EOFError
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    def recv(self):
+        return marshal.loads(self._exact(int.from_bytes(self._exact(4), "big")))
+
+    def send(self, obj):
+        data = marshal.dumps(obj)
+        view = memoryview(len(data).to_bytes(4, "big") + data)
+        while view:
+            view = view[os.write(self.wfd, view):]
+
+
+# ----------------------------------------------------------------------- processes
+def reap_all(kill):
+    """Reap every child; with ``kill`` first SIGKILL every other process of the namespace and
+    wait until none is left (orphans are re-parented to us, so ECHILD means none)."""
+    while True:
+        if kill:
+            _kill_all()
+        try:
+            pid, _ = os.waitpid(-1, 0 if kill else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not kill and pid == 0:
+            return
+
+
+def _kill_all():
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:  # nothing left to kill
+        return False
+    return True
+
+
+def live_others():
+    """Processes of the namespace other than us that are not zombies."""
+    n = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name == "1":
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            n += 1
+    return n
+
+
+class Runner:
+    def __init__(self):
+        self.base_env = {k: v for k, v in os.environb.items()}
+        self.cwd = WORKSPACE.encode()
+        self.env = dict(self.base_env)
+
+    def _spawn(self, command, cwd, env, out_w, state_w):
+        envlist = {k: v for k, v in env.items()}
+        return os.posix_spawn(
+            BASH, [b"bash", b"--noprofile", b"--norc", b"-c", WRAPPER.encode(), b"bash", command, cwd],
+            envlist,
+            file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                          (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, out_w, 2),
+                          (os.POSIX_SPAWN_DUP2, state_w, 3)],
+            setsid=True,
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
+                       signal.SIGQUIT, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2),
+            setsigmask=())
+
+    def run(self, req):
+        command, timeout, max_out = req["cmd"], req["timeout"], req["max_out"]
+        deadline = _now() + timeout
+        out_r, out_w = os.pipe()
+        st_r, st_w = os.pipe()
+        note = None
+        try:
+            try:
+                pid = self._spawn(command, self.cwd, self.env, out_w, st_w)
+            except OSError as exc:  # e.g. a saved environment too large to exec: start clean
+                note = (f"the saved working directory and variables could not be restored ({exc}); "
+                        "they were reset")
+                self.cwd, self.env = WORKSPACE.encode(), dict(self.base_env)
+                pid = self._spawn(command, self.cwd, self.env, out_w, st_w)
+        finally:
+            os.close(out_w)
+            os.close(st_w)
+        pidfd = os.pidfd_open(pid)
+        out, state = bytearray(), bytearray()
+        total = 0
+        timed_out = exceeded = False
+        status = None
+        poll = select.poll()
+        for fd in (out_r, st_r, pidfd):
+            poll.register(fd, select.POLLIN)
+        open_fds = {out_r, st_r}
+        while status is None:
+            remaining = deadline - _now()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for fd, _ev in poll.poll(remaining * 1000):
+                if fd == pidfd:
+                    status = os.waitpid(pid, 0)[1]
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    poll.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                if fd == out_r:
+                    total += len(chunk)
+                    room = max_out - len(out)
+                    out += chunk[:room]
+                    if total > max_out:
+                        exceeded = True
+                elif len(state) < MAX_STATE:
+                    state += chunk
+            if exceeded:
+                break
+        stragglers = 0
+        if status is None:  # timeout or too much output: the command itself is killed too
+            reap_all(kill=True)
+        else:
+            reap_all(kill=False)
+            stragglers = live_others()
+            if stragglers:
+                reap_all(kill=True)
+        # every writer is gone: what is left in the pipes is bounded by their buffers
+        for fd in list(open_fds):
+            while True:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                if fd == out_r:
+                    total += len(chunk)
+                    out += chunk[: max(0, max_out - len(out))]
+                    exceeded = exceeded or total > max_out
+                elif len(state) < MAX_STATE:
+                    state += chunk
+        for fd in (out_r, st_r, pidfd):
+            os.close(fd)
+        if not timed_out and not exceeded:
+            self._save_state(bytes(state))
+        return {"out": bytes(out), "status": status, "timed_out": timed_out, "exceeded": exceeded,
+                "stragglers": stragglers, "note": note}
+
+    def _save_state(self, data):
+        parts = data.split(b"\0")
+        if len(parts) < 2 or not parts[0].startswith(b"/"):
+            return  # the command did not leave a state (killed, or fd 3 closed): keep the last
+        env = dict(self.base_env)
+        for item in parts[1:-1]:
+            name, sep, value = item.partition(b"=")
+            if not sep or not _valid_name(name) or name.decode() in _UNSAFE_ENV:
+                continue
+            env[name] = value
+        self.cwd, self.env = parts[0], env
+
+
+def _valid_name(name):
+    return bool(name) and not name[:1].isdigit() and all(c == 95 or 48 <= c <= 57 or 65 <= c <= 90
+                                                          or 97 <= c <= 122 for c in name)
+
+
+def _now():
+    return time.monotonic()
+
+
+# ------------------------------------------------------------------------ file tools
+class FileError(Exception):
+    def __init__(self, kind, **extra):
+        super().__init__(kind)
+        self.kind, self.extra = kind, extra
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_dir(root, parts, create):
+    """A descriptor of ``root/parts...``, every component opened with O_NOFOLLOW relative to
+    its parent; ``create`` makes missing directories (``mkdir -p``)."""
+    fd = os.dup(root)
+    for part in parts:
+        try:
+            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                os.close(fd)
+                raise FileError("missing") from None
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                os.close(fd)
+                raise FileError("os", msg=f"{part.decode(errors='replace')}: {exc.strerror}") from None
+        except OSError as exc:
+            os.close(fd)
+            kind = "symlink" if _is_link(fd, part) else ("notdir" if exc.errno == 20 else "os")
+            raise FileError(kind, msg=exc.strerror) from None
+        os.close(fd)
+        fd = nfd
+    return fd
+
+
+def _is_link(dfd, name):
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _split(path):
+    parts = [p for p in path.split(b"/") if p and p != b"."]
+    if any(p == b".." for p in parts):
+        raise FileError("outside")
+    return parts
+
+
+class Files:
+    def __init__(self):
+        self.root = os.open(WORKSPACE, _DIR_FLAGS & ~os.O_NOFOLLOW)
+
+    def read(self, req):
+        parts = _split(req["path"])
+        if not parts:
+            raise FileError("isdir")
+        dfd = _open_dir(self.root, parts[:-1], create=False)
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=dfd)
+        except FileNotFoundError:
+            raise FileError("missing") from None
+        except OSError as exc:
+            raise FileError("symlink" if _is_link(dfd, parts[-1]) else "os", msg=exc.strerror) from None
+        finally:
+            os.close(dfd)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise FileError("isdir")
+            if not stat.S_ISREG(st.st_mode):
+                raise FileError("notreg")
+            limit = req["max"]
+            if st.st_size > limit:
+                raise FileError("big", size=st.st_size)
+            data = bytearray()
+            while len(data) <= limit:
+                chunk = os.read(fd, min(1 << 20, limit + 1 - len(data)))
+                if not chunk:
+                    break
+                data += chunk
+            if len(data) > limit:
+                raise FileError("big", size=len(data))
+            return {"data": bytes(data)}
+        finally:
+            os.close(fd)
+
+    def write(self, req):
+        parts = _split(req["path"])
+        if not parts:
+            raise FileError("isdir")
+        dfd = _open_dir(self.root, parts[:-1], create=True)
+        try:
+            fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                         | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+        except OSError as exc:
+            kind = "symlink" if _is_link(dfd, parts[-1]) else ("isdir" if exc.errno == 21 else "os")
+            raise FileError(kind, msg=exc.strerror) from None
+        finally:
+            os.close(dfd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise FileError("notreg")
+            os.ftruncate(fd, 0)
+            view = memoryview(req["data"])
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as exc:
+            raise FileError("os", msg=exc.strerror) from None
+        finally:
+            os.close(fd)
+        return {}
+
+    def list(self, req):
+        fd = _open_dir(self.root, _split(req["path"]), create=False)
+        try:
+            entries = []
+            with os.scandir(fd) as it:
+                for e in it:
+                    entries.append((os.fsencode(e.name), e.is_dir(follow_symlinks=False)))
+            return {"entries": sorted(entries)}
+        finally:
+            os.close(fd)
+
+
+# ----------------------------------------------------------------------------- main
+def main():
+    # The control channel: fds 0 and 1 from the host. Move them to close-on-exec descriptors
+    # and put /dev/null on 0-4, so no child ever holds them and new pipes land above 4.
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (3, 4):
+        if fd != null:
+            os.dup2(null, fd, inheritable=False)
+    ch = Channel(os.dup(0), os.dup(1))
+    for fd in (0, 1, 2):
+        os.dup2(null, fd, inheritable=False)
+    if null > 4:
+        os.close(null)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _prctl_not_dumpable()
+    runner, files = Runner(), Files()
+    os.write(ch.wfd, MAGIC)  # raw, so the host tells us from an error message of bwrap
+    ch.send({"ready": True})
+    while True:
+        try:
+            req = ch.recv()
+        except EOFError:
+            return
+        op = req.get("op")
+        try:
+            if op == "run":
+                resp = runner.run(req)
+            elif op == "quiesce":
+                reap_all(kill=True)
+                resp = {"others": live_others()}
+            elif op in ("read", "write", "list"):
+                resp = getattr(files, op)(req)
+            else:
+                resp = {"error": "badop"}
+        except FileError as exc:
+            resp = {"error": exc.kind, **exc.extra}
+        except OSError as exc:
+            resp = {"error": "os", "msg": f"{exc.strerror or exc}"}
+        ch.send(resp)
+
+
+if __name__ == "__main__":
+    main()
