@@ -36,11 +36,22 @@ _MAGIC = b"PGSV1\n"
 _PROCESS_PATTERNS = re.compile(rb"fork: retry|Resource temporarily unavailable|can't start new thread")
 
 
-@cache
+#: The sandbox's pid 1: the sandbox's interpreter, reading the supervisor's source from the
+#: channel first (:func:`supervisor_source`), so its command line stays short.
+SUPERVISOR_COMMAND = ("/opt/python/bin/python3", "-I", "-S", "-c",
+                      "import os\nn = int(os.read(0, 8))\ns = b''\nwhile len(s) < n:\n"
+                      "    s += os.read(0, n - len(s)) or os._exit(1)\nexec(s)")
+
+
 def supervisor_command() -> list[str]:
-    """The sandbox's pid 1: the sandbox's interpreter running the supervisor's source."""
-    source = (Path(__file__).with_name("supervisor.py")).read_text()
-    return ["/opt/python/bin/python3", "-I", "-S", "-c", source]
+    return list(SUPERVISOR_COMMAND)
+
+
+@cache
+def supervisor_source() -> bytes:
+    """What the host writes first to a sandbox started with :func:`supervisor_command`."""
+    source = Path(__file__).with_name("supervisor.py").read_bytes()
+    return b"%08d" % len(source) + source
 
 
 def ansi_c_quote(text: str) -> str:
@@ -103,6 +114,7 @@ class SandboxShell:
         self._poll.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
         self._buf = bytearray()
         self._pidns = pidns
+        self._send_raw(supervisor_source())
 
     # ------------------------------------------------------------------ start
     def wait_ready(self, timeout_s: float = 20.0) -> None:
@@ -197,7 +209,10 @@ class SandboxShell:
     # -------------------------------------------------------------------- I/O
     def _send(self, obj: dict[str, Any]) -> bool:
         data = marshal.dumps(obj)
-        view = memoryview(len(data).to_bytes(4, "big") + data)
+        return self._send_raw(len(data).to_bytes(4, "big") + data)
+
+    def _send_raw(self, data: bytes) -> bool:
+        view = memoryview(data)
         try:
             while view:
                 view = view[os.write(self._in, view):]

@@ -34,15 +34,17 @@ MAX_STATE = 256 * 1024
 _UNSAFE_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "LD_PRELOAD", "LD_AUDIT",
                "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH")
 
-# $1 = the command, $2 = the working directory to start in. On exit (also `exit N` inside the
-# command) the working directory and exported variables are written NUL-separated to fd 3; the
-# supervisor parses them as data, never as code.
-WRAPPER = r"""builtin cd -- "$2" 2>/dev/null || builtin cd /workspace
+# The command comes in $__PG_CMD (not in argv, so `ps` does not show it), the working directory
+# to start in as $1. On exit (also `exit N` inside the command) the working directory and
+# exported variables are written NUL-separated to fd 3; the supervisor parses them as data,
+# never as code. What the saving prints is dropped: it is not the command's output.
+WRAPPER = r"""builtin cd -- "$1" 2>/dev/null || builtin cd /workspace
 __pg_save() { builtin local __pg_n; { builtin printf '%s\0' "$PWD"
 for __pg_n in $(builtin compgen -e); do builtin printf '%s=%s\0' "$__pg_n" "${!__pg_n}"; done
-} >&3 2>/dev/null; }
-builtin trap __pg_save EXIT
-__pg_cmd=$1
+} >&3; }
+builtin trap '__pg_save >/dev/null 2>&1' EXIT
+__pg_cmd=$__PG_CMD
+builtin unset __PG_CMD
 builtin set --
 builtin eval "$__pg_cmd"
 """
@@ -126,10 +128,10 @@ class Runner:
         self.env = dict(self.base_env)
 
     def _spawn(self, command, cwd, env, out_w, state_w):
-        envlist = {k: v for k, v in env.items()}
+        env = dict(env)
+        env[b"__PG_CMD"] = command
         return os.posix_spawn(
-            BASH, [b"bash", b"--noprofile", b"--norc", b"-c", WRAPPER.encode(), b"bash", command, cwd],
-            envlist,
+            BASH, [b"bash", b"--noprofile", b"--norc", b"-c", WRAPPER.encode(), b"bash", cwd], env,
             file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
                           (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, out_w, 2),
                           (os.POSIX_SPAWN_DUP2, state_w, 3)],
