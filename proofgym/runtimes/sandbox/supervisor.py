@@ -32,17 +32,15 @@ MAX_STATE = 256 * 1024
 #: Environment names a saved state may not set: they would run code in the next call's shell
 #: before its command (BASH_ENV, exported functions) or change how bash parses it.
 _UNSAFE_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "LD_PRELOAD", "LD_AUDIT",
-               "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH")
+               "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH", "SHLVL", "_")
 
 # The command comes in $__PG_CMD (not in argv, so `ps` does not show it), the working directory
 # to start in as $1. On exit (also `exit N` inside the command) the working directory and
 # exported variables are written NUL-separated to fd 3; the supervisor parses them as data,
 # never as code. What the saving prints is dropped: it is not the command's output.
+# (`export -p` and `printf` are builtins: saving forks nothing.)
 WRAPPER = r"""builtin cd -- "$1" 2>/dev/null || builtin cd /workspace
-__pg_save() { builtin local __pg_n; { builtin printf '%s\0' "$PWD"
-for __pg_n in $(builtin compgen -e); do builtin printf '%s=%s\0' "$__pg_n" "${!__pg_n}"; done
-} >&3; }
-builtin trap '__pg_save >/dev/null 2>&1' EXIT
+builtin trap '{ builtin printf "%s\0" "$PWD"; builtin export -p; } >&3 2>/dev/null' EXIT
 __pg_cmd=$__PG_CMD
 builtin unset __PG_CMD
 builtin set --
@@ -101,6 +99,15 @@ def _kill_all():
     try:
         os.kill(-1, signal.SIGKILL)
     except ProcessLookupError:  # nothing left to kill
+        return False
+    return True
+
+
+def _any_other():
+    """Whether any process of the namespace but us exists (signal 0 probes without killing)."""
+    try:
+        os.kill(-1, 0)
+    except ProcessLookupError:
         return False
     return True
 
@@ -195,8 +202,8 @@ class Runner:
             reap_all(kill=True)
         else:
             reap_all(kill=False)
-            stragglers = live_others()
-            if stragglers:
+            if _any_other():
+                stragglers = live_others()
                 reap_all(kill=True)
         # every writer is gone: what is left in the pipes is bounded by their buffers
         for fd in list(open_fds):
@@ -218,16 +225,107 @@ class Runner:
                 "stragglers": stragglers, "note": note}
 
     def _save_state(self, data):
-        parts = data.split(b"\0")
-        if len(parts) < 2 or not parts[0].startswith(b"/"):
+        cwd, sep, exports = data.partition(b"\0")
+        if not sep or not cwd.startswith(b"/"):
             return  # the command did not leave a state (killed, or fd 3 closed): keep the last
         env = dict(self.base_env)
-        for item in parts[1:-1]:
-            name, sep, value = item.partition(b"=")
-            if not sep or not _valid_name(name) or name.decode() in _UNSAFE_ENV:
+        for name, value in parse_exports(exports):
+            if _valid_name(name) and name.decode() not in _UNSAFE_ENV:
+                env[name] = value
+        self.cwd, self.env = cwd, env
+
+
+_C_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("e"): 27, ord("E"): 27, ord("f"): 12, ord("n"): 10,
+              ord("r"): 13, ord("t"): 9, ord("v"): 11, ord("\\"): 92, ord("'"): 39, ord('"'): 34,
+              ord("?"): 63}
+
+
+def _double_quoted(data, i):
+    """Value of a ``"..."`` word starting after its quote: ``(bytes, index after the quote)``."""
+    value, n = bytearray(), len(data)
+    while i < n:
+        c = data[i]
+        if c == 0x5C and i + 1 < n:
+            nxt = data[i + 1]
+            if nxt in b'$`"\\':
+                value.append(nxt)
+                i += 2
                 continue
-            env[name] = value
-        self.cwd, self.env = parts[0], env
+            if nxt == 0x0A:
+                i += 2
+                continue
+        elif c == 0x22:
+            return bytes(value), i + 1
+        value.append(c)
+        i += 1
+    return None, n
+
+
+def _ansi_c(data, i):
+    """Value of a ``$'...'`` word starting after its quote: ``(bytes, index after the quote)``."""
+    value, n = bytearray(), len(data)
+    while i < n:
+        c = data[i]
+        if c == 0x27:
+            return bytes(value), i + 1
+        if c != 0x5C or i + 1 >= n:
+            value.append(c)
+            i += 1
+            continue
+        nxt = data[i + 1]
+        i += 2
+        if nxt in _C_ESCAPES:
+            value.append(_C_ESCAPES[nxt])
+        elif 0x30 <= nxt <= 0x37:  # \NNN, up to three octal digits
+            digits = bytes([nxt])
+            while len(digits) < 3 and i < n and 0x30 <= data[i] <= 0x37:
+                digits += data[i:i + 1]
+                i += 1
+            value.append(int(digits, 8) & 0xFF)
+        elif nxt == ord("x"):
+            digits = b""
+            while len(digits) < 2 and i < n and data[i:i + 1] in b"0123456789abcdefABCDEF":
+                digits += data[i:i + 1]
+                i += 1
+            value.append(int(digits or b"0", 16))
+        elif nxt == ord("c") and i < n:
+            value.append(data[i] & 0x1F)
+            i += 1
+        else:
+            value += bytes([0x5C, nxt])
+    return None, n
+
+
+def parse_exports(data):
+    """``(name, value)`` pairs from the output of bash's ``export -p``: lines
+    ``declare -FLAGS NAME="VALUE"``, ``declare -FLAGS NAME=$'VALUE'`` (bash's two quotings) or
+    ``declare -FLAGS NAME`` (no value: skipped). Anything else ends the parse: the text came from
+    the agent's shell, so it is read as data and never trusted to be well formed."""
+    pos, n = 0, len(data)
+    while pos < n:
+        if not data.startswith(b"declare -", pos):
+            return
+        space = data.find(b" ", pos + 9)
+        if space < 0:
+            return
+        eq = data.find(b"=", space + 1)
+        nl = data.find(b"\n", space + 1)
+        if nl < 0:
+            nl = n
+        if eq < 0 or nl < eq:  # no value
+            pos = nl + 1
+            continue
+        name = data[space + 1:eq]
+        if data[eq + 1:eq + 2] == b'"':
+            value, end = _double_quoted(data, eq + 2)
+        elif data[eq + 1:eq + 3] == b"$'":
+            value, end = _ansi_c(data, eq + 3)
+        else:
+            return
+        if value is None or data[end:end + 1] not in (b"\n", b""):
+            return
+        yield name, value
+        pos = end + 1
 
 
 def _valid_name(name):
