@@ -115,6 +115,8 @@ class SandboxShell:
         self._buf = bytearray()
         self._pidns = pidns
         self._send_raw(supervisor_source())
+        # the counters only move while a command runs: each call's "after" is the next "before"
+        self._last_counters = self._counters()
 
     # ------------------------------------------------------------------ start
     def wait_ready(self, timeout_s: float = 20.0) -> None:
@@ -156,7 +158,7 @@ class SandboxShell:
     def run(self, command: str, timeout_s: float) -> CommandOutcome:
         """Run ``command`` in a fresh ``bash -c`` (in the working directory and with the
         variables the previous call left)."""
-        before = self._counters()
+        before = self._last_counters
         reply = self.call({"op": "run", "cmd": command.encode("utf-8", "surrogateescape").replace(b"\0", b""),
                            "timeout": float(timeout_s), "max_out": self.max_output_bytes},
                           timeout_s + _GRACE_S)
@@ -168,7 +170,7 @@ class SandboxShell:
             code = os.waitstatus_to_exitcode(status)
             if code < 0:
                 code = 128 - code
-        oom, pids = self._counters()
+        oom, pids = self._last_counters = self._counters()
         out = reply["out"]
         failed = code != 0
         process_limit = pids > before[1] or (

@@ -34,15 +34,15 @@ MAX_STATE = 256 * 1024
 _UNSAFE_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "LD_PRELOAD", "LD_AUDIT",
                "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH", "SHLVL", "_")
 
-# The command comes in $__PG_CMD (not in argv, so `ps` does not show it), the working directory
-# to start in as $1. On exit (also `exit N` inside the command) the working directory and
-# exported variables are written NUL-separated to fd 3; the supervisor parses them as data,
-# never as code. What the saving prints is dropped: it is not the command's output.
-# (`export -p` and `printf` are builtins: saving forks nothing.)
+# The next call's shell is started (in the working directory $1) as soon as the previous call
+# ends, and waits for its command on fd 4, so a call does not wait for bash to start. On exit
+# (also `exit N` inside the command) the working directory and exported variables are written
+# to fd 3; the supervisor parses them as data, never as code. What the saving prints is dropped:
+# it is not the command's output. (`export -p` and `printf` are builtins: saving forks nothing.)
 WRAPPER = r"""builtin cd -- "$1" 2>/dev/null || builtin cd /workspace
 builtin trap '{ builtin printf "%s\0" "$PWD"; builtin export -p; } >&3 2>/dev/null' EXIT
-__pg_cmd=$__PG_CMD
-builtin unset __PG_CMD
+IFS= builtin read -r -d '' -u 4 __pg_cmd
+builtin exec 4<&-
 builtin set --
 builtin eval "$__pg_cmd"
 """
@@ -103,6 +103,16 @@ def _kill_all():
     return True
 
 
+def _write_all(fd, data):
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        return False
+    return True
+
+
 def _any_other():
     """Whether any process of the namespace but us exists (signal 0 probes without killing)."""
     try:
@@ -128,43 +138,84 @@ def live_others():
     return n
 
 
+class Job:
+    """A started shell waiting for its command."""
+
+    def __init__(self, pid, out_r, st_r, cmd_w, note):
+        self.pid, self.out_r, self.st_r, self.cmd_w, self.note = pid, out_r, st_r, cmd_w, note
+        self.pidfd = os.pidfd_open(pid)
+
+    def close(self):
+        for fd in (self.out_r, self.st_r, self.cmd_w, self.pidfd):
+            if fd >= 0:
+                os.close(fd)
+
+
 class Runner:
     def __init__(self):
         self.base_env = {k: v for k, v in os.environb.items()}
         self.cwd = WORKSPACE.encode()
         self.env = dict(self.base_env)
+        self.job = None
 
-    def _spawn(self, command, cwd, env, out_w, state_w):
-        env = dict(env)
-        env[b"__PG_CMD"] = command
+    def _spawn(self, out_w, st_w, cmd_r):
         return os.posix_spawn(
-            BASH, [b"bash", b"--noprofile", b"--norc", b"-c", WRAPPER.encode(), b"bash", cwd], env,
+            BASH, [b"bash", b"--noprofile", b"--norc", b"-c", WRAPPER.encode(), b"bash", self.cwd],
+            self.env,
             file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
                           (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, out_w, 2),
-                          (os.POSIX_SPAWN_DUP2, state_w, 3)],
+                          (os.POSIX_SPAWN_DUP2, st_w, 3), (os.POSIX_SPAWN_DUP2, cmd_r, 4)],
             setsid=True,
             setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
                        signal.SIGQUIT, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2),
             setsigmask=())
 
-    def run(self, req):
-        command, timeout, max_out = req["cmd"], req["timeout"], req["max_out"]
-        deadline = _now() + timeout
+    def prepare(self):
+        """Start the next call's shell (with the saved working directory and variables)."""
+        if self.job is not None:
+            return
         out_r, out_w = os.pipe()
         st_r, st_w = os.pipe()
+        cmd_r, cmd_w = os.pipe()
         note = None
         try:
             try:
-                pid = self._spawn(command, self.cwd, self.env, out_w, st_w)
+                pid = self._spawn(out_w, st_w, cmd_r)
             except OSError as exc:  # e.g. a saved environment too large to exec: start clean
                 note = (f"the saved working directory and variables could not be restored ({exc}); "
                         "they were reset")
                 self.cwd, self.env = WORKSPACE.encode(), dict(self.base_env)
-                pid = self._spawn(command, self.cwd, self.env, out_w, st_w)
+                pid = self._spawn(out_w, st_w, cmd_r)
+        except OSError:
+            for fd in (out_r, st_r, cmd_w):
+                os.close(fd)
+            raise
         finally:
-            os.close(out_w)
-            os.close(st_w)
-        pidfd = os.pidfd_open(pid)
+            for fd in (out_w, st_w, cmd_r):
+                os.close(fd)
+        self.job = Job(pid, out_r, st_r, cmd_w, note)
+
+    def discard(self):
+        """Forget the waiting shell (it was killed with every other process)."""
+        if self.job is not None:
+            self.job.close()
+            self.job = None
+
+    def run(self, req):
+        timeout, max_out = req["timeout"], req["max_out"]
+        deadline = _now() + timeout
+        self.prepare()
+        job, self.job = self.job, None
+        try:
+            return self._run(job, req["cmd"], deadline, max_out)
+        finally:
+            job.close()
+
+    def _run(self, job, command, deadline, max_out):
+        _write_all(job.cmd_w, command + b"\0")  # if the shell is gone, its status says so
+        os.close(job.cmd_w)
+        job.cmd_w = -1
+        out_r, st_r, pid, pidfd = job.out_r, job.st_r, job.pid, job.pidfd
         out, state = bytearray(), bytearray()
         total = 0
         timed_out = exceeded = False
@@ -217,12 +268,10 @@ class Runner:
                     exceeded = exceeded or total > max_out
                 elif len(state) < MAX_STATE:
                     state += chunk
-        for fd in (out_r, st_r, pidfd):
-            os.close(fd)
         if not timed_out and not exceeded:
             self._save_state(bytes(state))
         return {"out": bytes(out), "status": status, "timed_out": timed_out, "exceeded": exceeded,
-                "stragglers": stragglers, "note": note}
+                "stragglers": stragglers, "note": job.note}
 
     def _save_state(self, data):
         cwd, sep, exports = data.partition(b"\0")
@@ -466,6 +515,9 @@ class Files:
 
 # ----------------------------------------------------------------------------- main
 def main():
+    if os.getpid() != 1:  # kill(-1) outside a pid namespace of its own would hit the host
+        os.write(2, b"the proofgym supervisor only runs as pid 1 of a sandbox\n")
+        os._exit(2)
     # The control channel: fds 0 and 1 from the host. Move them to close-on-exec descriptors
     # and put /dev/null on 0-4, so no child ever holds them and new pipes land above 4.
     null = os.open("/dev/null", os.O_RDWR)
@@ -482,6 +534,7 @@ def main():
     runner, files = Runner(), Files()
     os.write(ch.wfd, MAGIC)  # raw, so the host tells us from an error message of bwrap
     ch.send({"ready": True})
+    runner.prepare()
     while True:
         try:
             req = ch.recv()
@@ -493,6 +546,7 @@ def main():
                 resp = runner.run(req)
             elif op == "quiesce":
                 reap_all(kill=True)
+                runner.discard()
                 resp = {"others": live_others()}
             elif op in ("read", "write", "list"):
                 resp = getattr(files, op)(req)
@@ -503,6 +557,11 @@ def main():
         except OSError as exc:
             resp = {"error": "os", "msg": f"{exc.strerror or exc}"}
         ch.send(resp)
+        if op == "run":
+            try:
+                runner.prepare()  # while the agent thinks
+            except OSError:
+                runner.job = None  # started again (and the failure reported) on the next call
 
 
 if __name__ == "__main__":
