@@ -263,6 +263,8 @@ class SandboxRuntime:
         if out.shell_lost:
             notes.append("[the sandbox stopped answering and was restarted: files are kept, the "
                          "working directory and variables are reset]")
+            if not out.timed_out:
+                raise ToolError(_join(text, *notes), "execution_error")
         if out.timed_out:
             budget_hit = time.monotonic() >= self._episode_deadline
             why = (f"the episode's time budget ({lim.episode_time_s:g} s)" if budget_hit

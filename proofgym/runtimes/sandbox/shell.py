@@ -164,6 +164,10 @@ class SandboxShell:
                           timeout_s + _GRACE_S)
         if reply is None:
             return CommandOutcome(b"", None, timed_out=True, shell_lost=True)
+        if "out" not in reply:  # the supervisor could not run it (its own limits were lowered)
+            self.kill()
+            return CommandOutcome(b"", None, shell_lost=True,
+                                  note=f"the sandbox could not run the command ({reply.get('msg')})")
         status = reply["status"]
         code = None
         if status is not None:
