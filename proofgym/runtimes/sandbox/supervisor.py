@@ -414,8 +414,8 @@ def _open_dir(root, parts, create):
                 os.close(fd)
                 raise FileError("os", msg=f"{part.decode(errors='replace')}: {exc.strerror}") from None
         except OSError as exc:
-            os.close(fd)
             kind = "symlink" if _is_link(fd, part) else ("notdir" if exc.errno == 20 else "os")
+            os.close(fd)
             raise FileError(kind, msg=exc.strerror) from None
         os.close(fd)
         fd = nfd
