@@ -328,19 +328,11 @@ class SandboxRuntime:
 
     def _freeze(self) -> None:
         """No process of the episode runs once this returns: the supervisor kills and reaps
-        them; if it cannot, the whole sandbox is killed and (with a cgroup) waited for."""
+        them; if it cannot, the whole sandbox is killed and waited for."""
         if self._shell is None or not self._shell.alive:
             return
-        if self._shell.quiesce():
-            return
-        self._stop()
-        if self._cgroup is not None:
-            for _ in range(500):
-                if not self._cgroup.pids():
-                    return
-                time.sleep(0.01)
-            raise SandboxSetupError("the sandbox's processes did not exit; refusing to read a "
-                                    "workspace that may still change")
+        if not self._shell.quiesce():
+            self._stop()  # waits until none of the sandbox's processes is left
 
     @property
     def workspace_changes_dir(self) -> Path:

@@ -72,6 +72,15 @@ def ansi_c_quote(text: str) -> str:
     return "".join(out)
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat.rsplit(b")", 1)[-1].split()[:1] != [b"Z"]
+
+
 @dataclass(frozen=True)
 class CommandOutcome:
     """What one command did. ``exit_code`` is ``None`` when no status was read (timeout, output
@@ -195,7 +204,10 @@ class SandboxShell:
 
     # -------------------------------------------------------------- lifetime
     def kill(self) -> None:
-        """End the whole sandbox: its pid namespace dies with its init."""
+        """End the whole sandbox and wait until none of its processes is left: its init (the
+        supervisor) dies with bwrap, and the kernel lets an init finish exiting only once every
+        other process of its pid namespace has."""
+        init = self._init_pid() if self.proc.poll() is None else None
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -205,8 +217,23 @@ class SandboxShell:
             self.proc.kill()
             self.proc.wait()
         for f in (self.proc.stdin, self.proc.stdout):
-            if f is not None:
+            if f is not None and not f.closed:
                 f.close()
+        if init is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(init, signal.SIGKILL)  # --die-with-parent does it too; do not wait on it
+            deadline = time.monotonic() + 5.0
+            while _alive(init) and time.monotonic() < deadline:
+                time.sleep(0.001)
+
+    def _init_pid(self) -> int | None:
+        """Host pid of the sandbox's init: the child of the outer bwrap process."""
+        try:
+            text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return None
+        pids = [int(p) for p in text.split()]
+        return pids[0] if pids else None
 
     @property
     def alive(self) -> bool:
