@@ -8,8 +8,13 @@ anything of the next call, and the supervisor itself must be out of the agent's 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from proofgym.runtimes.sandbox import SandboxRuntime
+from tests.conftest import require_tool
+from tests.sandbox_helpers import FAST_LIMITS
 from tests.security.conftest import bash, python_inside
 
 pytestmark = pytest.mark.sandbox
@@ -70,6 +75,7 @@ def test_forged_frames_on_any_reachable_descriptor_change_nothing(rt):
     assert bash(rt, "echo ok; exit 3").output == "ok\n[exit code 3]"
 
 
+# The next three guard risks of the supervisor design itself (no such surface existed before).
 def test_lowering_the_supervisors_limits_ends_in_a_usable_episode(rt):
     # pid 1 shares the agent's uid, so prlimit(2) on it may succeed: the episode must go on
     python_inside(rt, """
@@ -96,3 +102,21 @@ def test_exported_values_of_any_bytes_carry_over(rt):
     bash(rt, "export A=$'multi\\nline \"q\" $x \\\\ \\x01 \\xff' B=")
     r = bash(rt, "printf '%q|%q' \"$A\" \"$B\"")
     assert r.output == "$'multi\\nline \"q\" $x \\\\ \\001 \\377'|''", r
+
+
+def test_the_channel_holds_on_the_unprivileged_path(tmp_path, monkeypatch):
+    """The same attacks through the path taken without root (forced here as in
+    tests/test_sandbox_userns.py)."""
+    require_tool("bwrap")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with SandboxRuntime(tmp_path, limits=FAST_LIMITS, prestart=False) as runtime:
+        r = bash(runtime, "builtin() { command printf \"$2\" \"$3\" 0; }; false")
+        assert r.ok and "[exit code 1]" in r.output, r
+        bash(runtime, "trap 'echo INJECTED' DEBUG; ulimit -n 3")
+        assert bash(runtime, "echo clean").output == "clean"
+        r = python_inside(runtime, "import os\ntry:\n    os.open('/proc/1/fd/1', os.O_WRONLY)\n"
+                                   "    print('OPENED')\nexcept OSError:\n    print('refused')")
+        assert r.output == "refused", r
+        bash(runtime, "nohup sleep 100 >/dev/null 2>&1 & disown; echo x > a")
+        assert runtime.snapshot().files == {"a": b"x\n"}
+        assert int(bash(runtime, "ps -e -o pid= | wc -l").output) <= 4

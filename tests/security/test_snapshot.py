@@ -18,8 +18,8 @@ from proofgym.runtimes.artifact import Artifact
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from proofgym.runtimes.sandbox.changes import read_changes
 from tests.conftest import require_tool
-from tests.security.conftest import bash
 from tests.sandbox_helpers import FAST_LIMITS
+from tests.security.conftest import bash
 
 pytestmark = pytest.mark.sandbox
 
