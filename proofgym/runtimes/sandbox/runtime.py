@@ -34,12 +34,15 @@ log = logging.getLogger(__name__)
 
 
 class SandboxRuntime:
-    """Runs ``bash`` and file tools in a bubblewrap sandbox, one persistent shell per episode.
+    """Runs ``bash`` and file tools in a bubblewrap sandbox, one sandbox per episode.
 
     The sandbox sees a read-only minimal system (``/usr``, Python with only ``packages`` in its
     ``site-packages``), a private ``/tmp``, no network, and ``/workspace``: a copy-on-write
     overlay over the read-only task snapshot set with :meth:`use_snapshot`. Only the workspace
-    and ``/tmp`` are writable.
+    and ``/tmp`` are writable. The sandbox's pid 1 is a trusted supervisor (see
+    :mod:`~proofgym.runtimes.sandbox.shell`): each ``bash`` call is a fresh shell whose status
+    and output it reports, the file tools are done by it, and no process of the agent outlives
+    a call.
 
     Invariants:
         * ``reset()`` costs the same for 10 or 10,000 snapshot files (it never copies the
@@ -48,7 +51,9 @@ class SandboxRuntime:
         * ``execute`` never raises for agent input: limits and failures come back as typed
           :class:`ToolResult` errors (``timeout``, ``execution_error``, ``denied``,
           ``invalid_arguments``).
-        * ``snapshot()`` holds exactly the files the agent wrote, created or deleted.
+        * ``snapshot()`` holds exactly the files the agent wrote, created or deleted, read with
+          every process of the episode stopped and without following links; over the artifact
+          limits it holds no files and ``meta["limit_exceeded"]`` says why.
         * Construction fails with :class:`SandboxSetupError` when bwrap (or a kernel feature)
           is missing; there is no unisolated fallback.
 
