@@ -1,5 +1,5 @@
 """A bubblewrap sandbox runtime: no network, a read-only minimal system, a copy-on-write
-workspace over a read-only task snapshot, a persistent shell, per-command limits."""
+workspace over a read-only task snapshot, a trusted supervisor as pid 1, per-command limits."""
 
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.runtime import SandboxRuntime

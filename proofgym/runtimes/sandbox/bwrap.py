@@ -83,13 +83,17 @@ class Overlay:
 
 
 def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command: Sequence[str], *,
-               workspace: Path | None, extra_ro: Sequence[tuple[str, str]] = ()) -> list[str]:
+               workspace: Path | None, extra_ro: Sequence[tuple[str, str]] = (),
+               as_pid_1: bool = False) -> list[str]:
     """The ``bwrap`` command line: fresh namespaces (no network), the minimal read-only system,
-    a private ``/tmp``, and ``workspace`` (the merged overlay) as the only writable host tree."""
+    a private ``/tmp``, and ``workspace`` (the merged overlay) as the only writable host tree.
+    With ``as_pid_1`` the command itself is the pid namespace's init (the trusted supervisor)."""
     argv = [bwrap, "--unshare-user", "--uid", "1000", "--gid", "1000", "--disable-userns",
             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
             "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--clearenv"]
+    if as_pid_1:
+        argv.append("--as-pid-1")
     env = {"PATH": system.path, "HOME": "/tmp", "USER": "agent", "LOGNAME": "agent",
            "LANG": "C.UTF-8", "TERM": "dumb", "LD_LIBRARY_PATH": SANDBOX_PYLIB,
            "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",

@@ -1,30 +1,66 @@
-"""Reading an overlay's upper directory as the set of files the sandbox changed."""
+"""Reading an overlay's upper directory as the set of files the sandbox changed.
+
+The upper directory is written by the agent, so it is read as hostile: every entry is opened
+relative to its parent directory's descriptor with ``O_NOFOLLOW`` (no path is resolved twice,
+a symlink is recorded as skipped and never followed), and the walk stops at the artifact limits
+of :class:`SandboxLimits` before reading content past them. Names are bytes throughout and
+become ``str`` with ``os.fsdecode`` (surrogate escapes), so any file name round-trips.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from proofgym.runtimes.sandbox.limits import SandboxLimits
 
 #: Caches are never part of an artifact: they are not the agent's work, and a planted bytecode
 #: cache could stand in for a restored source file when the artifact is graded.
-_SKIPPED_PARTS = frozenset({"__pycache__", ".pytest_cache"})
+_SKIPPED_PARTS = frozenset({b"__pycache__", b".pytest_cache"})
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
-def _opaque(path: Path) -> bool:
+@dataclass
+class Changes:
+    """What :func:`read_changes` found. ``limit_exceeded`` names the artifact limit an episode
+    went over; ``files`` and ``skipped`` are then empty (nothing past a limit is read)."""
+
+    files: dict[str, bytes | None] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    limit_exceeded: str | None = None
+
+
+class _OverLimit(Exception):
+    pass
+
+
+def display_path(rel: bytes) -> str:
+    """A path for messages and metadata: valid UTF-8, undecodable bytes shown as ``\\xNN``."""
+    return rel.decode("utf-8", "backslashreplace")
+
+
+def _skipped(rel: bytes) -> bool:
+    return bool(_SKIPPED_PARTS.intersection(rel.split(b"/"))) or rel.endswith(b".pyc")
+
+
+def _opaque(fd: int) -> bool:
     for name in ("trusted.overlay.opaque", "user.overlay.opaque"):
         try:
-            if os.getxattr(path, name, follow_symlinks=False) == b"y":
+            if os.getxattr(fd, name) == b"y":
                 return True
         except OSError:
             continue
     return False
 
 
-def _lower_files(lower: Path, rel: str) -> list[str]:
-    """Regular files under ``lower/rel`` (a file or a directory), as workspace-relative paths."""
-    base = lower / rel
-    if base.is_symlink() or base.is_file():
+def _lower_files(lower: bytes, rel: bytes) -> list[bytes]:
+    """Regular files under ``lower/rel`` (a file or a directory), as workspace-relative paths.
+    The lower tree is the read-only task snapshot, not written by the agent."""
+    base = os.path.join(lower, rel)
+    if os.path.islink(base) or os.path.isfile(base):
         return [rel]
     out = []
     for dirpath, _dirs, files in os.walk(base):
@@ -33,53 +69,133 @@ def _lower_files(lower: Path, rel: str) -> list[str]:
     return out
 
 
-def _skipped(rel: str) -> bool:
-    parts = rel.split("/")
-    return bool(_SKIPPED_PARTS.intersection(parts)) or rel.endswith(".pyc")
+def _unchanged(lower: bytes, rel: bytes, content: bytes) -> bool:
+    old = os.path.join(lower, rel)
+    try:
+        st = os.lstat(old)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(content):
+            return False
+        with open(old, "rb") as f:
+            return f.read() == content
+    except OSError:
+        return False
 
 
-def read_changes(upper: Path, lower: Path) -> tuple[dict[str, bytes | None], list[str]]:
-    """Files written, created (new content) or deleted (``None``) relative to ``lower``, and the
-    paths left out (symlinks, special files, caches).
+class _Walk:
+    def __init__(self, lower: Path, limits: SandboxLimits) -> None:
+        self.lower = os.fsencode(lower)
+        self.limits = limits
+        self.files: dict[bytes, bytes | None] = {}
+        self.skipped: list[bytes] = []
+        self.seen: set[bytes] = set()
+        self.total = 0
+        self.entries = 0
 
-    A file rewritten with its original content is not a change. ``upper`` must not be mounted
-    for writing while this runs (snapshot a stopped or idle sandbox).
-    """
-    files: dict[str, bytes | None] = {}
-    skipped: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(upper):
-        reldir = os.path.relpath(dirpath, upper)
-        reldir = "" if reldir == "." else reldir
-        for d in list(dirnames):
-            rel = os.path.join(reldir, d)
-            full = Path(dirpath) / d
-            if full.is_symlink():  # os.walk lists a symlink to a directory here; never followed
-                skipped.append(rel)
+    def _check_path(self, rel: bytes) -> None:
+        if len(rel) > self.limits.artifact_max_path_bytes:
+            raise _OverLimit(f"a path is longer than {self.limits.artifact_max_path_bytes} bytes "
+                             f"(artifact_max_path_bytes): {display_path(rel[:200])}...")
+        self.entries += 1
+        # every entry costs memory here even when it is no change: bound the walk too
+        if self.entries > 4 * self.limits.artifact_max_files:
+            raise _OverLimit(f"the workspace has more than {4 * self.limits.artifact_max_files} "
+                             "changed entries (4 x artifact_max_files)")
+
+    def directory(self, dfd: int, rel: bytes) -> None:
+        with os.scandir(dfd) as it:
+            names = sorted(os.fsencode(e.name) for e in it)
+        for name in names:
+            child = rel + b"/" + name if rel else name
+            self._check_path(child)
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
                 continue
-            if _opaque(full) and (lower / rel).is_dir():  # deleted and re-created: lower hidden
-                upper_has = {os.path.relpath(os.path.join(dp, f), upper)
-                             for dp, _d, fs in os.walk(full) for f in fs}
-                for f in _lower_files(lower, rel):
-                    if f not in upper_has and not _skipped(f):
-                        files[f] = None
-        for name in filenames:
-            rel = os.path.join(reldir, name)
-            full = Path(dirpath) / name
-            st = full.lstat()
-            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # an overlay whiteout: deleted
-                for f in _lower_files(lower, rel) if (lower / rel).exists() else []:
-                    if not _skipped(f):
-                        files[f] = None
+            if stat.S_ISDIR(st.st_mode):
+                self._subdirectory(dfd, name, child)
+            elif stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # an overlay whiteout: deleted
+                self.seen.add(child)
+                if os.path.lexists(os.path.join(self.lower, child)):
+                    for f in _lower_files(self.lower, child):
+                        if not _skipped(f):
+                            self.files[f] = None
+            elif _skipped(child):
                 continue
-            if _skipped(rel):
-                continue
+            elif stat.S_ISREG(st.st_mode):
+                self.seen.add(child)
+                self._file(dfd, name, child)
+            else:  # symlinks, fifos, sockets: recorded, never followed
+                self.seen.add(child)
+                self.skipped.append(child)
+
+    def _subdirectory(self, dfd: int, name: bytes, rel: bytes) -> None:
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+        except OSError:  # replaced by a link or removed since it was listed: not followed
+            self.skipped.append(rel)
+            return
+        try:
+            opaque = _opaque(fd)
+            self.directory(fd, rel)
+        finally:
+            os.close(fd)
+        if opaque and os.path.isdir(os.path.join(self.lower, rel)):  # deleted and re-created
+            for f in _lower_files(self.lower, rel):
+                if f not in self.seen and not _skipped(f):
+                    self.files[f] = None
+
+    def _file(self, dfd: int, name: bytes, rel: bytes) -> None:
+        lim = self.limits
+        try:
+            fd = os.open(name, _FILE_FLAGS, dir_fd=dfd)
+        except OSError:
+            self.skipped.append(rel)
+            return
+        try:
+            st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                skipped.append(rel)
-                continue
-            content = full.read_bytes()
-            old = lower / rel
-            if old.is_file() and not old.is_symlink() and old.stat().st_size == len(content) \
-                    and old.read_bytes() == content:
-                continue
-            files[rel] = content
-    return dict(sorted(files.items())), sorted(skipped)
+                self.skipped.append(rel)
+                return
+            # apparent size: a sparse file counts in full, and nothing over the budget is read
+            if self.total + st.st_size > lim.artifact_max_bytes:
+                raise _OverLimit(f"the changed files hold more than {lim.artifact_max_bytes} bytes "
+                                 f"(artifact_max_bytes; {display_path(rel)} alone has "
+                                 f"{st.st_size})")
+            chunks, got = [], 0
+            while got <= st.st_size:
+                chunk = os.read(fd, min(1 << 20, st.st_size + 1 - got))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+            content = b"".join(chunks)[: st.st_size]
+        finally:
+            os.close(fd)
+        if _unchanged(self.lower, rel, content):
+            return
+        self.total += len(content)
+        self.files[rel] = content
+        if len(self.files) > lim.artifact_max_files:
+            raise _OverLimit(f"more than {lim.artifact_max_files} files changed "
+                             "(artifact_max_files)")
+
+
+def read_changes(upper: Path, lower: Path, limits: SandboxLimits | None = None) -> Changes:
+    """Files written, created (new content) or deleted (``None``) relative to ``lower``, the
+    paths left out (symlinks, special files), and which artifact limit was exceeded, if any.
+
+    A file rewritten with its original content is not a change; caches (``__pycache__``,
+    ``.pytest_cache``, ``*.pyc``) are left out. Read a stopped sandbox: no process may still
+    write to ``upper`` (a running one could only make the result inconsistent, never make it
+    include a file outside ``upper``).
+    """
+    walk = _Walk(lower, limits or SandboxLimits())
+    fd = os.open(upper, _DIR_FLAGS)
+    try:
+        walk.directory(fd, b"")
+    except _OverLimit as exc:
+        return Changes(limit_exceeded=str(exc))
+    finally:
+        os.close(fd)
+    files = {os.fsdecode(p): c for p, c in sorted(walk.files.items())}
+    return Changes(files, sorted(display_path(p) for p in walk.skipped))

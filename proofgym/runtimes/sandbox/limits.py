@@ -28,6 +28,18 @@ class SandboxLimits:
             prestarted next one) and a grading run may write to the workspace. As root the
             overlay's changes live on a tmpfs of this size, so a sandbox cannot fill the host's
             disk; unprivileged, only ``max_file_size_mb`` bounds each file.
+        max_command_bytes: Largest ``bash`` command (UTF-8 bytes); a longer one is refused with
+            ``invalid_arguments`` before anything runs. At most 120,000 (the kernel's limit on
+            one argument is 128 KiB).
+        max_file_bytes: Largest file ``read_file``/``str_replace`` read and largest content
+            ``write_file`` writes; past it the call is refused (``invalid_arguments`` for
+            content, ``execution_error`` for a file too large to read).
+        artifact_max_bytes: Total size of the files an episode's artifact holds, counted at
+            their apparent size (a sparse file counts in full).
+        artifact_max_files: Number of changed files an artifact holds.
+        artifact_max_path_bytes: Longest path (bytes, relative to the workspace) of a changed
+            file. An episode over any artifact limit yields an artifact with no files and
+            ``meta["limit_exceeded"]`` saying which limit (graders score it 0).
     """
 
     command_timeout_s: float = 30.0
@@ -39,6 +51,11 @@ class SandboxLimits:
     max_output_chars: int = 16_384
     tmp_size_mb: int = 256
     workspace_mb: int = 1024
+    max_command_bytes: int = 64 * 1024
+    max_file_bytes: int = 4 << 20
+    artifact_max_bytes: int = 32 << 20
+    artifact_max_files: int = 10_000
+    artifact_max_path_bytes: int = 1024
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -46,6 +63,9 @@ class SandboxLimits:
                 raise ValueError(f"SandboxLimits.{name} must be positive, got {value!r}")
         if self.max_output_chars < 64:
             raise ValueError("max_output_chars must be at least 64 to fit the cut marker")
+        if self.max_command_bytes > 120_000:
+            raise ValueError("max_command_bytes must be at most 120000 (the kernel's limit on one "
+                             "argument is 128 KiB)")
         if self.max_processes < 8:
             raise ValueError("max_processes must be at least 8 (the shell itself needs a few)")
 

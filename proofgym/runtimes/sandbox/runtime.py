@@ -8,7 +8,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from proofgym.runtimes.sandbox.bwrap import (
 from proofgym.runtimes.sandbox.bwrap import scratch_dir as scratch_dir_
 from proofgym.runtimes.sandbox.changes import read_changes
 from proofgym.runtimes.sandbox.limits import SandboxLimits
-from proofgym.runtimes.sandbox.shell import CommandOutcome, PersistentShell
+from proofgym.runtimes.sandbox.shell import CommandOutcome, SandboxShell, supervisor_command
 from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, MinimalSystem, SandboxSetupError
 from proofgym.tools import ToolError, ToolRegistry, ToolResult, cut_output
 
@@ -34,12 +34,15 @@ log = logging.getLogger(__name__)
 
 
 class SandboxRuntime:
-    """Runs ``bash`` and file tools in a bubblewrap sandbox, one persistent shell per episode.
+    """Runs ``bash`` and file tools in a bubblewrap sandbox, one sandbox per episode.
 
     The sandbox sees a read-only minimal system (``/usr``, Python with only ``packages`` in its
     ``site-packages``), a private ``/tmp``, no network, and ``/workspace``: a copy-on-write
     overlay over the read-only task snapshot set with :meth:`use_snapshot`. Only the workspace
-    and ``/tmp`` are writable.
+    and ``/tmp`` are writable. The sandbox's pid 1 is a trusted supervisor (see
+    :mod:`~proofgym.runtimes.sandbox.shell`): each ``bash`` call is a fresh shell whose status
+    and output it reports, the file tools are done by it, and no process of the agent outlives
+    a call.
 
     Invariants:
         * ``reset()`` costs the same for 10 or 10,000 snapshot files (it never copies the
@@ -48,7 +51,9 @@ class SandboxRuntime:
         * ``execute`` never raises for agent input: limits and failures come back as typed
           :class:`ToolResult` errors (``timeout``, ``execution_error``, ``denied``,
           ``invalid_arguments``).
-        * ``snapshot()`` holds exactly the files the agent wrote, created or deleted.
+        * ``snapshot()`` holds exactly the files the agent wrote, created or deleted, read with
+          every process of the episode stopped and without following links; over the artifact
+          limits it holds no files and ``meta["limit_exceeded"]`` says why.
         * Construction fails with :class:`SandboxSetupError` when bwrap (or a kernel feature)
           is missing; there is no unisolated fallback.
 
@@ -85,12 +90,12 @@ class SandboxRuntime:
         self.tools = ToolRegistry(_make_tools(self))
         self._episodes = itertools.count()
         self._overlay: Overlay | None = None
-        self._shell: PersistentShell | None = None
+        self._shell: SandboxShell | None = None
         self._closed = False
         self.prestart = prestart
         self._background = ThreadPoolExecutor(1, thread_name_prefix="proofgym-sandbox")
-        self._spare: tuple[Overlay, Future[PersistentShell]] | None = None
-        self._pending: Future[PersistentShell] | None = None
+        self._spare: tuple[Overlay, Future[SandboxShell]] | None = None
+        self._pending: Future[SandboxShell] | None = None
         self._dirty = False
         self.reset()
         if snapshot is not None:
@@ -137,7 +142,7 @@ class SandboxRuntime:
             overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._spare = (overlay, self._background.submit(self._boot, overlay))
 
-    def _retire(self, shell: PersistentShell | Future[PersistentShell] | None,
+    def _retire(self, shell: SandboxShell | Future[SandboxShell] | None,
                 overlay: Overlay | None) -> None:
         """Kill a sandbox (running, or still booting) and delete its changes, off the caller's
         path."""
@@ -155,7 +160,7 @@ class SandboxRuntime:
             self._background.submit(job)
 
     @staticmethod
-    def _pending_shell(future: Future[PersistentShell] | None) -> PersistentShell | None:
+    def _pending_shell(future: Future[SandboxShell] | None) -> SandboxShell | None:
         if future is None:
             return None
         try:
@@ -163,12 +168,13 @@ class SandboxRuntime:
         except Exception:  # a spare that failed to boot has nothing left to kill
             return None
 
-    def _boot(self, overlay: Overlay) -> PersistentShell:
-        argv = bwrap_argv(self.bwrap, self.system, self.limits,
-                          ["bash", "--noprofile", "--norc"], workspace=overlay.merged)
+    def _boot(self, overlay: Overlay) -> SandboxShell:
+        argv = bwrap_argv(self.bwrap, self.system, self.limits, supervisor_command(),
+                          workspace=overlay.merged, as_pid_1=True)
         spawned = spawn(argv, overlay=overlay, limits=self.limits, cgroup=self._cgroup)
-        shell = PersistentShell(spawned.proc, self._cgroup, self.limits.max_output_bytes,
-                                pidns=spawned.pidns)
+        shell = SandboxShell(spawned.proc, self._cgroup, self.limits.max_output_bytes,
+                             max_frame_bytes=self.limits.max_file_bytes + (1 << 16),
+                             pidns=spawned.pidns)
         try:
             shell.wait_ready()
         finally:
@@ -237,27 +243,33 @@ class SandboxRuntime:
 
     def _run(self, command: str, timeout_s: float) -> CommandOutcome:
         self._dirty = True
+        started = time.monotonic()  # the time limit counts from the start of the call
         self.start()
         assert self._shell is not None
-        budget = self._episode_deadline - time.monotonic()
-        outcome = self._shell.run(command, max(0.0, min(timeout_s, budget)))
+        budget = self._episode_deadline - started
+        left = min(timeout_s, budget) - (time.monotonic() - started)
+        outcome = self._shell.run(command, max(0.0, left))
         if outcome.shell_lost:
-            self._stop()  # the next call starts a new shell over the same files
+            self._stop()  # the next call starts a new sandbox over the same files
             self._shell_restarts += 1
         return outcome
 
     def run_bash(self, command: str) -> str:
         """The ``bash`` tool: output (plus ``[exit code N]``), or a typed :class:`ToolError`."""
-        out = self._run(command, self.limits.command_timeout_s)
-        text = out.output.decode("utf-8", errors="replace")
         lim = self.limits
-        notes = []
-        if out.shell_lost and not out.timed_out and not out.output_exceeded:
-            notes.append("[the shell exited; the next command runs in a new shell: files are kept, "
-                         "the working directory and variables are reset]")
-        elif out.shell_lost:
-            notes.append("[the shell itself had to be restarted: files are kept, the working "
-                         "directory and variables are reset]")
+        size = len(command.encode("utf-8", "surrogateescape"))
+        if size > lim.max_command_bytes:
+            raise ToolError(f"the command has {size} bytes, more than the limit of "
+                            f"{lim.max_command_bytes}; write long scripts to a file with write_file "
+                            "and run the file", "invalid_arguments")
+        out = self._run(command, lim.command_timeout_s)
+        text = out.output.decode("utf-8", errors="replace")
+        notes = [f"[{out.note}]"] if out.note else []
+        if out.shell_lost:
+            notes.append("[the sandbox stopped answering and was restarted: files are kept, the "
+                         "working directory and variables are reset]")
+            if not out.timed_out:
+                raise ToolError(_join(text, *notes), "execution_error")
         if out.timed_out:
             budget_hit = time.monotonic() >= self._episode_deadline
             why = (f"the episode's time budget ({lim.episode_time_s:g} s)" if budget_hit
@@ -287,28 +299,45 @@ class SandboxRuntime:
             notes.insert(0, f"[exit code {out.exit_code}]")
         return _join(text, *notes)
 
-    def internal(self, command: str, errors: Mapping[int, str] | None = None) -> bytes:
-        """Run a helper command of a file tool; a non-zero exit is a :class:`ToolError`."""
-        out = self._run(command, self.limits.command_timeout_s)
-        if out.timed_out or out.shell_lost:
-            raise ToolError("the file operation did not complete (timeout or shell lost)",
-                            "timeout" if out.timed_out else "execution_error")
-        if out.exit_code != 0:
-            message = (errors or {}).get(out.exit_code or -1) or out.output.decode(errors="replace")
-            raise ToolError(message.strip() or f"failed with exit code {out.exit_code}",
-                            "execution_error")
-        return out.output
+    def file_request(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A file tool's request to the sandbox's supervisor (which resolves paths inside the
+        workspace without following symlinks); a failure to answer is a :class:`ToolError`."""
+        self._dirty = True
+        self.start()
+        assert self._shell is not None
+        reply = self._shell.call(request, self.limits.command_timeout_s)
+        if reply is None:
+            self._stop()
+            self._shell_restarts += 1
+            raise ToolError("the sandbox stopped answering and was restarted; files are kept, "
+                            "try again", "execution_error")
+        return reply
 
     # -------------------------------------------------------------- snapshot
     def snapshot(self) -> Artifact:
-        """The episode's changes: files written or created (content) or deleted (``None``)."""
+        """The episode's changes: files written or created (content) or deleted (``None``).
+
+        Every process of the episode is stopped first, and the changes are read through
+        directory descriptors without following symlinks (see :func:`read_changes`). Over the
+        artifact limits of :class:`SandboxLimits`, the artifact holds no files and
+        ``meta["limit_exceeded"]`` says which limit (graders score it 0).
+        """
         assert self._overlay is not None
-        # No flush needed: commands are synchronous and stragglers are killed when a command
-        # returns, so nothing writes to the upper directory while it is read.
-        files, skipped = read_changes(self._overlay.upper, self._overlay.lower)
-        return Artifact(self.kind, files=files,
-                        meta={"snapshot": str(self._lower), "skipped": skipped,
-                              "shell_restarts": self._shell_restarts})
+        self._freeze()
+        changes = read_changes(self._overlay.upper, self._overlay.lower, self.limits)
+        meta: dict[str, Any] = {"snapshot": str(self._lower), "skipped": changes.skipped,
+                                "shell_restarts": self._shell_restarts}
+        if changes.limit_exceeded is not None:
+            meta["limit_exceeded"] = changes.limit_exceeded
+        return Artifact(self.kind, files=changes.files, meta=meta)
+
+    def _freeze(self) -> None:
+        """No process of the episode runs once this returns: the supervisor kills and reaps
+        them; if it cannot, the whole sandbox is killed and waited for."""
+        if self._shell is None or not self._shell.alive:
+            return
+        if not self._shell.quiesce():
+            self._stop()  # waits until none of the sandbox's processes is left
 
     @property
     def workspace_changes_dir(self) -> Path:

@@ -1,35 +1,57 @@
-"""A persistent shell inside a sandbox: one ``bash`` per episode, one write and one read per
-command.
+"""The host side of a sandbox's control channel: requests to its trusted supervisor.
 
-Protocol: each command is sent as one line,
-``{ eval $'COMMAND'; } </dev/null 2>&1; printf '\\n\\036NONCE:%d\\n' "$?"``, and its output is
-read until the marker with that command's random nonce. The command runs in the shell itself,
-so ``cd`` and ``export`` persist between calls. On a timeout or too much output, every process
-of the sandbox except its init and the shell is killed; the shell then prints the marker and
-stays usable. If the shell itself is what hangs (a busy builtin loop) or it exits, the caller
-starts a new one over the same files.
+The sandbox's pid 1 is :mod:`proofgym.runtimes.sandbox.supervisor`; this process talks to it over
+the sandbox's stdin and stdout, which no agent process holds. Each ``bash`` call is a fresh
+``bash -c`` in the sandbox whose output, exit status (from ``waitpid``) and flags the supervisor
+reports; the file tools are done by the supervisor itself. So nothing the agent's commands do
+(redefining ``builtin``/``printf``/traps, closing or exhausting descriptors) changes what is
+reported for a call or the next one. The working directory and exported variables carry over
+between calls as data the supervisor keeps (parsed, never run as code).
 """
 
 from __future__ import annotations
 
 import contextlib
+import marshal
 import os
 import re
-import secrets
 import select
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from proofgym.runtimes.sandbox.cgroups import SandboxCgroup
 from proofgym.runtimes.sandbox.system import SandboxSetupError
 
-_GRACE_S = 2.0
-_MEMORY_PATTERNS = re.compile(rb"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory",
-                              re.IGNORECASE)
+#: How long past a command's own time limit the supervisor may take to report (it kills and
+#: reaps first); past it the sandbox is taken as lost and killed.
+_GRACE_S = 5.0
+_MAGIC = b"PGSV1\n"
+#: Without a cgroup there is no counter of process-limit hits; fork failures are recognised in
+#: the output of a failed command (only to word the error: the processes are killed either way).
 _PROCESS_PATTERNS = re.compile(rb"fork: retry|Resource temporarily unavailable|can't start new thread")
+
+
+#: The sandbox's pid 1: the sandbox's interpreter, reading the supervisor's source from the
+#: channel first (:func:`supervisor_source`), so its command line stays short.
+SUPERVISOR_COMMAND = ("/opt/python/bin/python3", "-I", "-S", "-c",
+                      "import os\nn = int(os.read(0, 8))\ns = b''\nwhile len(s) < n:\n"
+                      "    s += os.read(0, n - len(s)) or os._exit(1)\nexec(s)")
+
+
+def supervisor_command() -> list[str]:
+    return list(SUPERVISOR_COMMAND)
+
+
+@cache
+def supervisor_source() -> bytes:
+    """What the host writes first to a sandbox started with :func:`supervisor_command`."""
+    source = Path(__file__).with_name("supervisor.py").read_bytes()
+    return b"%08d" % len(source) + source
 
 
 def ansi_c_quote(text: str) -> str:
@@ -50,9 +72,19 @@ def ansi_c_quote(text: str) -> str:
     return "".join(out)
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat.rsplit(b")", 1)[-1].split()[:1] != [b"Z"]
+
+
 @dataclass(frozen=True)
 class CommandOutcome:
-    """What one command did. ``exit_code`` is ``None`` when no status was read (timeout, lost shell)."""
+    """What one command did. ``exit_code`` is ``None`` when no status was read (timeout, output
+    over the limit, lost sandbox); a command killed by a signal has ``128 + signal``."""
 
     output: bytes
     exit_code: int | None
@@ -62,183 +94,120 @@ class CommandOutcome:
     process_limit: bool = False
     shell_lost: bool = False
     stragglers: int = 0  # processes still running when the command returned (they were killed)
+    note: str | None = None  # something the supervisor had to do, worded for the agent
 
 
-class PersistentShell:
-    """The ``bash`` of one running sandbox, started by :func:`bwrap.spawn`."""
+class SandboxShell:
+    """The control channel of one running sandbox, started by :func:`bwrap.spawn` with
+    :func:`supervisor_command` as its pid 1.
+
+    Args:
+        proc: The outer ``bwrap`` process; its stdin/stdout are the channel.
+        cgroup: The sandbox's cgroup (OOM and process-limit counters), if any.
+        max_output_bytes: Output one command may produce.
+        max_frame_bytes: Largest reply accepted from the supervisor (a file read, an output).
+    """
 
     def __init__(self, proc: subprocess.Popen[bytes], cgroup: SandboxCgroup | None,
-                 max_output_bytes: int, *, pidns: str | None = None) -> None:
+                 max_output_bytes: int, *, max_frame_bytes: int = 16 << 20,
+                 pidns: str | None = None) -> None:
         self.proc = proc
         self.cgroup = cgroup
         self.max_output_bytes = max_output_bytes
+        self.max_frame_bytes = max(max_frame_bytes, max_output_bytes + (1 << 16))
         assert proc.stdin is not None and proc.stdout is not None
         self._in = proc.stdin.fileno()
         self._out = proc.stdout.fileno()
         os.set_blocking(self._out, False)
         self._poll = select.poll()
         self._poll.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
-        self.inner_pid: int | None = None
-        self._pidns: str | None = pidns
+        self._buf = bytearray()
+        self._pidns = pidns
+        self._send_raw(supervisor_source())
+        # the counters only move while a command runs: each call's "after" is the next "before"
+        self._last_counters = self._counters()
 
     # ------------------------------------------------------------------ start
     def wait_ready(self, timeout_s: float = 20.0) -> None:
-        """Wait for the shell's greeting; a sandbox that fails to start raises with its output."""
-        # From here the shell's own stderr (job notices such as "Killed") is dropped: commands
-        # send theirs to the output pipe explicitly.
-        self._write(b"exec 2>/dev/null; builtin printf '\\036ready:%d\\n' \"$$\"\n")
-        buf = bytearray()
+        """Wait for the supervisor's greeting; a sandbox that fails to start raises with what
+        bwrap or the interpreter printed."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            m = re.search(rb"\x1eready:(\d+)\n", buf)
-            if m:
-                self.inner_pid = int(m.group(1))
-                return
+        while len(self._buf) < len(_MAGIC):
             chunk = self._read(deadline)
-            if chunk is None or chunk == b"":
-                self.kill()
-                raise SandboxSetupError(
-                    "the sandbox failed to start"
-                    + (" (timed out)" if chunk is None else "")
-                    + f": {bytes(buf).decode(errors='replace').strip() or 'no output'}")
-            buf += chunk
+            if not chunk:
+                break
+            self._buf += chunk
+        if not self._buf.startswith(_MAGIC):
+            text = bytes(self._buf)
+            with contextlib.suppress(OSError):
+                end = time.monotonic() + 1.0
+                while (chunk := self._read(end)) and len(text) < 65536:
+                    text += chunk
+            self.kill()
+            raise SandboxSetupError("the sandbox failed to start"
+                                    f": {text.decode(errors='replace').strip() or 'no output'}")
+        del self._buf[: len(_MAGIC)]
+        if self._recv(deadline) is None:
+            self.kill()
+            raise SandboxSetupError("the sandbox's supervisor did not report ready")
 
-    # -------------------------------------------------------------------- run
+    # --------------------------------------------------------------- requests
+    def call(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+        """Send one request and wait for its reply; ``None`` (and the sandbox killed) when the
+        supervisor is gone or does not answer within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        if not self._send(request):
+            self.kill()
+            return None
+        reply = self._recv(deadline)
+        if reply is None:
+            self.kill()
+        return reply
+
     def run(self, command: str, timeout_s: float) -> CommandOutcome:
-        nonce = secrets.token_hex(8).encode()
-        line = (f"{{ eval {ansi_c_quote(command)}\n}} </dev/null 2>&1; "
-                f"builtin printf '\\n\\036%s:%d\\n' {nonce.decode()} \"$?\"\n")
-        before = self._counters()
-        if not self._write(line.encode()):
-            return CommandOutcome(b"", None, shell_lost=True)
-        marker = b"\n\x1e" + nonce + b":"
-        head = bytearray()
-        tail = bytearray()  # the last bytes after the output limit, to find the marker
-        total = 0
-        timed_out = exceeded = False
-        deadline = time.monotonic() + timeout_s
-        while True:
-            buf = tail if exceeded else head
-            idx = buf.find(marker)
-            if idx >= 0:
-                end = buf.find(b"\n", idx + len(marker))
-                if end >= 0:
-                    code = int(buf[idx + len(marker):end] or b"-1")
-                    output = bytes(head if exceeded else head[:idx])
-                    return self._outcome(output, code, timed_out, exceeded, before)
-            chunk = self._read(deadline)
-            if chunk is None:  # deadline passed
-                if timed_out or exceeded:
-                    return self._outcome(bytes(head[: self.max_output_bytes]), None, timed_out,
-                                         exceeded, before, lost=True)
-                timed_out = True
-                self.kill_commands()
-                deadline = time.monotonic() + _GRACE_S
-                continue
-            if chunk == b"":  # the shell exited
-                return self._outcome(bytes(head[: self.max_output_bytes] if not exceeded else head),
-                                     None, timed_out, exceeded, before, lost=True)
-            total += len(chunk)
-            if exceeded:
-                tail = (tail + chunk)[-(len(marker) + 32):]
-            else:
-                head += chunk
-                if total > self.max_output_bytes and head.find(marker) < 0:
-                    exceeded = True
-                    tail = head[self.max_output_bytes:][-(len(marker) + 32):]
-                    del head[self.max_output_bytes:]
-                    self.kill_commands()
-                    deadline = time.monotonic() + _GRACE_S
-
-    def _outcome(self, output: bytes, code: int | None, timed_out: bool, exceeded: bool,
-                 before: tuple[int, int], *, lost: bool = False) -> CommandOutcome:
-        stragglers = 0 if lost else self._end_stragglers()
-        if stragglers:
-            self._drain()
-        oom, pids = self._counters()
-        failed = code is None or code != 0
-        out_of_memory = oom > before[0] or (failed and bool(_MEMORY_PATTERNS.search(output[-4096:])))
+        """Run ``command`` in a fresh ``bash -c`` (in the working directory and with the
+        variables the previous call left)."""
+        before = self._last_counters
+        reply = self.call({"op": "run", "cmd": command.encode("utf-8", "surrogateescape").replace(b"\0", b""),
+                           "timeout": float(timeout_s), "max_out": self.max_output_bytes},
+                          timeout_s + _GRACE_S)
+        if reply is None:
+            return CommandOutcome(b"", None, timed_out=True, shell_lost=True)
+        if "out" not in reply:  # the supervisor could not run it (its own limits were lowered)
+            self.kill()
+            return CommandOutcome(b"", None, shell_lost=True,
+                                  note=f"the sandbox could not run the command ({reply.get('msg')})")
+        status = reply["status"]
+        code = None
+        if status is not None:
+            code = os.waitstatus_to_exitcode(status)
+            if code < 0:
+                code = 128 - code
+        oom, pids = self._last_counters = self._counters()
+        out = reply["out"]
+        failed = code != 0
         process_limit = pids > before[1] or (
-            self.cgroup is None and failed and bool(_PROCESS_PATTERNS.search(output[-4096:])))
-        if process_limit and not lost:
-            self.kill_commands()
-        return CommandOutcome(output, code, timed_out, exceeded, out_of_memory, process_limit, lost,
-                              stragglers)
+            self.cgroup is None and failed and bool(_PROCESS_PATTERNS.search(out[-4096:])))
+        return CommandOutcome(out, code, reply["timed_out"], reply["exceeded"], oom > before[0],
+                              process_limit, False, reply["stragglers"], reply.get("note"))
+
+    def quiesce(self, timeout_s: float = 10.0) -> bool:
+        """Kill every process of the sandbox but the supervisor and wait until they are gone;
+        ``False`` if the supervisor could not (the sandbox is then killed)."""
+        reply = self.call({"op": "quiesce"}, timeout_s)
+        return reply is not None and reply.get("others") == 0
 
     def _counters(self) -> tuple[int, int]:
         if self.cgroup is None:
             return (0, 0)
         return self.cgroup.oom_kills(), self.cgroup.pids_limit_hits()
 
-    # ---------------------------------------------------------------- killing
-    def _end_stragglers(self) -> int:
-        """A command's processes do not outlive it: what it left running in the background
-        (a daemon, a fork bomb) is killed when it returns. Cheap with a cgroup (its process
-        list names the few candidates); without one this would scan every process of the host,
-        so it is skipped and RLIMIT_NPROC bounds what is left."""
-        if self.cgroup is None:
-            return 0
-        return self.kill_commands()
-
-    def kill_commands(self) -> int:
-        """SIGKILL every process in the sandbox except its init (pid 1) and the shell, until
-        none is left (fork bombs included: the process cap bounds each round). Returns how many
-        processes were killed."""
-        killed: set[int] = set()
-        for _ in range(200):
-            victims = [host for host, inner in self._sandbox_processes()
-                       if inner not in (1, self.inner_pid)]
-            if not victims:
-                break
-            killed.update(victims)
-            for pid in victims:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    continue
-            time.sleep(0.002)
-        return len(killed)
-
-    def _sandbox_processes(self) -> list[tuple[int, int]]:
-        """``(host pid, pid inside the sandbox)`` of the sandbox's live processes."""
-        ns = self._sandbox_pidns()
-        if ns is None:
-            return []
-        candidates = self.cgroup.pids() if self.cgroup else [
-            int(p) for p in os.listdir("/proc") if p.isdigit()]
-        found = []
-        for pid in candidates:
-            try:
-                if os.readlink(f"/proc/{pid}/ns/pid") != ns:
-                    continue
-                status = Path(f"/proc/{pid}/status").read_text()
-            except OSError:
-                continue
-            if "\nState:\tZ" in status:
-                continue
-            nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
-            if len(nspid) >= 2:
-                found.append((pid, int(nspid[-1])))
-        return found
-
-    def _sandbox_pidns(self) -> str | None:
-        if self._pidns is None:
-            outer = self.proc.pid
-            for p in os.listdir("/proc"):
-                if not p.isdigit():
-                    continue
-                try:
-                    stat = Path(f"/proc/{p}/stat").read_text()
-                    ppid = int(stat.rsplit(")", 1)[1].split()[1])
-                    if ppid == outer:
-                        self._pidns = os.readlink(f"/proc/{p}/ns/pid")
-                        break
-                except (OSError, ValueError, IndexError):
-                    continue
-        return self._pidns
-
+    # -------------------------------------------------------------- lifetime
     def kill(self) -> None:
-        """End the whole sandbox: its pid namespace dies with its init."""
+        """End the whole sandbox and wait until none of its processes is left: its init (the
+        supervisor) dies with bwrap, and the kernel lets an init finish exiting only once every
+        other process of its pid namespace has."""
+        init = self._init_pid() if self.proc.poll() is None else None
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -248,34 +217,66 @@ class PersistentShell:
             self.proc.kill()
             self.proc.wait()
         for f in (self.proc.stdin, self.proc.stdout):
-            if f is not None:
+            if f is not None and not f.closed:
                 f.close()
+        if init is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(init, signal.SIGKILL)  # --die-with-parent does it too; do not wait on it
+            deadline = time.monotonic() + 5.0
+            while _alive(init) and time.monotonic() < deadline:
+                time.sleep(0.001)
+
+    def _init_pid(self) -> int | None:
+        """Host pid of the sandbox's init: the child of the outer bwrap process."""
+        try:
+            text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return None
+        pids = [int(p) for p in text.split()]
+        return pids[0] if pids else None
 
     @property
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.proc.poll() is None and not self.proc.stdin.closed  # type: ignore[union-attr]
 
     # -------------------------------------------------------------------- I/O
-    def _write(self, data: bytes) -> bool:
+    def _send(self, obj: dict[str, Any]) -> bool:
+        data = marshal.dumps(obj)
+        return self._send_raw(len(data).to_bytes(4, "big") + data)
+
+    def _send_raw(self, data: bytes) -> bool:
         view = memoryview(data)
         try:
             while view:
-                n = os.write(self._in, view)
-                view = view[n:]
-        except (BrokenPipeError, OSError):
+                view = view[os.write(self._in, view):]
+        except OSError:  # the supervisor is gone (EPIPE) or the channel closed
             return False
         return True
 
-    def _drain(self) -> None:
-        """Drop output that killed background processes left in the pipe."""
-        try:
-            while os.read(self._out, 1 << 16):
-                pass
-        except (BlockingIOError, OSError):
-            return
+    def _recv(self, deadline: float) -> dict[str, Any] | None:
+        while True:
+            if len(self._buf) >= 4:
+                size = int.from_bytes(self._buf[:4], "big")
+                if size > self.max_frame_bytes:
+                    return None  # not what the supervisor sends: take the channel as broken
+                if len(self._buf) >= 4 + size:
+                    frame = bytes(self._buf[4: 4 + size])
+                    del self._buf[: 4 + size]
+                    try:
+                        reply = marshal.loads(frame)
+                    except (EOFError, ValueError, TypeError):
+                        return None
+                    return reply if isinstance(reply, dict) else None
+            try:
+                chunk = self._read(deadline)
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self._buf += chunk
 
     def _read(self, deadline: float) -> bytes | None:
-        """Next chunk of output; ``b""`` at end of file, ``None`` once ``deadline`` passes."""
+        """Next chunk from the channel; ``b""`` at end of file, ``None`` once ``deadline`` passes."""
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -283,6 +284,6 @@ class PersistentShell:
             if not self._poll.poll(remaining * 1000):
                 continue
             try:
-                return os.read(self._out, 1 << 16)
+                return os.read(self._out, 1 << 20)
             except BlockingIOError:
                 continue

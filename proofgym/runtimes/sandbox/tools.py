@@ -1,21 +1,20 @@
 """The agent's tools in a sandbox: ``bash``, ``read_file``, ``write_file``, ``str_replace`` and
-``list_dir``. File tools do their I/O inside the sandbox through its shell (so every path is
-resolved by the sandbox's own mount namespace, never on the host), and their logic here."""
+``list_dir``. ``bash`` runs in a fresh shell inside the sandbox; the file tools are done by the
+sandbox's trusted supervisor (see :mod:`proofgym.runtimes.sandbox.supervisor`), which resolves
+every path inside the sandbox's own mount namespace, component by component without following
+symlinks, and never through the agent's shell. Their logic is here."""
 
 from __future__ import annotations
 
-import base64
+import os
 import posixpath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proofgym.runtimes.sandbox.bwrap import WORKSPACE
-from proofgym.runtimes.sandbox.shell import ansi_c_quote
 from proofgym.tools import Tool, ToolError
 
 if TYPE_CHECKING:
     from proofgym.runtimes.sandbox.runtime import SandboxRuntime
-
-_MAX_FILE_BYTES = 4 << 20
 
 
 def workspace_path(path: str) -> str:
@@ -23,6 +22,9 @@ def workspace_path(path: str) -> str:
     outside the workspace is ``denied``."""
     if not path or "\x00" in path:
         raise ToolError("path must be a non-empty string without NUL bytes", "invalid_arguments")
+    if len(path) > 4096:
+        raise ToolError(f"path has {len(path)} characters; paths are at most 4096",
+                        "invalid_arguments")
     full = posixpath.normpath(posixpath.join(WORKSPACE, path))
     if full != WORKSPACE and not full.startswith(WORKSPACE + "/"):
         raise ToolError(f"{path!r} is outside the workspace {WORKSPACE}; file tools only work "
@@ -30,38 +32,55 @@ def workspace_path(path: str) -> str:
     return full
 
 
+def _relative(full: str) -> bytes:
+    return os.fsencode(full[len(WORKSPACE):].lstrip("/"))
+
+
+def _failure(path: str, reply: dict[str, Any], limit: int) -> ToolError:
+    """The agent-facing error for a supervisor's file error reply."""
+    kind = reply["error"]
+    message = {
+        "missing": f"{path} does not exist",
+        "isdir": f"{path} is a directory; use list_dir",
+        "notdir": f"a parent of {path} is not a directory",
+        "notreg": f"{path} is not a regular file",
+        "symlink": f"{path} is (or passes through) a symbolic link; file tools do not follow "
+                   "links: use bash (for example cat FILE) or the link's target",
+        "big": f"{path} has {reply.get('size', '?')} bytes, more than the limit of {limit}; read "
+               "parts of it with bash (for example sed -n '100,200p' FILE)",
+    }.get(kind, f"{path}: {reply.get('msg') or kind}")
+    return ToolError(message, "execution_error")
+
+
 def make_tools(rt: SandboxRuntime) -> list[Tool]:
     """The tools bound to one runtime (the schemas are the same for every runtime)."""
+    limit = rt.limits.max_file_bytes
 
     def read_bytes(path: str) -> bytes:
         full = workspace_path(path)
-        out = rt.internal(
-            f"( p={ansi_c_quote(full)}; [ -d \"$p\" ] && exit 3; [ -f \"$p\" ] || exit 4; "
-            f"[ \"$(stat -c %s -- \"$p\")\" -le {_MAX_FILE_BYTES} ] || exit 5; base64 -w0 -- \"$p\" )",
-            errors={3: f"{path} is a directory; use list_dir",
-                    4: f"{path} does not exist (or is not a regular file)",
-                    5: f"{path} is larger than {_MAX_FILE_BYTES} bytes; read parts of it with bash "
-                       "(for example sed -n '100,200p' FILE)"})
-        return base64.b64decode(out)
+        reply = rt.file_request({"op": "read", "path": _relative(full), "max": limit})
+        if "error" in reply:
+            raise _failure(path, reply, limit)
+        return reply["data"]
 
     def write_bytes(path: str, data: bytes) -> None:
         full = workspace_path(path)
         if full == WORKSPACE:
             raise ToolError("give a file path, not the workspace itself", "invalid_arguments")
-        if len(data) > _MAX_FILE_BYTES:
-            raise ToolError(f"content has {len(data)} bytes, more than {_MAX_FILE_BYTES}; write "
+        if len(data) > limit:
+            raise ToolError(f"content has {len(data)} bytes, more than the limit of {limit}; write "
                             "large files in parts or generate them with bash", "invalid_arguments")
-        q = ansi_c_quote(full)
-        b64 = base64.b64encode(data).decode()
-        rt.internal(f"( p={q}; mkdir -p -- \"$(dirname -- \"$p\")\" && "
-                    f"base64 -d > \"$p\" <<< '{b64}' )")
+        reply = rt.file_request({"op": "write", "path": _relative(full), "data": data})
+        if "error" in reply:
+            raise _failure(path, reply, limit)
 
     def bash(command: str) -> str:
         """Run a bash command in the workspace and return its output (stdout and stderr).
 
-        The shell persists for the episode: the working directory and exported variables carry
-        over between calls. There is no network. Each command has a time limit; long output is
-        cut; processes still running when the command returns are stopped (an error).
+        Each call runs in a fresh shell; the working directory and exported variables carry
+        over between calls (shell functions and aliases do not). There is no network. Each
+        command has a time limit; long output is cut; processes still running when the
+        command returns are stopped (an error).
 
         Args:
             command: The command line, for example "python -m pytest -q".
@@ -93,7 +112,11 @@ def make_tools(rt: SandboxRuntime) -> list[Tool]:
             path: File path relative to the workspace root; missing directories are created.
             content: The complete new content of the file.
         """
-        data = content.encode("utf-8")
+        if len(content) > limit:  # before encoding: a huge argument costs no more memory
+            raise ToolError(f"content has {len(content)} characters, more than the limit of "
+                            f"{limit} bytes; write large files in parts or generate them with bash",
+                            "invalid_arguments")
+        data = content.encode("utf-8", "surrogateescape")
         write_bytes(path, data)
         return f"wrote {len(data)} bytes to {path}"
 
@@ -107,6 +130,9 @@ def make_tools(rt: SandboxRuntime) -> list[Tool]:
         """
         if not old_str:
             raise ToolError("old_str must not be empty", "invalid_arguments")
+        if len(old_str) + len(new_str) > limit:
+            raise ToolError(f"old_str and new_str have {len(old_str) + len(new_str)} characters, "
+                            f"more than the limit of {limit}", "invalid_arguments")
         text = read_bytes(path).decode("utf-8", errors="surrogateescape")
         count = text.count(old_str)
         if count != 1:
@@ -121,7 +147,10 @@ def make_tools(rt: SandboxRuntime) -> list[Tool]:
         Args:
             path: Directory relative to the workspace root; default the root.
         """
-        q = ansi_c_quote(workspace_path(path))
-        return rt.internal(f"( ls -1Ap -- {q} )").decode("utf-8", errors="replace")
+        reply = rt.file_request({"op": "list", "path": _relative(workspace_path(path))})
+        if "error" in reply:
+            raise _failure(path, reply, limit)
+        return "".join(os.fsdecode(name).encode("utf-8", "replace").decode() + ("/" if is_dir else "")
+                       + "\n" for name, is_dir in reply["entries"])
 
     return [Tool(f) for f in (bash, read_file, write_file, str_replace, list_dir)]
