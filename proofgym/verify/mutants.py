@@ -114,7 +114,7 @@ def build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
         entries.append((item, _isolate(trees[item.file], item), None))
         if with_mutants and not item.imported and item.file in mutate:
             mutated = _isolate(trees[item.file], item)
-            if mutate_test(_target(mutated, item), rng):
+            if mutate_test(_target(mutated, item), rng, mutated):
                 entries.append((item, mutated, node_id))
             else:
                 layout.unmutable.append(node_id)
@@ -138,25 +138,33 @@ def build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
     return layout
 
 
-def mutate_test(func: ast.FunctionDef | ast.AsyncFunctionDef, rng: random.Random) -> bool:
+def mutate_test(func: ast.FunctionDef | ast.AsyncFunctionDef, rng: random.Random,
+                module: ast.Module | None = None) -> bool:
     """Change ``func`` in place so that it must fail wherever the original passes; False when no
     mutation is possible.
 
-    Only asserts that run unconditionally (direct statements of the body) are mutated, in this
-    order of preference: an expected literal in an ``==`` comparison (``== 3`` -> ``== 5``, one
-    character of a string, one element of a container), a literal assigned to a name that such a
-    comparison uses, then negating the assert's condition.
+    Only asserts that run unconditionally (direct statements of the body, or of a loop over a
+    non-empty literal or ``range``) are mutated, in this
+    order of preference: an expected value in an ``==`` comparison (``== 3`` -> ``== 5``, one
+    character of a string, one element of a container, one argument of ``date(2024, 1, 31)``),
+    a literal assigned to a name that such a
+    comparison uses (in the test, or at the top of ``module``, which holds only this test), then
+    negating the assert's condition (the one mutation whose operator, not a value, differs).
     """
     asserts = [s for s in func.body if isinstance(s, ast.Assert)]
+    for loop in func.body:  # a loop over a non-empty literal or range runs its asserts too
+        if isinstance(loop, ast.For) and _runs(loop.iter):
+            asserts += [s for s in loop.body if isinstance(s, ast.Assert)]
     literal_sides = [side for a in asserts for side in _eq_literals(a.test)]
     rng.shuffle(literal_sides)
     for side in literal_sides:
         if _mutate_literal(side, rng):
             return True
     compared = {n.id for a in asserts for n in _eq_names(a.test)}
-    assigned = [s.value for s in func.body if isinstance(s, ast.Assign) and len(s.targets) == 1
-                and isinstance(s.targets[0], ast.Name) and s.targets[0].id in compared
-                and _is_literal(s.value)]
+    scopes = [func.body, module.body if module is not None else []]
+    assigned = [s.value for body in scopes for s in body if isinstance(s, ast.Assign)
+                and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                and s.targets[0].id in compared and _is_literal(s.value)]
     rng.shuffle(assigned)
     for value in assigned:
         if _mutate_literal(value, rng):
@@ -225,6 +233,18 @@ def _target(module: ast.Module, item: TestItem) -> ast.FunctionDef | ast.AsyncFu
                 and n.name == item.name)
 
 
+def _runs(iterable: ast.expr) -> bool:
+    if isinstance(iterable, (ast.List, ast.Tuple)):
+        return bool(iterable.elts)
+    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and \
+            iterable.func.id == "range" and not iterable.keywords and 1 <= len(iterable.args) <= 3:
+        try:
+            return len(range(*(ast.literal_eval(a) for a in iterable.args))) > 0
+        except (ValueError, TypeError):
+            return False
+    return False
+
+
 def _fresh(rng: random.Random, used: set[str], pattern: str, title: bool = False) -> str:
     while True:
         a, b = rng.choice(_WORDS_A), rng.choice(_WORDS_B)
@@ -268,11 +288,30 @@ def _eq_sides(test: ast.expr) -> list[ast.expr]:
     return []
 
 
+def _is_expected(node: ast.expr) -> bool:
+    """A literal, or a value built from literals only (``[date(2024, 1, 31)]``, ``Decimal("1.5")``)."""
+    if _is_literal(node):
+        return True
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(_is_expected(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _is_expected(k) for k in node.keys) and \
+            all(_is_expected(v) for v in node.values)
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+        return bool(node.args or node.keywords) and all(_is_expected(a) for a in node.args) and \
+            all(_is_expected(k.value) for k in node.keywords)
+    return False
+
+
 def _eq_literals(test: ast.expr) -> list[ast.expr]:
     sides = _eq_sides(test)
-    if len(sides) == 2 and _is_literal(sides[0]) != _is_literal(sides[1]):  # exactly one expected side
-        return [s for s in sides if _is_literal(s)]
-    return []
+    if len(sides) != 2:
+        return []
+    for kind in (_is_literal, _is_expected):
+        if kind(sides[0]) != kind(sides[1]):  # exactly one side is the expected value
+            return [s for s in sides if kind(s)]
+    # both built from constants (``f("a") == ["a"]`` with f a call): by convention the right side
+    return [sides[1]] if _is_expected(sides[1]) else []
 
 
 def _eq_names(test: ast.expr) -> list[ast.Name]:
@@ -287,9 +326,13 @@ def _mutate_literal(node: ast.expr, rng: random.Random) -> bool:
     if isinstance(node, (ast.Set, ast.Dict)):  # a changed member may collide with another one
         leaves = [n for n in leaves if not isinstance(n.value, bool)]
     rng.shuffle(leaves)
+    literal = _is_literal(node)
     for leaf in leaves:
         new = _mutate_value(leaf.value, rng)
         if new is not None:
+            if not literal:  # built by calls: a changed argument is a changed value
+                leaf.value = new
+                return True
             before = ast.literal_eval(ast.unparse(node))
             old, leaf.value = leaf.value, new
             if ast.literal_eval(ast.unparse(node)) != before:
