@@ -401,6 +401,7 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
         "tampering_detected": float(run.tampered), "protected_changes_dropped": float(len(run.dropped)),
         "artifact_rejected": float(run.failure == "artifact_rejected"),
         "mutants": float(run.mutants), "mutants_passed": float(run.mutants_passed),
+        "tests_without_mutant": float(len(run.unmutable)),
         "grading_overhead_s": run.timings.get("total_s", 0.0) - run.timings.get("run_s", 0.0),
         "test_run_s": run.timings.get("run_s", 0.0),
     }

@@ -38,9 +38,10 @@ class CodeRepairTask(Task):
 
     root: Path
     meta: Mapping[str, Any] = field(repr=False)
-    #: The test command's time limit (all tests, real and mutant); the verifier pool's job
-    #: timeout must exceed it plus the sandbox start (``grading_timeout_s + 30`` is safe).
-    grading_timeout_s: float = 120.0
+    #: The test command's time limit (all tests, real and mutant; a run takes about 3 s). A whole
+    #: grading takes at most this plus 20 s (the sandbox start and the report, see
+    #: ``verify.sandboxed``), so a verifier pool's job timeout must exceed ``grading_timeout_s + 30``.
+    grading_timeout_s: float = 30.0
     #: One test's time limit: a test past it stops the run (a scored 0, like the whole budget).
     test_timeout_s: float = 10.0
     #: Content the artifact may carry into grading, in all.
