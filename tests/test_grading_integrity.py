@@ -250,3 +250,25 @@ def test_the_sandboxed_runner_agrees_with_a_plain_pytest_run(task_id, tmp_path):
                                  protected=task.protected)
         assert run.report_error is None, run.report_error
         assert dict(run.results) == plain, label
+
+
+def test_a_task_whose_tests_yield_no_mutant_is_a_grader_error_that_validate_reports(tmp_path):
+    """Without a mutant there is no tamper detection: grading such a task fails loudly (an error
+    verdict, so `proofgym validate` fails its reference row with the reason) instead of paying."""
+    require_tool("bwrap")
+    from proofgym.core import grade
+    from proofgym.envs.code_repair.task import CodeRepairTask
+
+    src = TASKS.get("retry-attempts-off-by-one").root
+    root = tmp_path / "no-mutants"
+    shutil.copytree(src, root)
+    meta = json.loads((root / "task.json").read_text())
+    meta["id"] = "no-mutants"
+    only_raises = [t for t in meta["fail_to_pass"] + meta["pass_to_pass"]
+                   if t.endswith("::test_attempts_must_be_positive")]
+    assert len(only_raises) == 1
+    meta["fail_to_pass"], meta["pass_to_pass"] = [], only_raises
+    (root / "task.json").write_text(json.dumps(meta))
+    task = CodeRepairTask.load(root)
+    v = grade(task, Trace([]), Artifact("sandbox", files=task.solution_files).view())
+    assert v.status == "error" and "no mutant can be built" in v.error, v
