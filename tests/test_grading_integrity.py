@@ -272,3 +272,16 @@ def test_a_task_whose_tests_yield_no_mutant_is_a_grader_error_that_validate_repo
     task = CodeRepairTask.load(root)
     v = grade(task, Trace([]), Artifact("sandbox", files=task.solution_files).view())
     assert v.status == "error" and "no mutant can be built" in v.error, v
+
+
+def test_a_test_file_the_agent_broke_means_its_tests_did_not_pass(tmp_path):
+    """Where a task leaves a test file unprotected, an agent's broken version is the agent's
+    doing: those tests do not pass (a scored outcome), the grader does not fail."""
+    require_tool("bwrap")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("import m\n\ndef test_a():\n    assert m.f() == 1\n")
+    (tmp_path / "tests" / "test_b.py").write_text("import m\n\ndef test_b():\n    assert m.f() + 1 == 2\n")
+    (tmp_path / "m.py").write_text("def f():\n    return 1\n")
+    ids = ["tests/test_a.py::test_a", "tests/test_b.py::test_b"]
+    run = run_tests_isolated(tmp_path, {"tests/test_a.py": b"def test_a(:\n"}, tests=ids, protected=())
+    assert run.report_error is None and run.results == {"tests/test_b.py::test_b": "passed"}

@@ -42,7 +42,7 @@ from proofgym.runtimes.sandbox.bwrap import (
 )
 from proofgym.runtimes.sandbox.shell import ansi_c_quote
 from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES
-from proofgym.verify.mutants import Layout, build_layout, list_tests
+from proofgym.verify.mutants import Layout, TestSourceError, build_layout, list_tests
 
 #: Files pytest reads as configuration (in the order it looks for them at a directory), plus the
 #: interpreter's own startup hooks: never taken from the artifact, whatever a task protects.
@@ -181,9 +181,17 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         return _rejected(f"the artifact cannot be applied: {problem}", dropped, t0)
     files = sorted({t.split("::", 1)[0] for t in tests})
     sources = test_sources(snapshot, allowed, hidden, files)
-    wanted = [w for t in tests for w in ([t] if "::" in t else
-                                         [i.node_id for i in list_tests(t, sources.get(t, b""))])]
-    wanted = [w for w in wanted if w.split("::", 1)[0] in sources]  # a deleted test file: not run
+    listed: dict[str, list[str]] = {}
+    for path, source in list(sources.items()):
+        try:
+            listed[path] = [i.node_id for i in list_tests(path, source)]
+        except TestSourceError:
+            if path not in allowed:  # the task's own test file: a task fault
+                raise
+            del sources[path]  # a test file the agent broke: its tests do not run (not passed)
+    # a test the files (as the agent left them) do not define does not run either
+    wanted = [w for t in tests for w in (listed.get(t, []) if "::" not in t else [t])
+              if w in listed.get(w.split("::", 1)[0], [])]
     layout = build_layout(sources, wanted, taken=[*allowed, *hidden, *_snapshot_paths(snapshot)],
                           rng=rng, with_mutants=mutants,
                           # the agent knows the visible tests already: mutants of the hidden ones
