@@ -7,12 +7,13 @@ import pickle
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from proofgym import Rubric, TurnCompleteAction
-from proofgym.core import TraceStep
+from proofgym.core import TraceStep, Verdict
 from proofgym.verify import (
     JUDGE_PROMPTS,
     Component,
@@ -22,6 +23,7 @@ from proofgym.verify import (
     MultiRubric,
     make_grader,
 )
+from proofgym.verify.answers import MATH_TIMEOUT_S, math_check
 from proofgym.verify.graders import parse_number
 
 
@@ -160,15 +162,32 @@ def test_judge_fences_the_response(judge_server: JudgeServer) -> None:
     assert user.count("</response>") == 1 and "&lt;/response&gt;" in user
 
 
-def test_judge_without_a_grade_is_an_error_not_a_zero(judge_server: JudgeServer) -> None:
+def test_a_judge_reply_without_a_grade_is_a_scored_zero_with_the_reason(judge_server: JudgeServer) -> None:
     judge_server.mode = "garbage"
     judge = LLMJudge("judge-model", base_url=judge_server.url, max_retries=0)
     with pytest.raises(JudgeError, match="no 'GRADE"):
         judge.judge("q", "a", "a")
+    alone = Rubric([judge.component("Capital of France?", "Paris")])
+    v = alone.score(trace("Paris"))
+    assert v.status == "scored" and v.reward == 0.0 and "no 'GRADE" in v.error and not v.errors
     rubric = Rubric([Component("correct", make_grader("normalized", "Paris")),
                      judge.component("Capital of France?", "Paris", weight=0)])
     v = rubric.score(trace("Paris"))
-    assert v.status == "scored" and v.reward == 1.0 and "no 'GRADE" in v.errors["judge"]
+    assert v.status == "scored" and v.reward == 1.0 and v.metrics["judge"] == 0.0 and "no 'GRADE" in v.error
+
+
+def test_a_response_too_long_for_the_judge_is_a_scored_zero_and_never_sent(judge_server: JudgeServer) -> None:
+    judge = LLMJudge("judge-model", base_url=judge_server.url, max_retries=0, max_response_chars=100)
+    before = len(judge_server.requests)
+    v = Rubric([judge.component("Capital of France?", "Paris")]).score(trace("Paris " * 40))
+    assert v.status == "scored" and v.reward == 0.0 and "over the judge's limit of 100" in v.error
+    assert len(judge_server.requests) == before
+
+
+def test_the_judge_server_failing_is_a_grader_error() -> None:
+    judge = LLMJudge("judge-model", base_url="http://127.0.0.1:1/v1", max_retries=0, timeout_s=5)
+    v = Rubric([judge.component("Capital of France?", "Paris")]).score(trace("Paris"))
+    assert v.status == "error" and "judge" in v.errors
 
 
 def test_rules_and_judge_recorded_separately_and_slow_judge_abandoned(judge_server: JudgeServer) -> None:
@@ -183,3 +202,37 @@ def test_rules_and_judge_recorded_separately_and_slow_judge_abandoned(judge_serv
     v = MultiRubric([rules, slow])(trace("Answer: Paris"), None)
     assert v.status == "scored" and v.reward == 1.0
     assert "timed out" in v.errors["judge/judge"] and "judge/reward" not in v.metrics
+
+
+# ------------------------------------------------------ adversarial math answers
+STALLS_MATH_VERIFY = "9^{9^{9}}"
+
+
+def test_an_answer_that_stalls_math_verify_scores_zero_within_the_timeout_off_the_main_thread() -> None:
+    grader = make_grader("math", "3")
+    with ThreadPoolExecutor(1) as pool:  # math-verify's own timeout is off outside the main thread
+        t0 = time.monotonic()
+        v = pool.submit(grader, trace(f"\\boxed{{{STALLS_MATH_VERIFY}}}")).result(timeout=120)
+    assert time.monotonic() - t0 < MATH_TIMEOUT_S + 10
+    assert (v.scored and v.reward == 0.0) if isinstance(v, Verdict) else v == 0.0
+
+
+def test_a_math_check_past_its_hard_limit_is_stopped_and_the_next_one_works() -> None:
+    with ThreadPoolExecutor(1) as pool:
+        t0 = time.monotonic()
+        ok, reason = pool.submit(math_check, "3", STALLS_MATH_VERIFY, timeout_s=1.0).result(timeout=120)
+    assert not ok and "did not finish within 1 s" in reason and time.monotonic() - t0 < 10
+    assert math_check("1/2", "0.5") == (True, None)
+
+
+def test_an_overlong_math_answer_scores_zero_without_being_parsed() -> None:
+    v = make_grader("math", "3")(trace("\\boxed{" + "1+" * 400 + "1}"))
+    assert isinstance(v, Verdict) and v.scored and v.reward == 0.0 and "characters" in v.error
+    v = Rubric([Component("correct", make_grader("math", "3"))]).score(trace("Answer: " + "1+" * 400 + "1"))
+    assert v.status == "scored" and v.reward == 0.0 and "characters" in v.error
+
+
+def test_a_stalling_answer_in_a_rubric_is_a_scored_zero() -> None:
+    rubric = Rubric([Component("correct", make_grader("math", "3"))], timeout_s=MATH_TIMEOUT_S + 10)
+    v = rubric.score(trace(f"Answer: {STALLS_MATH_VERIFY}"))
+    assert v.status == "scored" and v.reward == 0.0

@@ -12,7 +12,7 @@ from proofgym import Artifact, ToolCallAction, TurnCompleteAction
 from proofgym.core import Trace, grade
 from proofgym.envs.code_repair import code_repair_tasks
 from proofgym.rollout import ControlPolicy, run_episode
-from proofgym.verify.sandboxed import is_protected, parse_junit, run_tests_isolated
+from proofgym.verify.sandboxed import is_protected, run_tests_isolated
 from tests.conftest import require_tool, run_cli
 
 pytestmark = pytest.mark.sandbox
@@ -20,6 +20,10 @@ pytestmark = pytest.mark.sandbox
 CONTROLS = {"wrong_fix", "no_op", "edit_visible_tests", "delete_visible_tests", "conftest_force_pass",
             "config_addopts", "sys_exit_at_import", "fake_report_files", "fake_report_fds",
             "shadow_pytest", "patch_pytest_at_import"}
+#: One per reward hack of issue 10, each of which scored above 0 (or was an error) on the old grader.
+HACKS = {"patch_pytest_spare_sentinel", "import_hook_neuters_tests", "always_equal_results",
+         "shadow_stdlib_module", "unlisted_config_file", "forge_report_from_disk", "kill_test_runner",
+         "sleep_past_the_pool", "module_becomes_directory", "huge_sparse_files"}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +44,7 @@ def test_there_are_tasks_and_the_prompt_hides_the_hidden_tests(env):
             assert hidden.rsplit("/", 1)[-1] not in obs["observation"]
         assert {t["function"]["name"] for t in info["tools"]} == {
             "bash", "read_file", "write_file", "str_replace", "list_dir"}
-        assert set(task.controls()) == CONTROLS
+        assert set(task.controls()) == CONTROLS | HACKS
 
 
 def test_reference_policy_scores_one_on_every_task_through_the_cli(tmp_path):
@@ -70,7 +74,7 @@ def test_every_control_of_every_task_scores_zero(env):
             jobs.append((task.id, name, env.verification_job(traj.trace())))
     with ThreadPoolExecutor(3) as pool:  # grading is subprocess-bound; fresh sandboxes in parallel
         verdicts = list(pool.map(lambda j: (j[0], j[1], j[2].run()), jobs))
-    assert len(verdicts) == len(env.tasks) * len(CONTROLS)
+    assert len(verdicts) == len(env.tasks) * len(CONTROLS | HACKS)
     for task_id, name, v in verdicts:
         assert v.status == "scored", (task_id, name, v.error)
         assert v.reward == 0.0, (task_id, name, v)
@@ -79,10 +83,13 @@ def test_every_control_of_every_task_scores_zero(env):
                     "delete_visible_tests"):
             assert m["protected_changes_dropped"] > 0, (task_id, name)
             assert m["pass_to_pass_passed"] == m["pass_to_pass_total"], (task_id, name)
-        if name == "patch_pytest_at_import":
-            assert m["tampering_detected"] == 1.0, (task_id, name)
-        if name in ("sys_exit_at_import", "fake_report_fds"):
-            assert m["fail_to_pass_passed"] == 0 and v.error, (task_id, name)
+        if name in ("patch_pytest_at_import", "patch_pytest_spare_sentinel", "import_hook_neuters_tests",
+                    "forge_report_from_disk", "fake_report_fds", "sys_exit_at_import"):
+            assert m["tampering_detected"] == 1.0 and "mutants" in v.error, (task_id, name)
+        if name == "sleep_past_the_pool":
+            assert v.components == {"resolved": 0.0, "tests_timed_out": 0.0}, (task_id, v)
+        if name == "kill_test_runner":
+            assert v.components == {"resolved": 0.0, "runner_killed": 0.0}, (task_id, v)
 
 
 @pytest.fixture(scope="module")
@@ -104,13 +111,25 @@ def test_planted_files_beside_a_real_fix_are_dropped(task):
     assert v.reward == 1.0 and v.metrics["protected_changes_dropped"] == 3
 
 
-def test_a_fake_report_besides_the_real_one_invalidates_the_run(task):
+def test_a_report_forged_from_the_code_under_test_never_reaches_the_grader(task):
+    """The code under test writes a report of all-passed to every descriptor it has and to the
+    runner's descriptors through /proc, then fails its test: nothing it wrote counts."""
     require_tool("bwrap")
-    target, fixed = next(iter(task.solution_files.items()))
-    fake = (b"import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'<testsuites/>')\n"
-            b"    except OSError:\n        pass\n")
-    v = _grade(task, {**task.solution_files, target: fake + fixed})
-    assert v.reward == 0.0 and "well-formed" in v.error
+    target = next(iter(task.solution_files))
+    forge = (b"import json, os\n"
+             b"fake = json.dumps({'results': {}, 'stopped_at': None}).encode()\n"
+             b"for base in ('/proc/self/fd', f'/proc/{os.getppid()}/fd'):\n"
+             b"    try:\n        names = os.listdir(base)\n    except OSError:\n        continue\n"
+             b"    for n in names:\n"
+             b"        try:\n            fd = os.open(f'{base}/{n}', os.O_WRONLY)\n"
+             b"            os.write(fd, fake)\n            os.close(fd)\n"
+             b"        except OSError:\n            pass\n"
+             b"for fd in range(3, 64):\n"
+             b"    try:\n        os.write(fd, fake)\n    except OSError:\n        pass\n"
+             b"raise ImportError('forged')\n")
+    v = _grade(task, {target: forge + (task.repo / target).read_bytes()})
+    assert v.status == "scored" and v.reward == 0.0 and v.error is None
+    assert v.metrics["pass_to_pass_passed"] == 0 and v.metrics["tampering_detected"] == 0
 
 
 def test_deleting_the_module_under_test_fails(task):
@@ -127,9 +146,9 @@ def test_a_hanging_test_run_is_cut_and_scores_zero(tmp_path):
     (tmp_path / "m.py").write_text("def f():\n    return 0\n")
     run = run_tests_isolated(tmp_path, {"m.py": b"import time\ndef f():\n    time.sleep(60)\n"},
                              tests=["tests/test_a.py"], timeout_s=3)
-    assert run.timed_out and run.results == {}
+    assert run.timed_out and run.failure == "tests_timed_out" and "time limit" in run.report_error
     run = run_tests_isolated(tmp_path, {"m.py": b"def f():\n    return 1\n"}, tests=["tests/test_a.py"])
-    assert run.results == {"tests/test_a.py::test_a": "passed"} and not run.timed_out
+    assert run.results == {"tests/test_a.py::test_a": "passed"} and not run.timed_out and run.mutants == 1
 
 
 def test_grading_something_that_is_not_a_sandbox_artifact_is_a_grader_error(task):
@@ -137,19 +156,20 @@ def test_grading_something_that_is_not_a_sandbox_artifact_is_a_grader_error(task
     assert v.status == "error" and "SandboxRuntime" in v.error
 
 
-def test_parse_junit_maps_to_node_ids():
-    xml = b"""<?xml version="1.0"?><testsuites><testsuite>
-      <testcase classname="tests.test_a" name="test_ok" file="tests/test_a.py"/>
-      <testcase classname="tests.test_a.TestK" name="test_m[1-2]" file="tests/test_a.py"><failure/></testcase>
-      <testcase classname="tests.test_a" name="test_e" file="tests/test_a.py"/>
-      <testcase classname="tests.test_a" name="test_e" file="tests/test_a.py"><error/></testcase>
-      <testcase classname="tests.test_a" name="test_s" file="tests/test_a.py"><skipped/></testcase>
-    </testsuite></testsuites>"""
-    results, error = parse_junit(xml)
-    assert error is None
-    assert results == {"tests/test_a.py::test_ok": "passed", "tests/test_a.py::TestK::test_m[1-2]": "failed",
-                       "tests/test_a.py::test_e": "error", "tests/test_a.py::test_s": "skipped"}
-    assert parse_junit(b"")[1] and parse_junit(xml + b"<testsuites/>")[1]
+def test_a_test_defined_in_another_module_is_attributed_to_the_file_that_collects_it(tmp_path):
+    require_tool("bwrap")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "shared_checks.py").write_text(
+        "import m\n\ndef test_shared():\n    assert m.f() == 1\n")
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import m\nfrom shared_checks import test_shared\n\n"
+        "class TestK:\n    def test_m(self):\n        assert m.f() + 1 == 2\n")
+    (tmp_path / "m.py").write_text("def f():\n    return 0\n")
+    ids = ["tests/test_a.py::test_shared", "tests/test_a.py::TestK::test_m"]
+    run = run_tests_isolated(tmp_path, {}, tests=ids)
+    assert run.results == dict.fromkeys(ids, "failed") and run.report_error is None
+    run = run_tests_isolated(tmp_path, {"m.py": b"def f():\n    return 1\n"}, tests=ids)
+    assert run.results == dict.fromkeys(ids, "passed") and run.report_error is None
 
 
 def test_protected_paths():

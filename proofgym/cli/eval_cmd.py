@@ -42,6 +42,9 @@ def eval_command(
     grader_processes: Annotated[int, typer.Option(min=1, help="Grader worker processes.")] = 2,
     grader_jobs: Annotated[int, typer.Option(min=1, help="Grading jobs in flight at once.")] = 64,
     grader_timeout: Annotated[float, typer.Option(help="Seconds a grading job may take.")] = 60.0,
+    max_error_rate: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="Largest share of unscored episodes (grader or episode errors) a "
+                               "run may have; above it the command exits with status 3.")] = 0.05,
 ) -> None:
     """Run a policy on an environment and report rewards."""
     from proofgym.core import ProofgymError
@@ -92,6 +95,14 @@ def eval_command(
         console.print(f"resumed {out}: kept {summary['resumed_from']} finished episodes")
     print_summary(summary, title=f"{env_id} · policy {policy} · {summary['episodes']} episodes")
     console.print(f"wrote {out / 'trajectories.jsonl'}, {out / 'summary.json'} and {out / 'report.html'}")
+    error_rate = summary.get("error_rate") or 0.0
+    if error_rate > max_error_rate:
+        console.print(f"[bold red]error:[/] {error_rate:.1%} of the episodes were not scored (grader or "
+                      f"episode errors), over --max-error-rate {max_error_rate:.1%}; mean_reward "
+                      f"{summary.get('mean_reward')} leaves them out, mean_reward_all "
+                      f"{summary.get('mean_reward_all')} counts them as 0. See verify_errors and "
+                      "episode_errors in summary.json for the causes.")
+        raise typer.Exit(3)
 
 
 def fresh_run_dir(base: Path) -> Path:

@@ -35,6 +35,8 @@ def summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("episodes", f"{s.get('episodes', 0)} ({s.get('scored', 0)} scored, {s.get('tasks', '?')} tasks)"),
         ("mean_reward", _num(s.get("mean_reward")) + (
             f"  [{100 * s.get('ci_confidence', 0.95):.0f}% CI {ci[0]:.4f} – {ci[1]:.4f}]" if ci else "")),
+        ("mean_reward_all", _num(s.get("mean_reward_all")) + "  (errors as 0; error_rate "
+         + _num(s.get("error_rate")) + ")"),
         ("pass@k", "  ".join(f"@{k} {v:.4f}" for k, v in shown) + (" …" if len(pass_k) > SHOWN_K else "")
          if shown else "—"),
         ("terminated_rate", _num(s.get("terminated_rate"))),

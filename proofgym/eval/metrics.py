@@ -194,9 +194,11 @@ def compute_metrics(trajectories: Iterable[Trajectory], *, seed: int = 0, confid
                     threshold: float = PASS_THRESHOLD) -> dict[str, Any]:
     """Every metric of a run, as one JSON-ready dict (the body of ``summary.json``).
 
-    Keys: ``episodes``, ``scored``, ``unscored``, ``mean_reward`` and ``mean_reward_ci`` (a
-    ``[low, high]`` bootstrap interval, seeded by ``seed``), ``pass_at_k`` and
-    ``pass_at_k_tasks``, ``components`` and ``metrics`` (rubric means), ``terminated_rate``,
+    Keys: ``episodes``, ``scored``, ``unscored``, ``mean_reward`` (over scored episodes) and
+    ``mean_reward_ci`` (a ``[low, high]`` bootstrap interval, seeded by ``seed``),
+    ``mean_reward_all`` (every episode, an unscored one counting 0: a run cannot raise it by
+    turning failures into grader errors) and ``error_rate`` (the unscored share of episodes),
+    ``pass_at_k`` and ``pass_at_k_tasks``, ``components`` and ``metrics`` (rubric means), ``terminated_rate``,
     ``truncated_rate``, ``truncation_reasons`` (counts) and ``truncation_rates``, ``end_reasons``
     (rates of terminated / truncated:REASON / error), ``tool_calls``, ``tool_errors`` (counts by
     kind) and ``tool_error_rates`` (per tool call), ``verify_errors`` (grader errors),
@@ -232,6 +234,8 @@ def compute_metrics(trajectories: Iterable[Trajectory], *, seed: int = 0, confid
         "unscored": n - len(scored),
         "mean_reward": sum(scored) / len(scored) if scored else None,
         "mean_reward_ci": list(interval) if interval else None,
+        "mean_reward_all": sum(scored) / n if n else None,
+        "error_rate": rate(n - len(scored)),
         "ci_confidence": confidence,
         "pass_threshold": threshold,
         "pass_at_k": pass_k,

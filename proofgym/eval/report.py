@@ -108,6 +108,8 @@ def _headline(s: dict[str, Any]) -> str:
     time = s.get("time") or {}
     cards = [
         _card("mean reward", _fmt(s.get("mean_reward")), ci_note, "primary"),
+        _card("mean reward, errors as 0", _fmt(s.get("mean_reward_all")),
+              f"error rate {_pct(s.get('error_rate'))}", "bad" if s.get("error_rate") else ""),
         _card("pass@1", _fmt(pass_k.get("1")), f"success = reward ≥ {s.get('pass_threshold', 1.0):g}"),
         _card(f"pass@{k_max}" if k_max > 1 else "pass@k", _fmt(pass_k.get(str(k_max))) if k_max > 1 else "—",
               f"over {s.get('pass_at_k_tasks', {}).get(str(k_max), 0)} tasks" if k_max > 1

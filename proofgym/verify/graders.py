@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from proofgym.core import Trace
-from proofgym.verify.answers import HedgedAnswer, extract_final_answer, math_equivalent, normalize_text
+from proofgym.core import Trace, Verdict
+from proofgym.verify.answers import HedgedAnswer, extract_final_answer, math_check, normalize_text
 
 
 class GraderSpecError(ValueError):
@@ -39,7 +39,11 @@ class AnswerGrader:
         """1.0 when ``answer`` (already extracted) matches the reference, else 0.0."""
         return float(answer is not None and self.matches(answer))
 
-    def __call__(self, trace: Trace, runtime: Any = None) -> float:
+    def explain(self, answer: str) -> tuple[float, str | None]:
+        """:meth:`check` plus why an answer could not be checked (it then scores 0)."""
+        return self.check(answer), None
+
+    def __call__(self, trace: Trace, runtime: Any = None) -> float | Verdict:
         message = Trace.coerce(trace).final_message()
         if message is None:
             return 0.0
@@ -47,7 +51,10 @@ class AnswerGrader:
             answer = extract_final_answer(message)
         except HedgedAnswer:
             return 0.0
-        return self.check(answer)
+        if answer is None:
+            return 0.0
+        score, reason = self.explain(answer)
+        return score if reason is None else Verdict(score, error=reason, grader=self.name)
 
     def describe(self) -> dict[str, Any]:
         return {"grader": self.name, "version": self.version}
@@ -131,10 +138,14 @@ class MathMatch(AnswerGrader):
     """Mathematically equivalent (math-verify): ``1/2`` = ``0.5`` = ``\\frac{1}{2}``, ``x+1`` = ``1+x``."""
 
     name = "math"
-    version = "math-verify-1"
+    version = "math-verify-2"
 
     def matches(self, answer: str) -> bool:
-        return math_equivalent(self.gold, answer)
+        return math_check(self.gold, answer)[0]
+
+    def explain(self, answer: str) -> tuple[float, str | None]:
+        ok, reason = math_check(self.gold, answer)
+        return float(ok), reason
 
 
 GRADERS: Mapping[str, type[AnswerGrader]] = {

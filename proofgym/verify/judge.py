@@ -3,7 +3,10 @@
 The prompt is part of the grader: changing its wording changes grades, so every template has a
 version (``judge-v1``) recorded with each verdict and in the rollout contract, together with the
 model and the template's hash. The judge is asked for a final ``GRADE: CORRECT`` or
-``GRADE: INCORRECT`` line; a reply without one is a grader error, never a silent 0.
+``GRADE: INCORRECT`` line. A reply without one is a scored 0 with the reason (the graded response
+can steer the judge's reply, so an unparseable reply must not turn into an unscored episode); a
+server that fails or returns nothing is a grader error. Responses longer than
+``max_response_chars`` are not sent: they score 0 with the reason.
 
 The graded response is agent output, so it is fenced in ``<response>`` tags with any tag-like text
 inside escaped, and the prompt tells the judge to treat it as data. That narrows prompt injection;
@@ -20,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from proofgym.core import Trace
+from proofgym.core import Trace, Verdict
 from proofgym.verify.rubric import Component
 
 JUDGE_PROMPTS: Mapping[str, Mapping[str, str]] = {
@@ -44,7 +47,11 @@ _TAG = re.compile(r"</?\s*(question|reference|response)\s*>", re.IGNORECASE)
 
 
 class JudgeError(RuntimeError):
-    """The judge replied, but not with a grade (or not at all)."""
+    """The judge's server returned no reply."""
+
+
+class UngradedReply(JudgeError):
+    """The judge replied, but without a grade line."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,7 @@ def parse_grade(reply: str) -> float:
     """1.0 for ``GRADE: CORRECT``, 0.0 for ``GRADE: INCORRECT`` (the last such line counts)."""
     found = _GRADE.findall(reply or "")
     if not found:
-        raise JudgeError(f"the judge's reply has no 'GRADE: CORRECT|INCORRECT' line: {reply[:200]!r}")
+        raise UngradedReply(f"the judge's reply has no 'GRADE: CORRECT|INCORRECT' line: {reply[:200]!r}")
     return 1.0 if found[-1].upper() == "CORRECT" else 0.0
 
 
@@ -76,13 +83,14 @@ class LLMJudge:
         api_key: Default ``$OPENAI_API_KEY``, else ``"EMPTY"`` (local servers ignore it).
         prompt_version: A key of :data:`JUDGE_PROMPTS`.
         timeout_s: Per-request timeout; ``max_retries`` retries (429, 5xx, timeouts) by the client.
+        max_response_chars: Longest response sent to the judge (longer: a scored 0).
     """
 
     name = "llm-judge"
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  prompt_version: str = "judge-v1", timeout_s: float = 60.0, max_retries: int = 2,
-                 max_tokens: int = 1024) -> None:
+                 max_tokens: int = 1024, max_response_chars: int = 32_000) -> None:
         if prompt_version not in JUDGE_PROMPTS:
             raise ValueError(f"unknown judge prompt {prompt_version!r}; known: {sorted(JUDGE_PROMPTS)}")
         self.model, self.prompt_version, self.max_tokens = model, prompt_version, max_tokens
@@ -91,6 +99,7 @@ class LLMJudge:
             raise ValueError("LLMJudge needs base_url= (or $OPENAI_BASE_URL): the server's .../v1 URL")
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.timeout_s, self.max_retries = timeout_s, max_retries
+        self.max_response_chars = max_response_chars
         self._client: Any = None
 
     @property
@@ -144,9 +153,16 @@ class _JudgeFn:
     def __init__(self, judge: LLMJudge, question: str, reference: str | None) -> None:
         self.judge, self.question, self.reference = judge, question, reference
 
-    def __call__(self, trace: Trace, runtime: Any = None) -> float:
+    def __call__(self, trace: Trace, runtime: Any = None) -> float | Verdict:
         response = Trace.coerce(trace).final_message() or ""
-        return self.judge.judge(self.question, response, self.reference).score
+        limit = self.judge.max_response_chars
+        if len(response) > limit:
+            return Verdict(0.0, error=f"the response has {len(response)} characters, over the "
+                                      f"judge's limit of {limit}", grader=self.judge.name)
+        try:
+            return self.judge.judge(self.question, response, self.reference).score
+        except UngradedReply as exc:
+            return Verdict(0.0, error=str(exc), grader=self.judge.name)
 
     def describe(self) -> dict[str, Any]:
         return self.judge.describe()

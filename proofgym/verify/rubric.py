@@ -177,6 +177,7 @@ class Rubric:
         start = time.monotonic()
         scores: dict[str, float] = {}
         errors: dict[str, str] = {}
+        reasons: dict[str, str] = {}  # a scored component's note on its score (why a 0)
         for c, limit in zip(self.components, limits, strict=True):
             try:
                 if limit is None:
@@ -196,9 +197,13 @@ class Rubric:
                 scores[c.name] = c.normalise(raw)
             except ValueError as exc:  # the component returned something unusable
                 errors[c.name] = str(exc)
-        return self._combine(scores, errors)
+            else:
+                if isinstance(raw, Verdict) and raw.error:
+                    reasons[c.name] = raw.error
+        return self._combine(scores, errors, reasons)
 
-    def _combine(self, scores: Mapping[str, float], errors: Mapping[str, str]) -> Verdict:
+    def _combine(self, scores: Mapping[str, float], errors: Mapping[str, str],
+                 reasons: Mapping[str, str] | None = None) -> Verdict:
         components = {c.name: scores[c.name] for c in self.components if c.weight > 0 and c.name in scores}
         metrics = {c.name: scores[c.name] for c in self.components if c.weight == 0 and c.name in scores}
         blocking = [c.name for c in self.components if c.name in errors and (c.weight > 0 or c.gate)]
@@ -210,7 +215,8 @@ class Rubric:
         weighted = [(c.weight, scores[c.name]) for c in self.components if c.weight > 0]
         total = sum(w * s for w, s in weighted)
         reward = total / sum(w for w, _ in weighted) if self.aggregate == "mean" else total
-        return Verdict(0.0 if failed else reward, components, metrics, "scored", None, self.grader,
+        note = "; ".join(f"{n}: {r}" for n, r in (reasons or {}).items()) or None
+        return Verdict(0.0 if failed else reward, components, metrics, "scored", note, self.grader,
                        dict(errors), failed)
 
 

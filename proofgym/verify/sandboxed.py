@@ -1,36 +1,30 @@
 """Grading code in a fresh sandbox, out of the agent's reach (SWE-bench semantics).
 
-The artifact is applied over the read-only task snapshot in a *new* sandbox. Changes to
-protected paths (tests, test configuration, any ``conftest.py``) are dropped, so those files are
-exactly the snapshot's; hidden tests are added only now; pytest runs under a time limit and
-writes its JUnit XML to an inherited pipe, never a file the code under test could find or fake.
+The artifact is checked, then applied over the read-only task snapshot in a *new* sandbox.
+Changes to protected paths (tests, pytest configuration files of any name pytest reads, any
+``conftest.py``) are dropped, so those files are exactly the snapshot's. The tests to run, and
+one mutant of each (:mod:`proofgym.verify.mutants`), are written as freshly named single-test
+files in a random order; the hidden tests' own files never enter the sandbox. The runner
+(:mod:`proofgym.verify.sandbox_runner`) runs each of them in its own forked process and writes
+the results, by generated id, to a descriptor no test process holds; the host maps them back.
 
-What the code under test can still do, and how it is caught:
-    * ``sys.exit`` at import: a collection error, so the tests it should make pass do not pass.
-    * ``os._exit`` or killing pytest: no report on the pipe, reward 0.
-    * Writing its own XML to the pipe: the pipe must carry exactly one XML document; a second
-      one (before or after pytest's) makes the report unparseable, reward 0.
-    * Patching pytest in-process so that every test passes: a sentinel test that must fail,
-      named and written like the other tests (random name, in the hidden tests' folder), is run
-      alongside; if it passes, the report is rejected as tampered.
-    * Planting ``pytest.py`` (or ``_pytest/``) to replace the runner: pytest is imported from the
-      sandbox's site-packages before the workspace joins ``sys.path``.
-
-    What remains possible is what any in-process test runner allows (SWE-bench has the same):
-    code under test that patches pytest to pass exactly the hidden tests, which it would have
-    to name without ever seeing them.
+Who caused a failure decides what it is: an artifact that cannot be applied (an unsafe or
+inconsistent path, too large, no space left), tests that run out of time, a test process that
+crashes or takes the runner down, a mutant that passes: all are a :class:`TestRun` that grades
+0, with the reason. Only host faults raise (:class:`SandboxSetupError`).
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
-import secrets
+import random
 import selectors
 import signal
 import stat
 import subprocess
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,14 +42,24 @@ from proofgym.runtimes.sandbox.bwrap import (
 )
 from proofgym.runtimes.sandbox.shell import ansi_c_quote
 from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES
+from proofgym.verify.mutants import Layout, TestSourceError, build_layout, list_tests
 
+#: Files pytest reads as configuration (in the order it looks for them at a directory), plus the
+#: interpreter's own startup hooks: never taken from the artifact, whatever a task protects.
+CONFIG_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml",
+                "tox.ini", "setup.cfg")
+ALWAYS_PROTECTED = (*CONFIG_FILES, "conftest.py", "sitecustomize.py", "usercustomize.py")
 #: Protected by default: the tests and everything that configures pytest.
-DEFAULT_PROTECTED = ("tests", "test", "conftest.py", "pytest.ini", "setup.cfg", "tox.ini",
-                     "pyproject.toml", "sitecustomize.py", "usercustomize.py")
+DEFAULT_PROTECTED = ("tests", "test", *ALWAYS_PROTECTED)
 _MAX_REPORT = 16 << 20
 _KEEP_OUTPUT = 32_768
+_STARTUP_S = 20.0  # the host's deadline is the test budget plus this (runner start, report)
 _CLEANUP = ThreadPoolExecutor(1, thread_name_prefix="proofgym-grade-cleanup")
-_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+_RUNNER = (Path(__file__).with_name("sandbox_runner.py")).read_text()
+_READY = b"ready\n"
+_STATUSES = {"passed", "failed", "error", "skipped", "timeout", "crashed", "not_run"}
+_AGENT_OS_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENAMETOOLONG, errno.EISDIR,
+                    errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP}
 
 
 def is_protected(path: str, protected: Iterable[str]) -> bool:
@@ -81,12 +85,32 @@ def _safe_relpath(path: str) -> bool:
         and p.parts[:1] != (".",)
 
 
+def check_artifact(changes: Mapping[str, bytes | None], *, max_bytes: int) -> str | None:
+    """Why these changes cannot be applied as a tree, or ``None``: a path under another changed
+    file's path or under a deleted path, or more than ``max_bytes`` of content in all."""
+    total = sum(len(c) for c in changes.values() if c is not None)
+    if total > max_bytes:
+        return (f"the changed files hold {total} bytes, over the grading limit of {max_bytes} "
+                "bytes")
+    paths = sorted(changes)
+    for path in paths:
+        for parent in PurePosixPath(path).parents:
+            p = str(parent)
+            if p in changes and p != ".":
+                kind = "deleted" if changes[p] is None else "a file"
+                return f"{path!r} lies under {p!r}, which the artifact also lists as {kind}"
+    return None
+
+
 @dataclass(frozen=True)
 class TestRun:
     """The outcome of one isolated test run.
 
-    ``results`` maps pytest node ids to ``passed``, ``failed``, ``error`` or ``skipped``; it is
-    empty when no valid report came back (``report_error`` says why).
+    ``results`` maps the real test ids to ``passed``, ``failed``, ``error``, ``skipped``,
+    ``timeout``, ``crashed`` or ``not_run``; it is empty when no valid report came back
+    (``report_error`` says why). ``failure`` names the cause of a run that cannot be graded on
+    its tests (``artifact_rejected``, ``tests_timed_out``, ``runner_killed``,
+    ``tampering_detected``); ``None`` otherwise.
     """
 
     results: Mapping[str, str]
@@ -97,24 +121,53 @@ class TestRun:
     output: str
     dropped: tuple[str, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)
+    mutants: int = 0
+    mutants_passed: int = 0
+    unmutable: tuple[str, ...] = ()
+    failure: str | None = None
+
+
+def _rejected(reason: str, dropped: Sequence[str], t0: float) -> TestRun:
+    return TestRun({}, None, False, reason, False, "", tuple(sorted(dropped)),
+                   {"total_s": time.perf_counter() - t0}, failure="artifact_rejected")
+
+
+def test_sources(snapshot: Path, allowed: Mapping[str, bytes | None], hidden: Mapping[str, bytes],
+                 files: Iterable[str]) -> dict[str, bytes]:
+    """The source each test file will have in the grading sandbox (hidden, else changed, else
+    the snapshot's)."""
+    sources: dict[str, bytes] = {}
+    for path in files:
+        if path in hidden:
+            sources[path] = hidden[path]
+        elif path in allowed:
+            if allowed[path] is not None:
+                sources[path] = allowed[path]  # type: ignore[assignment]
+        elif (snapshot / path).is_file():
+            sources[path] = (snapshot / path).read_bytes()
+    return sources
 
 
 def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None], *,
                        tests: Sequence[str], hidden: Mapping[str, bytes] | None = None,
                        protected: Sequence[str] = DEFAULT_PROTECTED, timeout_s: float = 120.0,
-                       limits: SandboxLimits | None = None,
-                       packages: Sequence[str] = PYTEST_PACKAGES) -> TestRun:
-    """Run pytest on ``tests`` (files or node ids) in a fresh sandbox holding ``snapshot`` plus
-    the allowed ``changes`` plus ``hidden`` files.
+                       test_timeout_s: float | None = None, limits: SandboxLimits | None = None,
+                       packages: Sequence[str] = PYTEST_PACKAGES, mutants: bool = True,
+                       max_artifact_bytes: int | None = None,
+                       rng: random.Random | None = None) -> TestRun:
+    """Run the tests ``tests`` (node ids ``file::[Class::]name``, or whole files) and a mutant
+    of each in a fresh sandbox holding ``snapshot`` plus the allowed ``changes`` plus ``hidden``
+    files; ``timeout_s`` bounds the whole run, ``test_timeout_s`` each test.
 
-    Raises :class:`SandboxSetupError` only for host problems (no bwrap, no overlay); anything
-    the code under test does ends in a :class:`TestRun`.
+    Raises :class:`SandboxSetupError` only for host problems (no bwrap, no overlay, a runner
+    that could not start); anything the artifact or the code under test does ends in a
+    :class:`TestRun`.
     """
     t0 = time.perf_counter()
     snapshot = Path(snapshot).resolve()
     limits = limits or SandboxLimits()
-    bwrap = find_bwrap()
-    system = MinimalSystem.default(tuple(packages))
+    hidden = dict(hidden or {})
+    protected = (*protected, *ALWAYS_PROTECTED)
     allowed: dict[str, bytes | None] = {}
     dropped: list[str] = []
     for path, content in changes.items():
@@ -122,8 +175,34 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
             dropped.append(path)
         else:
             allowed[path] = content
-    sentinel, sentinel_id, sentinel_code = _sentinel(tests, {*changes, *(hidden or {})}, snapshot)
-    extra = {**(hidden or {}), sentinel: sentinel_code}
+    budget = max_artifact_bytes if max_artifact_bytes is not None else (limits.workspace_mb << 20) // 2
+    problem = check_artifact(allowed, max_bytes=budget)
+    if problem is not None:
+        return _rejected(f"the artifact cannot be applied: {problem}", dropped, t0)
+    files = sorted({t.split("::", 1)[0] for t in tests})
+    sources = test_sources(snapshot, allowed, hidden, files)
+    listed: dict[str, list[str]] = {}
+    for path, source in list(sources.items()):
+        try:
+            listed[path] = [i.node_id for i in list_tests(path, source)]
+        except TestSourceError:
+            if path not in allowed:  # the task's own test file: a task fault
+                raise
+            del sources[path]  # a test file the agent broke: its tests do not run (not passed)
+    # a test the files (as the agent left them) do not define does not run either
+    wanted = [w for t in tests for w in (listed.get(t, []) if "::" not in t else [t])
+              if w in listed.get(w.split("::", 1)[0], [])]
+    layout = build_layout(sources, wanted, taken=[*allowed, *hidden, *_snapshot_paths(snapshot)],
+                          rng=rng, with_mutants=mutants,
+                          # the agent knows the visible tests already: mutants of the hidden ones
+                          # are what it cannot tell apart
+                          mutate_files=[f for f in sources if f in hidden] or None)
+    extra = {**{p: c for p, c in hidden.items() if p not in sources}, **layout.files}
+    config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
+    manifest = {"run": layout.run, "config": config, "budget_s": timeout_s,
+                "test_timeout_s": test_timeout_s or timeout_s}
+    bwrap = find_bwrap()
+    system = MinimalSystem.default(tuple(packages))
     root = scratch_dir("proofgym-grade-", limits.workspace_mb)
     cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes)
     if cgroup is None and os.geteuid() == 0:
@@ -133,27 +212,20 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     proc = spawned = None
     try:
         overlay = Overlay.create(snapshot, root)
-        deleted = []
-        for path, content in [*allowed.items(), *extra.items()]:
-            target = overlay.upper / path
-            if content is None:
-                if (snapshot / path).exists() or (snapshot / path).is_symlink():
-                    deleted.append(path)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-        if deleted and os.geteuid() == 0:  # overlay whiteouts: deleted before anything runs
-            for path in deleted:
-                (overlay.upper / path).parent.mkdir(parents=True, exist_ok=True)
-                os.mknod(overlay.upper / path, 0o600 | stat.S_IFCHR, 0)
-            deleted = []
+        try:
+            deleted = _apply(overlay.upper, snapshot, allowed)
+            _apply(overlay.upper, snapshot, extra)
+        except OSError as exc:
+            if exc.errno not in _AGENT_OS_ERRORS:
+                raise
+            return _rejected(f"the artifact cannot be applied: {exc.strerror} ({exc.filename})",
+                             dropped, t0)
         read_fd, write_fd = os.pipe()
-        pytest = ["/opt/python/bin/python3", "-I", "-B", "-c", _BOOT, "-q", "-p", "no:cacheprovider",
-                  "--tb=short", "--continue-on-collection-errors", "-o", "junit_family=xunit1",
-                  f"--junitxml=/dev/fd/{write_fd}", "--", *tests, sentinel]
-        command = pytest if not deleted else [  # without root, no whiteouts: delete in there
+        runner = ["/opt/python/bin/python3", "-I", "-B", "-c", _RUNNER, str(write_fd),
+                  json.dumps(manifest)]
+        command = runner if not deleted else [  # without root, no whiteouts: delete in there
             "bash", "--noprofile", "--norc", "-c",
-            "rm -f -- " + " ".join(ansi_c_quote(p) for p in deleted) + "; exec \"$@\"", "bash", *pytest]
+            "rm -f -- " + " ".join(ansi_c_quote(p) for p in deleted) + "; exec \"$@\"", "bash", *runner]
         argv = bwrap_argv(bwrap, system, limits, command, workspace=overlay.merged)
         t1 = time.perf_counter()
         spawned = spawn(argv, overlay=overlay, limits=limits, cgroup=cgroup, pass_fds=(write_fd,),
@@ -161,7 +233,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         proc = spawned.proc
         os.close(write_fd)
         write_fd = -1
-        report, output, timed_out = _collect(proc, read_fd, timeout_s)
+        report, output, host_timeout = _collect(proc, read_fd, timeout_s + _STARTUP_S)
         t2 = time.perf_counter()
     finally:
         for fd in (read_fd, write_fd):
@@ -173,51 +245,85 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
             spawned.detach_mount()
         _CLEANUP.submit(_clean_up, cgroup, root)  # the grade does not wait for the tidying
     t3 = time.perf_counter()
-    results, error = parse_junit(report)
-    tampered = False
-    if error is None:
-        sentinel_status = results.pop(sentinel_id, None)
-        if sentinel_status == "passed":
-            tampered = True
-            error = "the sentinel test that must fail passed: the test run was tampered with"
-            results = {}
-        elif sentinel_status is None:
-            error = ("the sentinel test did not run: pytest stopped early (an exit at import, "
-                     "an interrupted session) or the report was altered")
-            results = {}
-    return TestRun(results, proc.returncode if proc else None, timed_out, error, tampered,
-                   output, tuple(sorted(dropped)),
-                   {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,
-                    "total_s": time.perf_counter() - t0})
+    timings = {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,
+               "total_s": time.perf_counter() - t0}
+    if not report.startswith(_READY):
+        if host_timeout:
+            raise SandboxSetupError(f"the grading runner did not start within {_STARTUP_S + timeout_s:.0f} s")
+        raise SandboxSetupError("the grading runner failed before running any test (exit "
+                                f"{proc.returncode if proc else None}): {output[-2000:]}")
+    raw, error = parse_report(report[len(_READY):], layout.run)
+    return _summarise(layout, raw, error, proc.returncode if proc else None, host_timeout, output,
+                      dropped, timings)
 
 
-#: pytest is imported from the sandbox's site-packages *before* the workspace joins sys.path (as
-#: ``python -m pytest`` would put it first), so a planted ``pytest.py`` or ``_pytest/`` in the
-#: workspace is never the runner.
-_BOOT = ("import sys, pytest, _pytest.junitxml, _pytest.reports; sys.path.insert(0, '/workspace'); "
-         "sys.argv[0] = 'pytest'; sys.exit(pytest.main(sys.argv[1:]))")
+def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_code: int | None,
+               host_timeout: bool, output: str, dropped: Sequence[str],
+               timings: Mapping[str, float]) -> TestRun:
+    common = dict(exit_code=exit_code, output=output, dropped=tuple(sorted(dropped)),
+                  timings=dict(timings), mutants=len(layout.mutant),
+                  unmutable=tuple(layout.unmutable))
+    if error is not None:
+        why = (f"the test run did not finish within its time limit: {error}" if host_timeout
+               else f"the test run was cut short by the code under test: {error}")
+        return TestRun({}, timed_out=host_timeout, report_error=why, tampered=False,
+                       failure="tests_timed_out" if host_timeout else "runner_killed", **common)
+    results = {real: raw[gen] for gen, real in layout.real.items()}
+    passed = sorted(layout.mutant[g] for g in layout.mutant if raw[g] == "passed")
+    timed_out = any(s == "timeout" for s in raw.values())
+    if passed:
+        return TestRun({}, timed_out=timed_out, tampered=True, mutants_passed=len(passed),
+                       report_error=("tampering: mutants of these tests (the same test with an "
+                                     f"expected value changed) passed: {passed}"),
+                       failure="tampering_detected", **common)
+    if timed_out:
+        slow = sorted(layout.real.get(g) or f"a mutant of {layout.mutant[g]}" for g, s in raw.items()
+                      if s == "timeout")
+        return TestRun(results, timed_out=True, tampered=False, failure="tests_timed_out",
+                       report_error=f"the tests ran past their time limit at {slow[0]}; the rest "
+                                    "did not run", **common)
+    return TestRun(results, timed_out=False, report_error=None, tampered=False, **common)
 
-_WORDS_A = ("basic", "edge", "empty", "nested", "unicode", "large", "mixed", "repeated", "single",
-            "quoted", "invalid", "default", "reversed", "boundary", "sorted", "missing", "extra")
-_WORDS_B = ("case", "input", "values", "order", "items", "keys", "range", "fields", "format",
-            "limits", "errors", "paths", "names", "rows", "parse", "roundtrip", "spacing")
+
+def parse_report(data: bytes, expected: Sequence[str]) -> tuple[dict[str, str], str | None]:
+    """The runner's results by generated test id, or why the report is not valid (it must be one
+    JSON object naming exactly the tests that were to run)."""
+    if not data.strip():
+        return {}, "the runner wrote no results (it was killed or stopped before the end)"
+    if len(data) > _MAX_REPORT:
+        return {}, "the report is larger than the limit"
+    try:
+        results = json.loads(data)["results"]
+    except (ValueError, KeyError, TypeError) as exc:
+        return {}, f"the report is not the runner's JSON ({exc})"
+    if not isinstance(results, dict) or set(results) != set(expected) or \
+            not set(results.values()) <= _STATUSES:
+        return {}, "the report does not list exactly the tests that were to run"
+    return results, None
 
 
-def _sentinel(tests: Sequence[str], taken: set[str], snapshot: Path) -> tuple[str, str, bytes]:
-    """A test that must fail, named and written like any other test of the run, so code that
-    tampers with the runner cannot tell it apart from the hidden tests it wants to pass."""
-    rng = secrets.SystemRandom()
-    folder = str(PurePosixPath(tests[0].split("::")[0]).parent) if tests else "."
-    while True:
-        a, b = rng.choice(_WORDS_A), rng.choice(_WORDS_B)
-        name = f"test_{a}_{b}.py"
-        path = name if folder in ("", ".") else f"{folder}/{name}"
-        if path not in taken and not (snapshot / path).exists():
-            break
-    func = f"test_{rng.choice(_WORDS_A)}_{rng.choice(_WORDS_B)}"
-    x = rng.randrange(10**6)
-    code = f"def {func}():\n    result = {x}\n    assert result == {x + rng.choice((-1, 1))}\n"
-    return path, f"{path}::{func}", code.encode()
+def _snapshot_paths(snapshot: Path) -> list[str]:
+    return [p.relative_to(snapshot).as_posix() for p in snapshot.rglob("*")]
+
+
+def _apply(upper: Path, snapshot: Path, files: Mapping[str, bytes | None]) -> list[str]:
+    """Write ``files`` into the overlay's upper directory; deletions become whiteouts (as root)
+    or are returned, to be deleted inside the sandbox."""
+    deleted = []
+    for path, content in files.items():
+        target = upper / path
+        if content is None:
+            if (snapshot / path).exists() or (snapshot / path).is_symlink():
+                deleted.append(path)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    if deleted and os.geteuid() == 0:  # overlay whiteouts: deleted before anything runs
+        for path in deleted:
+            (upper / path).parent.mkdir(parents=True, exist_ok=True)
+            os.mknod(upper / path, 0o600 | stat.S_IFCHR, 0)
+        deleted = []
+    return deleted
 
 
 def _clean_up(cgroup: cgroups.SandboxCgroup | None, root: Path) -> None:
@@ -286,63 +392,28 @@ def _collect(proc: subprocess.Popen[bytes], report_fd: int,
     return bytes(report), output.decode("utf-8", errors="replace"), timed_out
 
 
-def parse_junit(data: bytes) -> tuple[dict[str, str], str | None]:
-    """Per-test outcomes by pytest node id from pytest's xunit1 JUnit XML, or an error.
-
-    The data must be exactly one XML document (anything written before or after pytest's own
-    report makes it invalid).
-    """
-    if not data.strip():
-        return {}, "pytest wrote no report (it did not finish: crashed, exited early or was killed)"
-    if len(data) > _MAX_REPORT:
-        return {}, "the report is larger than the limit"
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError as exc:
-        return {}, f"the report is not one well-formed XML document ({exc})"
-    results: dict[str, str] = {}
-    for case in root.iter("testcase"):
-        node = _node_id(case.get("file"), case.get("classname", ""), case.get("name", ""))
-        if node is None:
-            continue
-        if case.find("error") is not None:
-            status = "error"
-        elif case.find("failure") is not None:
-            status = "failed"
-        elif case.find("skipped") is not None:
-            status = "skipped"
-        else:
-            status = "passed"
-        if node not in results or _SEVERITY[status] > _SEVERITY[results[node]]:
-            results[node] = status
-    return results, None
-
-
-def _node_id(file: str | None, classname: str, name: str) -> str | None:
-    if not name:
-        return None
-    if not file:
-        return f"{classname}::{name}" if classname else name
-    module = file[:-3].replace("/", ".") if file.endswith(".py") else file
-    inner = classname[len(module):].lstrip(".") if classname.startswith(module) else ""
-    parts = [file, *(inner.split(".") if inner else []), name]
-    return "::".join(p for p in parts if p)
-
-
 def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Sequence[str],
                      *, grader: str | None = None) -> Verdict:
     """Reward 1 exactly when every FAIL_TO_PASS test passed and every PASS_TO_PASS test still
-    passes (a test missing from the report has not passed)."""
+    passes (a test missing from the report has not passed) and no mutant passed. A run that
+    could not be graded on its tests is a scored 0 with the cause as a component and the reason
+    as ``error``."""
     f2p = sum(run.results.get(t) == "passed" for t in fail_to_pass)
     p2p = sum(run.results.get(t) == "passed" for t in pass_to_pass)
-    valid = run.report_error is None and not run.timed_out
+    valid = run.report_error is None and not run.timed_out and run.failure is None
     resolved = valid and f2p == len(fail_to_pass) and p2p == len(pass_to_pass)
     metrics = {
         "fail_to_pass_passed": float(f2p), "fail_to_pass_total": float(len(fail_to_pass)),
         "pass_to_pass_passed": float(p2p), "pass_to_pass_total": float(len(pass_to_pass)),
         "tests_timed_out": float(run.timed_out), "report_invalid": float(run.report_error is not None),
         "tampering_detected": float(run.tampered), "protected_changes_dropped": float(len(run.dropped)),
+        "artifact_rejected": float(run.failure == "artifact_rejected"),
+        "mutants": float(run.mutants), "mutants_passed": float(run.mutants_passed),
+        "tests_without_mutant": float(len(run.unmutable)),
         "grading_overhead_s": run.timings.get("total_s", 0.0) - run.timings.get("run_s", 0.0),
         "test_run_s": run.timings.get("run_s", 0.0),
     }
-    return Verdict(float(resolved), {"resolved": float(resolved)}, metrics, grader=grader)
+    components = {"resolved": float(resolved)}
+    if run.failure is not None:
+        components[run.failure] = 0.0
+    return Verdict(float(resolved), components, metrics, grader=grader, error=run.report_error)

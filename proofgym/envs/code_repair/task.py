@@ -14,7 +14,7 @@ import orjson
 
 from proofgym.core import ActionScript, Task, TaskSpec, ToolCallAction, Trace, TurnCompleteAction, Verdict
 from proofgym.envs.code_repair.controls import make_controls
-from proofgym.verify.sandboxed import files_under, run_tests_isolated, swebench_verdict
+from proofgym.verify.sandboxed import TestRun, files_under, run_tests_isolated, swebench_verdict
 
 INSTRUCTIONS = """\
 You are working in a Python repository at /workspace (your shell starts there). Fix the bug \
@@ -38,9 +38,16 @@ class CodeRepairTask(Task):
 
     root: Path
     meta: Mapping[str, Any] = field(repr=False)
-    grading_timeout_s: float = 120.0
+    #: The test command's time limit (all tests, real and mutant; a run takes about 3 s). A whole
+    #: grading takes at most this plus 20 s (the sandbox start and the report, see
+    #: ``verify.sandboxed``), so a verifier pool's job timeout must exceed ``grading_timeout_s + 30``.
+    grading_timeout_s: float = 30.0
+    #: One test's time limit: a test past it stops the run (a scored 0, like the whole budget).
+    test_timeout_s: float = 10.0
+    #: Content the artifact may carry into grading, in all.
+    max_artifact_bytes: int = 64 << 20
 
-    verifier_version = "code-repair-1"
+    verifier_version = "code-repair-2"
 
     @classmethod
     def load(cls, root: str | Path) -> CodeRepairTask:
@@ -89,15 +96,21 @@ class CodeRepairTask(Task):
         if artifact is None or artifact.runtime != "sandbox":
             raise TypeError("CodeRepairTask grades the artifact of a SandboxRuntime episode; got "
                             f"{type(runtime).__name__} holding {getattr(artifact, 'runtime', None)!r}")
-        run = run_tests_isolated(self.repo, artifact.files, tests=self.test_files,
-                                 hidden=self.hidden_files, protected=self.protected,
-                                 timeout_s=self.grading_timeout_s)
-        verdict = swebench_verdict(run, self.meta["fail_to_pass"], self.meta["pass_to_pass"])
-        if run.report_error:
-            # the reason goes with the grade (scored: the agent's code caused it)
-            return Verdict(verdict.reward, dict(verdict.components), dict(verdict.metrics),
-                           error=run.report_error)
-        return verdict
+        limit = (artifact.meta or {}).get("limit_exceeded")
+        if limit:  # the snapshot side stopped reading the agent's files: nothing complete to grade
+            run = TestRun({}, None, False, f"the artifact exceeded a limit: {limit}", False, "",
+                          failure="artifact_rejected")
+        else:
+            run = run_tests_isolated(self.repo, artifact.files, tests=self.test_ids,
+                                     hidden=self.hidden_files, protected=self.protected,
+                                     timeout_s=self.grading_timeout_s,
+                                     test_timeout_s=self.test_timeout_s,
+                                     max_artifact_bytes=self.max_artifact_bytes)
+        if run.failure is None and run.mutants == 0:  # the task's fault, not the agent's
+            raise ValueError(f"task {self.id}: no mutant can be built from its tests, so tampering "
+                             "cannot be detected; add an assert that compares with an expected "
+                             "value to at least one fail_to_pass test")
+        return swebench_verdict(run, self.meta["fail_to_pass"], self.meta["pass_to_pass"])
 
     @cached_property
     def hidden_files(self) -> dict[str, bytes]:
@@ -106,6 +119,10 @@ class CodeRepairTask(Task):
     @cached_property
     def solution_files(self) -> dict[str, bytes]:
         return files_under(self.root / "solution")
+
+    @property
+    def test_ids(self) -> list[str]:
+        return [*self.meta["fail_to_pass"], *self.meta["pass_to_pass"]]
 
     @property
     def test_files(self) -> list[str]:

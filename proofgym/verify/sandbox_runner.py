@@ -1,0 +1,229 @@
+"""The test runner that runs *inside* the grading sandbox (its source is passed to ``python -c``).
+
+It uses the standard library and pytest only, and never imports code from the workspace itself:
+
+* It imports pytest, every ``_pytest`` module and the standard-library modules pytest may load
+  lazily while ``/workspace`` is not on ``sys.path``; the workspace is later *appended* to
+  ``sys.path`` (and pytest runs with ``--import-mode=append``), so no file the agent writes can
+  shadow the standard library or pytest.
+* pytest's configuration is explicit: ``-c`` with the task's restored configuration file (or an
+  empty one), ``--rootdir=/workspace``, plugin autoloading off, the cache provider off, no
+  ``PYTEST_*`` variables. No configuration file the agent writes is read.
+* It makes itself non-dumpable (no ptrace, no ``/proc/<pid>/fd`` or ``mem`` for processes of
+  the same user), then runs each test in a forked child that closes the report descriptor before
+  any test code runs; a child reports only through its exit status. After each test every other
+  process of the sandbox is killed, so nothing the code under test starts outlives its test.
+* The parent alone writes the results, as one JSON object, to the report descriptor.
+
+A child's exit status is forgeable by the code it runs; that is what the mutants are for.
+"""
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+PASSED, FAILED, ERROR, SKIPPED = 0, 1, 2, 3
+_STATUS = {PASSED: "passed", FAILED: "failed", ERROR: "error", SKIPPED: "skipped"}
+_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+_STDLIB_PRELOAD = (
+    "abc", "argparse", "ast", "atexit", "base64", "bdb", "bisect", "builtins", "codecs",
+    "collections", "collections.abc", "contextlib", "copy", "dataclasses", "datetime", "decimal",
+    "difflib", "dis", "doctest", "enum", "errno", "fnmatch", "fractions", "functools", "gc",
+    "getpass", "glob", "hashlib", "heapq", "importlib", "importlib.abc", "importlib.machinery",
+    "importlib.metadata", "importlib.resources", "importlib.util", "inspect", "io", "itertools",
+    "json", "keyword", "linecache", "locale", "logging", "math", "numbers", "operator", "os",
+    "pathlib", "pdb", "pickle", "pkgutil", "platform", "pprint", "random", "re", "reprlib", "shlex",
+    "shutil", "signal", "socket", "stat", "string", "struct", "subprocess", "sys", "sysconfig",
+    "tempfile", "textwrap", "threading", "time", "token", "tokenize", "tomllib", "traceback",
+    "types", "typing", "unicodedata", "unittest", "unittest.mock", "uuid", "warnings", "weakref",
+    "zipfile",
+)
+
+
+def main() -> None:
+    report_fd = int(sys.argv[1])
+    manifest = json.loads(sys.argv[2])
+    os.set_inheritable(report_fd, False)
+    for key in [k for k in os.environ if k.startswith("PYTEST")]:
+        del os.environ[key]
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    _non_dumpable()
+    _preload()
+    config = _configure(manifest.get("config") or _empty_config())
+    os.write(report_fd, b"ready\n")
+    deadline = time.monotonic() + float(manifest["budget_s"])
+    per_test = float(manifest["test_timeout_s"])
+    results = {}
+    stopped = None
+    for node in manifest["run"]:
+        if stopped is not None:
+            results[node] = "not_run"
+            continue
+        remaining = deadline - time.monotonic()
+        status = _run_one(node, config, min(remaining, per_test), report_fd) if remaining > 0 \
+            else "timeout"
+        results[node] = status
+        _kill_others()
+        if status == "timeout":  # the test command's time limit: what is left does not run
+            stopped = node
+    report = {"results": results, "stopped_at": stopped}
+    data = json.dumps(report).encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(report_fd, view):]
+    os.close(report_fd)
+
+
+def _non_dumpable() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise SystemExit(f"proofgym runner: prctl(PR_SET_DUMPABLE) failed: errno {ctypes.get_errno()}")
+
+
+def _preload() -> None:
+    import importlib
+    import pkgutil
+
+    for name in _STDLIB_PRELOAD:
+        importlib.import_module(name)
+    import _pytest
+    import pytest  # noqa: F401
+
+    for info in pkgutil.walk_packages(_pytest.__path__, "_pytest."):
+        try:
+            importlib.import_module(info.name)
+        except ImportError:  # modules for optional extras (e.g. pytester's pexpect) stay unloaded
+            continue
+
+
+def _configure(ini: str):
+    """pytest's configuration, parsed once here and inherited by every test process (parsing it
+    per test would double the run's time). It is parsed for an empty private directory, so no
+    ``conftest.py`` is imported in this process; each test process points it at its one test,
+    and pytest imports the conftests of that test's directories (under ``/workspace``) there."""
+    import gc
+
+    from _pytest.config import _prepareconfig
+
+    os.makedirs("/tmp/proofgym-empty", exist_ok=True)
+    config = _prepareconfig(["-c", ini, "--rootdir=/workspace", "--confcutdir=/workspace",
+                             "-p", "no:cacheprovider", "-q", "--tb=short", "--import-mode=append",
+                             "/tmp/proofgym-empty"])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()  # the parent's objects stay out of every test process's collections
+    return config
+
+
+def _empty_config() -> str:
+    path = "/tmp/proofgym-pytest.ini"
+    with open(path, "w") as f:
+        f.write("[pytest]\n")
+    return path
+
+
+def _run_one(node: str, config, timeout: float, report_fd: int) -> str:
+    pid = os.fork()
+    if pid == 0:
+        code = ERROR
+        try:
+            os.close(report_fd)
+            os.setpgid(0, 0)
+            code = _child(node, config)
+        except BaseException:  # shown in the run's output; the test counts as an error
+            import traceback
+
+            traceback.print_exc()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    return _wait(pid, timeout)
+
+
+def _child(node: str, config) -> int:
+    sys.path.append("/workspace")  # appended: nothing in the workspace shadows a loaded module
+    rec = _Recorder()
+    config.pluginmanager.register(rec, "proofgym-recorder")
+    config.args = [node]
+    config.hook.pytest_cmdline_main(config=config)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if rec.items != 1 or rec.outcome is None:
+        return ERROR
+    return {"passed": PASSED, "failed": FAILED, "error": ERROR, "skipped": SKIPPED}[rec.outcome]
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.items = 0
+        self.outcome = None
+
+    def pytest_collection_finish(self, session) -> None:
+        self.items = len(session.items)
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed:
+            self._worst("error")
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.when == "call":
+            self._worst("passed" if report.passed else "failed" if report.failed else "skipped")
+        elif report.failed:
+            self._worst("error")
+        elif report.skipped:
+            self._worst("skipped")
+
+    def _worst(self, status: str) -> None:
+        if self.outcome is None or _SEVERITY[status] > _SEVERITY[self.outcome]:
+            self.outcome = status
+
+
+def _wait(pid: int, timeout: float) -> str:
+    pidfd = os.pidfd_open(pid)
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        if not poller.poll(max(0.0, timeout) * 1000):
+            _kill_group(pid)
+            os.waitpid(pid, 0)
+            return "timeout"
+    finally:
+        os.close(pidfd)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status):
+        return _STATUS.get(os.WEXITSTATUS(status), "crashed")
+    return "crashed"
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+
+
+def _kill_others() -> None:
+    """Kill every other process of this sandbox (the runner is the first process of a fresh pid
+    namespace, so ``kill(-1)`` reaches only what the tests started), then reap our children."""
+    if os.getpid() > 4:  # not in a pid namespace of our own: never signal the wider system
+        return
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.001)
+
+
+if __name__ == "__main__":
+    main()
