@@ -16,8 +16,10 @@ culprit; jobs that shared it are re-run one per fresh process ("solo"), so the c
 exactly and innocent jobs still get their real verdict. A worker holding a timed-out job stops
 taking work and is killed once its other jobs finish; a fresh worker takes its place at once.
 
-Results are keyed by ``(trajectory_id, verifier_version)``: a repeated submission returns the
-first one's verdict and is never graded twice.
+Verdicts are never lent: a submission shares a result only with an *identical* job still in
+flight (same contract, task content hash, trace hash, artifact digest and verifier version), and
+a job's key is forgotten the moment it resolves, so nothing is cached across submissions and an
+error verdict is never reused.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import contextlib
+import hashlib
 import itertools
 import math
 import multiprocessing as mp
@@ -32,21 +35,47 @@ import pickle
 import queue
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal
 
-from proofgym.core import Verdict, describe_exception
+import orjson
+
+from proofgym.core import ProofgymError, Verdict, describe_exception
 from proofgym.env import VerificationJob
 from proofgym.verify.pool_worker import READY, exit_reason, run_job, worker_main
 
 Backend = Literal["process", "inline"]
-JobKey = tuple[str, str]
+JobKey = tuple[str, str, str, str, str]
 
 #: How long a new worker process may take to start before its jobs' clocks run anyway.
 _STARTUP_ALLOWANCE_S = 30.0
+#: How much longer than a task's own grading timeout the pool waits for its job.
+GRADING_MARGIN_S = 5.0
+
+
+class PoolClosedError(ProofgymError, RuntimeError):
+    """A job was submitted to a :class:`VerifierPool` that was already closed."""
+
+
+def job_key(job: VerificationJob, contract_id: str = "") -> JobKey:
+    """What makes two jobs the same job: contract, task content, trace, artifact, verifier
+    version. Equal keys grade to the same verdict, so only equal keys may share one."""
+    trace = hashlib.sha256(orjson.dumps(job.trace.to_list(), default=repr,
+                                        option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return (str(contract_id), str(job.task.content_hash), trace, job.artifact.digest,
+            str(job.task.verifier_version))
+
+
+def job_timeout(job: VerificationJob, timeout_s: float) -> float:
+    """The pool's limit for ``job``: always longer than the task's own grading timeout, so the
+    task's runner (which turns its own timeout into a *scored* 0) answers first."""
+    own = getattr(job.task, "grading_timeout_s", None)
+    if isinstance(own, (int, float)) and own > 0 and own + GRADING_MARGIN_S > timeout_s:
+        return float(own) + GRADING_MARGIN_S
+    return timeout_s
 
 
 @dataclass(eq=False)
@@ -81,8 +110,8 @@ class VerifierPool:
         processes: Worker processes (``process`` backend).
         max_in_flight: Jobs graded at once, over all workers; the rest wait in order. Set it
             above ``processes`` when graders mostly wait (on 2 cores: 2 processes, 64 in flight).
-        timeout_s: Default per-job time limit, counted from when the job starts running.
-        cache_size: Verdicts remembered for de-duplication (oldest forgotten first).
+        timeout_s: Default per-job time limit, counted from when the job starts running; a job
+            whose task declares a longer ``grading_timeout_s`` gets that plus a margin.
         start_method: multiprocessing start method; ``forkserver`` keeps workers clean of the
             parent's threads and locks.
 
@@ -91,8 +120,8 @@ class VerifierPool:
     """
 
     def __init__(self, backend: Backend = "process", *, processes: int = 2, max_in_flight: int = 64,
-                 timeout_s: float = 60.0, cache_size: int = 100_000,
-                 start_method: str = "forkserver", preload: Sequence[str] = ()) -> None:
+                 timeout_s: float = 60.0, start_method: str = "forkserver",
+                 preload: Sequence[str] = ()) -> None:
         if backend not in ("process", "inline"):
             raise ValueError(f"unknown verifier backend {backend!r}; use 'process' or 'inline'")
         if processes < 1 or max_in_flight < 1 or timeout_s <= 0:
@@ -101,7 +130,6 @@ class VerifierPool:
         self.processes = processes
         self.max_in_flight = max_in_flight
         self.timeout_s = timeout_s
-        self.cache_size = cache_size
         self._ctx = mp.get_context(start_method) if backend == "process" else None
         self._preload = ["proofgym", "proofgym.verify.warmup", *preload]
         self._modules: dict[str, None] = {}  # task modules seen, imported by each new worker
@@ -117,8 +145,8 @@ class VerifierPool:
         self._pending: deque[_Job] = deque()
         self._running: dict[int, _Job] = {}
         self._workers: list[_Worker] = []
-        # Pending jobs keep their future; finished ones only their (small) verdict.
-        self._futures: OrderedDict[JobKey, cf.Future[Verdict] | Verdict] = OrderedDict()
+        # Only jobs in flight: an identical submission joins one; a resolved job's key is dropped.
+        self._futures: dict[JobKey, cf.Future[Verdict]] = {}
         self._ids = itertools.count()
         self._closed = False
         self._supervisor: threading.Thread | None = None
@@ -126,32 +154,24 @@ class VerifierPool:
                       "worker_deaths": 0, "workers_started": 0}
 
     # ------------------------------------------------------------------ public
-    def submit(self, job: VerificationJob, trajectory_id: str, *,
-               timeout_s: float | None = None) -> cf.Future[Verdict]:
+    def submit(self, job: VerificationJob, trajectory_id: str, *, timeout_s: float | None = None,
+               contract_id: str = "") -> cf.Future[Verdict]:
         """Queue ``job`` and return a future of its :class:`Verdict`.
 
-        A second submission with the same ``(trajectory_id, task.verifier_version)`` returns the
-        first one's future: the job is graded once.
+        An identical job still in flight (see :func:`job_key`) shares its future; once a job has
+        resolved, the same job submitted again is graded again. ``trajectory_id`` names the job in
+        error messages only.
         """
-        key: JobKey = (str(trajectory_id), str(job.task.verifier_version))
+        key = job_key(job, contract_id)
         with self._keys_lock:
             if self._closed:
-                raise RuntimeError("VerifierPool is closed")
+                raise PoolClosedError("VerifierPool is closed")
             known = self._futures.get(key)
             if known is not None:
                 self.stats["deduplicated"] += 1
-                if isinstance(known, Verdict):
-                    done: cf.Future[Verdict] = cf.Future()
-                    done.set_result(known)
-                    return done
                 return known
             future: cf.Future[Verdict] = cf.Future()
             self._futures[key] = future
-            while len(self._futures) > self.cache_size:
-                old_key, old = next(iter(self._futures.items()))
-                if not isinstance(old, Verdict):
-                    break
-                del self._futures[old_key]
             self.stats["submitted"] += 1
         payload: bytes | VerificationJob = job  # inline jobs run as they are: no copy needed
         if self.backend == "process":
@@ -162,7 +182,7 @@ class VerifierPool:
                     f"verification job for {trajectory_id!r} cannot be pickled ({describe_exception(exc)}); "
                     "define the task class at module level, or use the 'inline' verifier backend"))
                 return future
-        limit = self.timeout_s if timeout_s is None else timeout_s
+        limit = job_timeout(job, self.timeout_s if timeout_s is None else timeout_s)
         with self._keys_lock:
             module = type(job.task).__module__
             if module != "__main__":
@@ -172,17 +192,10 @@ class VerifierPool:
         return future
 
     async def grade(self, job: VerificationJob, trajectory_id: str, *,
-                    timeout_s: float | None = None) -> Verdict:
+                    timeout_s: float | None = None, contract_id: str = "") -> Verdict:
         """Submit ``job`` and await its verdict."""
-        return await asyncio.wrap_future(self.submit(job, trajectory_id, timeout_s=timeout_s))
-
-    def verdict_for(self, trajectory_id: str, verifier_version: str) -> Verdict | None:
-        """The verdict already computed for this key, if any."""
-        with self._keys_lock:
-            known = self._futures.get((trajectory_id, verifier_version))
-        if isinstance(known, Verdict):
-            return known
-        return known.result() if known is not None and known.done() else None
+        return await asyncio.wrap_future(self.submit(job, trajectory_id, timeout_s=timeout_s,
+                                                     contract_id=contract_id))
 
     @property
     def in_flight(self) -> int:
@@ -464,10 +477,10 @@ class VerifierPool:
         self._settle(job.key, job.future, verdict)
 
     def _settle(self, key: JobKey, future: cf.Future[Verdict], verdict: Verdict) -> None:
-        self._resolve_future(future, verdict)
-        with self._keys_lock:
+        with self._keys_lock:  # forgotten first: a later identical submission is graded anew
             if self._futures.get(key) is future:
-                self._futures[key] = future.result()  # the first answer, should two have raced
+                del self._futures[key]
+        self._resolve_future(future, verdict)
 
     @staticmethod
     def _resolve_future(future: cf.Future[Verdict], verdict: Verdict) -> None:
