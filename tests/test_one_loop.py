@@ -7,12 +7,25 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium
+import orjson
 import pytest
 
-from proofgym import Artifact, Task, TaskSpec, Trace
+from proofgym import (
+    Artifact,
+    InProcessRuntime,
+    Task,
+    TaskSet,
+    TaskSpec,
+    Trace,
+    TurnCompleteAction,
+    UniversalVerifiableEnv,
+)
 from proofgym.env import VerificationJob
-from proofgym.eval import evaluate
-from proofgym.rollout import ControlPolicy, ReferencePolicy
+from proofgym.eval import evaluate, make_env, plan_episodes
+from proofgym.record import Trajectory
+from proofgym.rollout import ControlPolicy, Orchestrator, RandomPolicy, ReferencePolicy, run_episode
+from proofgym.rollout.orchestrator import RolloutError
 from proofgym.verify.pool import VerifierPool
 
 
@@ -66,3 +79,82 @@ def test_pool_timeout_exceeds_the_tasks_own_grading_timeout() -> None:
         verdict = pool.submit(VerificationJob(Patient("p", 1.0), Trace(), Artifact("inprocess")),
                               "p").result(20)
     assert verdict.status == "scored" and verdict.reward == 1.0
+
+
+def sleepy_env(seconds: float = 4.0) -> UniversalVerifiableEnv:
+    tasks = TaskSet([SleepyTask(f"sleepy-{i}", seconds) for i in range(2)], name="sleepy")
+    return UniversalVerifiableEnv(InProcessRuntime(), max_turns=1, tasks=tasks)
+
+
+@dataclass(frozen=True)
+class SleepyTask(SlowTask):
+    def reference_solution(self) -> list[TurnCompleteAction]:
+        return [TurnCompleteAction("done")]
+
+
+gymnasium.register("prooftest/Sleepy-v0", entry_point=sleepy_env)
+
+
+def test_the_pool_timeout_holds_at_concurrency_one() -> None:
+    with VerifierPool("process", processes=1, timeout_s=1.0) as pool:
+        trajectories, summary = evaluate("prooftest/Sleepy-v0", ReferencePolicy(), episodes=2,
+                                         verifier=pool, concurrency=1)
+    assert summary["mean_reward"] != 1.0
+    assert all(t.verdict.status == "error" and "timeout" in t.verdict.error for t in trajectories)
+
+
+class FailingSink:
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at, self.written = fail_at, 0
+
+    def write(self, trajectory: Trajectory) -> None:
+        if self.written == self.fail_at:
+            raise OSError(28, "No space left on device")
+        self.written += 1
+
+
+@pytest.mark.parametrize("verifier", ["inline", "process"])
+def test_a_failing_sink_makes_the_run_raise_never_a_short_result(verifier: str) -> None:
+    env_id = "proofgym/Guess-v0"
+    with VerifierPool(verifier) as pool:  # type: ignore[arg-type]
+        orchestrator = Orchestrator(lambda: make_env(env_id), ReferencePolicy(), concurrency=4,
+                                    verifier=pool, inline_verification=False)
+        with pytest.raises(RolloutError, match="No space left"):
+            asyncio.run(orchestrator.run(plan_episodes(make_env(env_id).tasks.ids[:20]),
+                                         sink=FailingSink(fail_at=7)))
+
+
+def test_a_failing_on_episode_callback_makes_the_run_raise() -> None:
+    def boom(_t: Trajectory) -> None:
+        raise ValueError("callback bug")
+
+    with VerifierPool("inline") as pool, pytest.raises(RolloutError, match="callback bug"):
+        asyncio.run(Orchestrator(lambda: make_env("proofgym/Guess-v0"), ReferencePolicy(), concurrency=2,
+                                 verifier=pool, inline_verification=False).run(
+            plan_episodes(["guess-s0-00000"], repeats=6), on_episode=boom))
+
+
+def test_random_policy_plays_a_distinct_sequence_per_episode(cli, tmp_path) -> None:
+    cli("eval", "proofgym/Arith-v0", "--policy", "random", "-c", "2", "-n", "12", "--out", str(tmp_path))
+    records = [orjson.loads(x) for x in (tmp_path / "trajectories.jsonl").read_bytes().splitlines()]
+    sequences = {orjson.dumps([s["action"] for s in r["steps"]]) for r in records}
+    assert len(records) == 12 and len(sequences) == 12
+
+
+def test_random_policy_is_reproducible_per_episode_whatever_the_slot() -> None:
+    def actions(concurrency: int) -> dict[str, bytes]:
+        trajectories, _ = evaluate("proofgym/Arith-v0", RandomPolicy(3), episodes=8, verifier="inline",
+                                   concurrency=concurrency)
+        return {t.trajectory_id: orjson.dumps([s.action.to_dict() for s in t.steps]) for t in trajectories}
+
+    assert actions(1) == actions(3)
+
+
+def test_run_episode_is_the_orchestrator_at_concurrency_one() -> None:
+    env = make_env("proofgym/Arith-v0")
+    task = env.tasks[0]
+    traj = run_episode(env, ReferencePolicy(), task=task, seed=5)
+    assert traj.trajectory_id == f"{task.id}#0" and traj.reward == 1.0
+    with VerifierPool("inline", timeout_s=0.5) as pool:
+        slow = run_episode(sleepy_env(3.0), ReferencePolicy(), task_id="sleepy-0", verifier=pool)
+    assert slow.verdict.status == "error" and "timeout" in slow.verdict.error

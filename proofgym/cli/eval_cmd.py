@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import Progress
 
 from proofgym.cli.console import console
 
@@ -47,7 +46,7 @@ def eval_command(
     from proofgym.core import ProofgymError
     from proofgym.eval import evaluate
     from proofgym.eval.runs import train_split_warning
-    from proofgym.rollout import is_async_policy, make_policy
+    from proofgym.rollout import make_policy
     from proofgym.rollout.progress import RunProgress
     from proofgym.verify.pool import VerifierPool
 
@@ -76,15 +75,11 @@ def eval_command(
     common = {"episodes": n, "repeats": repeats, "seed": seed, "out": None if resume else out,
               "resume": resume, "split": split, "splits": splits}
     try:
-        if concurrency > 1 or is_async_policy(pol):
-            with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
-                              timeout_s=grader_timeout) as pool:
-                _, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
-                                      progress=RunProgress(title, console=console), **common)
-        else:
-            with Progress(console=console, transient=True) as progress:
-                bar = progress.add_task(title, total=n)
-                _, summary = evaluate(env_id, pol, on_episode=lambda _t: progress.advance(bar), **common)
+        # One loop at every concurrency: the pool's timeout and isolation hold at -c 1 too.
+        with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
+                          timeout_s=grader_timeout) as pool:
+            _, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
+                                  progress=RunProgress(title, console=console), **common)
     except ProofgymError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
