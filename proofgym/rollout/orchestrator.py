@@ -233,9 +233,10 @@ class Orchestrator:
             if self._own_verifier:
                 self.verifier.close()
         if fatal:
+            cause = fatal[0]
+            why = str(cause) if isinstance(cause, ProofgymError) else describe_exception(cause)
             raise RolloutError(f"the run stopped after {self.counters.done} of {len(specs)} episodes: "
-                               f"delivering an episode failed ({describe_exception(fatal[0])})"
-                               ) from fatal[0]
+                               f"delivering an episode failed: {why}") from cause
         if self.counters.done != len(specs):
             raise RolloutError(f"the run delivered {self.counters.done} of {len(specs)} planned "
                                "episodes; this is a proofgym bug, please report it")
