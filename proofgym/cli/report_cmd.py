@@ -29,6 +29,11 @@ def report_command(
         raise typer.Exit(2) from None
     summary = {**(loaded.summary or {}), **summarize(loaded.trajectories)}
     target = out or loaded.path / "report.html"
+    if not target.parent.is_dir():
+        from proofgym.core import ConfigError
+
+        raise ConfigError(f"cannot write {target}: the directory {target.parent} does not exist; "
+                          "create it or choose another --out")
     write_atomic(target, render_report(loaded, summary).encode("utf-8"))
     env_id = summary.get("env_id") or (loaded.trajectories[0].env_id if loaded.trajectories else "run")
     console.print(summary_table(summary, title=f"{env_id} · {len(loaded.trajectories)} episodes"))

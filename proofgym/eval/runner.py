@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import gymnasium
 
+from proofgym.core import ConfigError, EnvNotFoundError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runs import start_run
 from proofgym.record import Trajectory, trajectory_id_for
@@ -50,7 +51,11 @@ def plan_episodes(task_ids: Sequence[str], *, episodes: int | None = None, repea
     seed ``seed + i``.
     """
     if not task_ids:
-        raise ValueError("no tasks to plan")
+        raise ConfigError("no tasks to plan: the task set (or the chosen split) is empty")
+    if episodes is not None and episodes < 1:
+        raise ConfigError(f"episodes must be >= 1 (got {episodes})")
+    if repeats < 1:
+        raise ConfigError(f"repeats must be >= 1 (got {repeats})")
     if episodes is None:
         order = [(tid, a) for tid in task_ids for a in range(repeats)]
     else:
@@ -89,9 +94,14 @@ class JsonlSink:
 
 def make_env(env_id: str, **kwargs: Any) -> UniversalVerifiableEnv:
     """``gymnasium.make`` a proofgym env and return the :class:`UniversalVerifiableEnv` inside."""
-    env = gymnasium.make(env_id, **kwargs).unwrapped
+    try:
+        env = gymnasium.make(env_id, **kwargs).unwrapped
+    except gymnasium.error.Error as exc:  # unknown or misspelt id, bad version
+        known = sorted(k for k in gymnasium.registry if k.startswith("proofgym/"))
+        raise EnvNotFoundError(f"unknown environment {env_id!r}: {exc}. proofgym's environments: "
+                               f"{', '.join(known)} (`proofgym envs` lists them)") from None
     if not isinstance(env, UniversalVerifiableEnv):
-        raise TypeError(f"{env_id!r} is not a proofgym environment ({type(env).__name__})")
+        raise ConfigError(f"{env_id!r} is not a proofgym environment ({type(env).__name__})")
     return env
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from proofgym.core import ConfigError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.report import write_report
 from proofgym.eval.summary import summarize
@@ -101,10 +102,13 @@ def start_run(env: UniversalVerifiableEnv, policy: Mapping[str, Any], *, env_id:
     ``splits`` is a frozen split manifest (or its file) to use instead of the task set's default
     one; it must match the tasks' content hashes, and its burned tasks leave the held-out pool."""
     if env.tasks is None:
-        raise ValueError(f"{env_id!r} has no task set to evaluate on")
+        raise ConfigError(f"{env_id!r} has no task set to evaluate on")
     if out is not None and resume is not None and Path(out).resolve() != Path(resume).resolve():
-        raise ValueError(f"resume={resume} continues the run in that directory; out={out} differs")
+        raise ConfigError(f"resume={resume} continues the run in that directory; out={out} differs")
     if splits is not None:
+        if not isinstance(splits, SplitManifest) and not Path(splits).is_file():
+            raise ConfigError(f"split manifest {splits} does not exist; write one with "
+                              "`proofgym splits freeze ENV --out FILE`")
         manifest = splits if isinstance(splits, SplitManifest) else SplitManifest.load(splits)
         env.tasks = env.tasks.with_splits(manifest)
     notes = []

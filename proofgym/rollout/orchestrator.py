@@ -28,7 +28,15 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from proofgym.core import AgentAction, ProofgymError, Task, TraceStep, Verdict, describe_exception
+from proofgym.core import (
+    AgentAction,
+    ConfigError,
+    ProofgymError,
+    Task,
+    TraceStep,
+    Verdict,
+    describe_exception,
+)
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.record import StepRecord, Trajectory, trajectory_id_for
 from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
@@ -45,6 +53,12 @@ MAX_STEPS = 10_000
 
 class RolloutError(ProofgymError, RuntimeError):
     """A run could not deliver its episodes (the sink or ``on_episode`` failed); it stopped."""
+
+    exit_code = 1
+
+
+class RunFailedError(RolloutError):
+    """A run finished but failed as a whole: every episode ended in an error."""
 
 
 def record_step(traj: Trajectory, trace: list[TraceStep], action: AgentAction, obs: dict[str, Any],
@@ -113,7 +127,7 @@ class Orchestrator:
                  progress: RunProgress | bool = False, grade_timeout_s: float | None = None,
                  contract_id: str | None = None, own_envs: bool = True, grade: bool = True) -> None:
         if concurrency < 1 or group_size < 1:
-            raise ValueError("concurrency and group_size must be >= 1")
+            raise ConfigError(f"concurrency and group_size must be >= 1 (got {concurrency}, {group_size})")
         self.env_factory = env_factory
         self.policy = as_async_policy(policy)
         self.concurrency = concurrency
@@ -124,7 +138,7 @@ class Orchestrator:
         self.max_awaiting_grades = max_awaiting_grades or 4 * concurrency
         self.runtime_threads = concurrency if runtime_threads is None else runtime_threads
         if self.runtime_threads < 0:
-            raise ValueError("runtime_threads must be >= 0")
+            raise ConfigError("runtime_threads must be >= 0")
         self.group_size = group_size
         self.env_id = env_id
         self.progress = RunProgress() if progress is True else (progress or None)

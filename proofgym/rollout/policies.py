@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from gymnasium import spaces
 
-from proofgym.core import ActionScript, AgentAction, Task, TurnCompleteAction
+from proofgym.core import ActionScript, AgentAction, ConfigError, Task, TurnCompleteAction
 
 
 @runtime_checkable
@@ -156,5 +156,5 @@ def make_policy(spec: str, *, seed: int | None = None, **options: Any) -> Any:
         from proofgym.rollout.openai_policy import OpenAIPolicy  # the openai client loads only when used
 
         return OpenAIPolicy(spec.split(":", 1)[1], **options)
-    raise ValueError(f"unknown policy {spec!r}; use 'reference', 'random', 'control:NAME' or "
-                     "'openai:MODEL'")
+    raise ConfigError(f"unknown policy {spec!r}; use 'reference', 'random', 'control:NAME' or "
+                      "'openai:MODEL'")

@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 import orjson
 
-from proofgym.core import ProofgymError, Verdict, describe_exception
+from proofgym.core import ConfigError, ProofgymError, Verdict, describe_exception
 from proofgym.env import VerificationJob
 from proofgym.verify.pool_worker import READY, exit_reason, run_job, worker_main
 
@@ -123,9 +123,10 @@ class VerifierPool:
                  timeout_s: float = 60.0, start_method: str = "forkserver",
                  preload: Sequence[str] = ()) -> None:
         if backend not in ("process", "inline"):
-            raise ValueError(f"unknown verifier backend {backend!r}; use 'process' or 'inline'")
-        if processes < 1 or max_in_flight < 1 or timeout_s <= 0:
-            raise ValueError("processes and max_in_flight must be >= 1 and timeout_s > 0")
+            raise ConfigError(f"unknown verifier backend {backend!r}; use 'process' or 'inline'")
+        if processes < 1 or max_in_flight < 1 or not timeout_s > 0:
+            raise ConfigError(f"the verifier pool needs processes >= 1, max_in_flight >= 1 and a timeout "
+                              f"> 0 s (got {processes}, {max_in_flight}, {timeout_s:g} s)")
         self.backend: Backend = backend
         self.processes = processes
         self.max_in_flight = max_in_flight
