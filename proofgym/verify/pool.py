@@ -185,11 +185,17 @@ class VerifierPool:
                 return future
         limit = job_timeout(job, self.timeout_s if timeout_s is None else timeout_s)
         with self._keys_lock:
-            module = type(job.task).__module__
-            if module != "__main__":
-                self._modules[module] = None
-            self._ensure_supervisor()
-        self._inbox.put(_Job(next(self._ids), key, payload, limit, future))
+            closed = self._closed
+            if not closed:
+                module = type(job.task).__module__
+                if module != "__main__":
+                    self._modules[module] = None
+                self._ensure_supervisor()
+                # Queued under the lock close() takes first, so close() always finds it in the inbox.
+                self._inbox.put(_Job(next(self._ids), key, payload, limit, future))
+        if closed:  # closed while this job was being pickled: answer it, never drop it
+            self._settle(key, future, Verdict.failed("the verifier pool was closed before this job "
+                                                     "was graded"))
         return future
 
     async def grade(self, job: VerificationJob, trajectory_id: str, *,
