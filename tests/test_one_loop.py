@@ -158,3 +158,19 @@ def test_run_episode_is_the_orchestrator_at_concurrency_one() -> None:
     with VerifierPool("inline", timeout_s=0.5) as pool:
         slow = run_episode(sleepy_env(3.0), ReferencePolicy(), task_id="sleepy-0", verifier=pool)
     assert slow.verdict.status == "error" and "timeout" in slow.verdict.error
+
+
+def test_a_run_builds_its_task_set_once_and_shares_it_across_slots(monkeypatch) -> None:
+    from proofgym.envs import arith
+
+    built = []
+    real = arith.arith_tasks
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(arith, "arith_tasks", counting)
+    _, summary = evaluate("proofgym/Arith-v0", ReferencePolicy(), episodes=16, concurrency=8, verifier="inline")
+    assert summary["episodes"] == 16 and summary["mean_reward"] == 1.0
+    assert len(built) == 1

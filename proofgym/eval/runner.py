@@ -8,6 +8,7 @@ store without the loop knowing about it.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,9 +170,11 @@ def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncP
          verifier: VerifierPool, group_size: int, env_kwargs: dict[str, Any],
          progress: bool | RunProgress, contract_id: str) -> list[Trajectory]:
     spare = [first_env]  # the env built to plan the run serves as the first slot's env
+    # Task sets are built once per run: a factory that takes `tasks=` gets the first env's.
+    shared = {"tasks": first_env.tasks} if _takes_tasks(env_id) and "tasks" not in env_kwargs else {}
 
     def env_factory() -> UniversalVerifiableEnv:
-        return spare.pop() if spare else make_env(env_id, **env_kwargs)
+        return spare.pop() if spare else make_env(env_id, **env_kwargs, **shared)
 
     orchestrator = Orchestrator(env_factory, policy, concurrency=concurrency, verifier=verifier,
                                 group_size=group_size, env_id=env_id, progress=progress,
@@ -188,3 +191,14 @@ def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncP
                 await close()
 
     return run_sync(run())
+
+
+def _takes_tasks(env_id: str) -> bool:
+    """Whether ``env_id``'s factory accepts ``tasks=`` (a task set built once, shared by a run's
+    envs); a factory that does not builds its own per env."""
+    try:
+        entry = gymnasium.spec(env_id).entry_point
+        factory = gymnasium.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+        return "tasks" in inspect.signature(factory).parameters
+    except (gymnasium.error.Error, TypeError, ValueError, ImportError, AttributeError):
+        return False
