@@ -36,7 +36,8 @@ from workload import CALLS_PER_EPISODE, ServerProcess, ledger_env, ledger_tasks,
 
 import proofgym  # noqa: F401
 from proofgym.eval import plan_episodes
-from proofgym.rollout import OpenAIPolicy, Orchestrator, ReferencePolicy, run_episode
+from proofgym.record import Trajectory
+from proofgym.rollout import OpenAIPolicy, Orchestrator, ReferencePolicy
 from proofgym.verify.pool import VerifierPool
 
 console = Console(width=130)
@@ -63,6 +64,31 @@ class BlockingChatPolicy:
         return self.policy.describe()
 
 
+def bare_episode(env: Any, policy: Any, *, task_id: str, seed: int) -> Trajectory:
+    """The seed's loop, written out: reset, act, step until the end, grade inline. (proofgym's own
+    ``run_episode`` is the orchestrator at concurrency 1, so it cannot serve as the floor.)"""
+    t0 = time.perf_counter()
+    obs, info = env.reset(seed=seed, options={"task_id": task_id})
+    traj = Trajectory(trajectory_id=f"{task_id}#0", env_id="", task_id=task_id, task_hash="", seed=seed,
+                      policy={}, prompt="", tools=[])
+    policy.start(env.current_task, obs, info, env.action_space)
+    trace = []
+    policy_s = env_s = 0.0
+    while True:
+        a = time.perf_counter()
+        action = policy.act(obs)
+        b = time.perf_counter()
+        obs, _, terminated, truncated, info = env.step(action)
+        env_s += time.perf_counter() - b
+        policy_s += b - a
+        trace.append({"action": action, "obs": obs})
+        if terminated or truncated:
+            break
+    traj.verdict = env.verify(trace)
+    traj.timings = {"policy_s": policy_s, "env_s": env_s, "total_s": time.perf_counter() - t0}
+    return traj
+
+
 def seed_loop(base_url: str, episodes: int, grade_wait: float, grade_cpu: float) -> dict[str, float]:
     tasks = ledger_tasks(N_TASKS, grade_wait_s=grade_wait, grade_cpu_s=grade_cpu)
     env = ledger_env(tasks)
@@ -70,12 +96,12 @@ def seed_loop(base_url: str, episodes: int, grade_wait: float, grade_cpu: float)
                                              transport=TRANSPORT))
     plan = plan_episodes(tasks.ids, episodes=episodes + 2)
     for spec in plan[:2]:  # warm-up: connection, imports
-        run_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
+        bare_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
     started = time.perf_counter()
     generating = 0.0
     rewards = []
     for spec in plan[2:]:
-        traj = run_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
+        traj = bare_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
         generating += traj.timings["policy_s"] + traj.timings["env_s"]
         rewards.append(traj.reward)
     wall = time.perf_counter() - started
@@ -122,7 +148,7 @@ def overhead_per_step(episodes: int, repeats: int) -> dict[str, float]:
     def bare() -> tuple[float, float]:
         w0, c0 = time.perf_counter(), time.process_time()
         for spec in plan:
-            run_episode(bare_env, policy, task_id=spec.task_id, seed=spec.seed)
+            bare_episode(bare_env, policy, task_id=spec.task_id, seed=spec.seed)
         return time.perf_counter() - w0, time.process_time() - c0
 
     def orch(concurrency: int, threads: int | None) -> tuple[float, float]:

@@ -12,7 +12,7 @@ import pytest
 
 from proofgym import Verdict
 from proofgym.eval import evaluate, load_run, make_env
-from proofgym.record import MAX_ATTEMPTS, RolloutContract, RunStore, RunStoreError
+from proofgym.record import MAX_ATTEMPTS, RolloutContract, RunStore, RunStoreError, Trajectory
 from proofgym.rollout import OpenAIPolicy, ReferencePolicy
 from proofgym.testing import ReferenceScript, ScriptedServer
 
@@ -123,3 +123,28 @@ def test_nan_in_verdict_components_is_rejected_when_made() -> None:
 def test_verdict_from_dict_ignores_fields_a_newer_version_adds() -> None:
     data = {**Verdict(0.5, components={"a": 0.5}).to_dict(), "calibration": {"x": 1}}
     assert Verdict.from_dict(data) == Verdict(0.5, components={"a": 0.5})
+
+
+def test_killing_the_model_server_mid_run_then_resuming_scores_every_episode(tmp_path: Path) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    tasks = make_env(ARITH).tasks
+    seen: list[Trajectory] = []
+
+    def policy() -> OpenAIPolicy:
+        return OpenAIPolicy("scripted", base_url=url, max_retries=0, timeout_s=5)
+
+    server = ScriptedServer(ReferenceScript(tasks), port=port, latency_s=0.02).start()
+
+    def kill_after_three(traj: Trajectory) -> None:
+        seen.append(traj)
+        if len(seen) == 3:
+            server.stop()  # the model server dies mid-run
+
+    _, first = evaluate(ARITH, policy(), episodes=12, out=tmp_path, verifier="inline",
+                        on_episode=kill_after_three)
+    assert first["episodes"] == 12 and 0 < first["episode_errors"] < 12
+    with ScriptedServer(ReferenceScript(tasks), port=port):  # restarted
+        _, resumed = evaluate(ARITH, policy(), episodes=12, resume=tmp_path, verifier="inline")
+    assert resumed["episodes"] == 12 and resumed["mean_reward"] == 1.0 and resumed["episode_errors"] == 0
+    assert len(records(tmp_path)) == 12 + first["episode_errors"]  # every attempt recorded
