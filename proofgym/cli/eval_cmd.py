@@ -70,6 +70,7 @@ def eval_command(
         raise typer.BadParameter("--resume DIR continues the run in DIR; drop --out or make it the same",
                                  param_hint="--out")
     run_name = f"{env_id}-{policy}-s{seed}".replace("/", "_").replace(":", "_")
+    claimed = resume is None and out is None  # a default directory, made here
     out = resume or out or fresh_run_dir(Path("runs") / run_name)
     title = f"{env_id} · {policy}"
     if split == "train":
@@ -78,10 +79,15 @@ def eval_command(
               "resume": resume, "split": split, "splits": splits}
     # One loop at every concurrency: the pool's timeout and isolation hold at -c 1 too. Errors
     # (ProofgymError) are printed once, by the CLI's entry point.
-    with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
-                      timeout_s=grader_timeout) as pool:
-        trajectories, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
-                                         progress=RunProgress(title, console=console), **common)
+    try:
+        with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
+                          timeout_s=grader_timeout) as pool:
+            trajectories, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
+                                             progress=RunProgress(title, console=console), **common)
+    except BaseException:
+        if claimed and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # the run never started: leave no empty default directory behind
+        raise
     if summary.get("resumed_from"):
         console.print(f"resumed {out}: kept {summary['resumed_from']} finished episodes")
     print_summary(summary, title=f"{env_id} · policy {policy} · {summary['episodes']} episodes")
