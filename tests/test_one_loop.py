@@ -171,6 +171,25 @@ def test_a_run_builds_its_task_set_once_and_shares_it_across_slots(monkeypatch) 
         return real(*args, **kwargs)
 
     monkeypatch.setattr(arith, "arith_tasks", counting)
-    _, summary = evaluate("proofgym/Arith-v0", ReferencePolicy(), episodes=16, concurrency=8, verifier="inline")
+    _, summary = evaluate("proofgym/Arith-v0", ReferencePolicy(), episodes=16, concurrency=8,
+                          verifier="inline")
     assert summary["episodes"] == 16 and summary["mean_reward"] == 1.0
     assert len(built) == 1
+
+
+def test_cli_grader_timeout_is_honoured_at_concurrency_one(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = ("import sys, tests.test_one_loop\n"  # registers prooftest/Sleepy-v0 (a 4 s grader)
+            "from proofgym.cli.main import main\n"
+            f"sys.argv = ['proofgym', 'eval', 'prooftest/Sleepy-v0', '-n', '2', '--grader-timeout', '1',"
+            f" '--out', {str(tmp_path / 'run')!r}]\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    summary = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())
+    assert summary["concurrency"] == 1 and summary["episodes"] == 2, proc.stdout + proc.stderr
+    assert summary["mean_reward"] != 1.0 and summary["verify_errors"] == 2
