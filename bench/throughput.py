@@ -133,6 +133,28 @@ async def orchestrated(base_url: str, episodes: int, concurrency: int, grade_wai
             "busy": orchestrator.slot_busy_fraction}
 
 
+async def arith_math_verify(base_url: str, episodes: int, concurrency: int, inline: bool) -> dict[str, float]:
+    """A CPU-bound real grader: single-turn Arith answers graded by math-verify (sympy)."""
+    from proofgym.envs.arith import arith_tasks
+    from proofgym.envs.arith import make_env as arith_env
+
+    tasks = arith_tasks(N_TASKS)
+    policy = OpenAIPolicy("scripted", base_url=base_url, timeout_s=30, transport=TRANSPORT)
+    try:
+        with VerifierPool("process", processes=2, max_in_flight=concurrency) as pool:  # fresh per row
+            def make() -> Orchestrator:
+                return Orchestrator(lambda: arith_env(N_TASKS, use_calculator=False, tasks=tasks), policy,
+                                    concurrency=concurrency, verifier=pool, inline_verification=inline)
+            await make().run(plan_episodes(tasks.ids, episodes=concurrency, seed=10**6))
+            orchestrator = make()
+            results = await orchestrator.run(plan_episodes(tasks.ids, episodes=episodes))
+    finally:
+        await policy.aclose()
+    assert all(t.reward == 1.0 for t in results), "the scripted answers must all be right"
+    return {"episodes": episodes, "wall_s": orchestrator.wall_s, "eps": episodes / orchestrator.wall_s,
+            "busy": orchestrator.slot_busy_fraction}
+
+
 def overhead_per_step(episodes: int, repeats: int) -> dict[str, float]:
     """What the orchestrator adds per env step over a bare sync loop playing the same episodes
     (zero-latency scripted policy, concurrency 1, grading on threads off the slot's path, as
@@ -202,6 +224,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1, help="model latency per call (s)")
     parser.add_argument("--grader-cpu", type=float, default=0.003, help="CPU seconds per grade")
     parser.add_argument("--memory-episodes", type=int, default=10_000)
+    parser.add_argument("--sweep-episodes", type=int, default=300,
+                        help="episodes per row of the grader-wait sweep and the math-verify rows (0: skip)")
     parser.add_argument("--in-process-only", action="store_true",
                         help="only the overhead and memory measurements, as JSON (used internally)")
     args = parser.parse_args()
@@ -225,16 +249,33 @@ def main() -> None:
                            "--memory-episodes", str(args.memory_episodes)],
                           capture_output=True, text=True, check=True)
     over = mem = json.loads(proc.stdout.strip().splitlines()[-1])
+    sweep: list[tuple[float, dict[str, float], dict[str, float]]] = []
     with ServerProcess("ledger", N_TASKS, args.latency) as base_url:
         floor = seed_loop(base_url, args.seed_episodes, grade_wait, args.grader_cpu)
+        # A fresh pool for every measured row: no row can profit from another's work.
         with VerifierPool("inline", max_in_flight=args.concurrency) as pool:
             inline = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
                                               args.grader_cpu, pool, inline=True))
         with VerifierPool("process", processes=2, max_in_flight=args.concurrency) as pool:
             oob = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
                                            args.grader_cpu, pool, inline=False))
+        with VerifierPool("process", processes=2, max_in_flight=args.concurrency) as pool:
             on_loop = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
                                                args.grader_cpu, pool, inline=False, runtime_threads=0))
+        for ratio in ((0.25, 1.0, 2.0) if args.sweep_episodes else ()):
+            rows = []
+            for inline_mode in (True, False):
+                with VerifierPool("process", processes=2, max_in_flight=args.concurrency) as pool:
+                    rows.append(asyncio.run(orchestrated(
+                        base_url, args.sweep_episodes, args.concurrency, ratio * model_time,
+                        args.grader_cpu, pool, inline=inline_mode)))
+            sweep.append((ratio, rows[0], rows[1]))
+    math_rows: list[tuple[str, dict[str, float]]] = []
+    if args.sweep_episodes:
+        with ServerProcess("arith", N_TASKS, args.latency) as arith_url:
+            for inline_mode in (True, False):
+                math_rows.append(("inline" if inline_mode else "out of band", asyncio.run(
+                    arith_math_verify(arith_url, args.sweep_episodes, args.concurrency, inline_mode))))
 
     table = Table(title="rollout throughput (scripted OpenAI-compatible server over HTTP)")
     for col in ("mode", "episodes", "wall s", "episodes/s", "slots busy", "efficiency vs ideal",
@@ -248,6 +289,22 @@ def main() -> None:
         table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{r['eps']:.2f}",
                       f"{r['busy']:.1%}", f"{r['eps'] / ideal_of:.1%}", f"{r['eps'] / floor['eps']:.1f}x")
     console.print(table)
+    if sweep or math_rows:
+        extra = Table(title=f"graders: out of band vs inline ({args.sweep_episodes} episodes per row, "
+                            f"concurrency {args.concurrency}, a fresh pool per row)")
+        for col in ("grader", "inline eps/s", "out of band eps/s", "gain", "out-of-band efficiency"):
+            extra.add_column(col, justify="left" if col == "grader" else "right")
+        for ratio, inl, oo in sweep:
+            extra.add_row(f"ledger, waits {ratio:g}x model time + {args.grader_cpu * 1000:.0f} ms CPU",
+                          f"{inl['eps']:.1f}", f"{oo['eps']:.1f}", f"{oo['eps'] / inl['eps']:.2f}x",
+                          f"{oo['eps'] / ideal:.1%}")
+        if math_rows:
+            (_, inl), (_, oo) = math_rows
+            arith_ideal = args.concurrency / args.latency
+            extra.add_row("Arith, math-verify (CPU-bound, 1 model call)", f"{inl['eps']:.1f}",
+                          f"{oo['eps']:.1f}", f"{oo['eps'] / inl['eps']:.2f}x",
+                          f"{oo['eps'] / arith_ideal:.1%}")
+        console.print(extra)
 
     efficiency, speedup = oob["eps"] / ideal, oob["eps"] / inline["eps"]
     targets = Table(title="targets")
