@@ -113,12 +113,12 @@ class FailingSink:
         self.written += 1
 
 
-@pytest.mark.parametrize("verifier", ["inline", "process"])
-def test_a_failing_sink_makes_the_run_raise_never_a_short_result(verifier: str) -> None:
+@pytest.mark.parametrize(("verifier", "in_slot"), [("inline", False), ("process", False), ("inline", True)])
+def test_a_failing_sink_makes_the_run_raise_never_a_short_result(verifier: str, in_slot: bool) -> None:
     env_id = "proofgym/Guess-v0"
     with VerifierPool(verifier) as pool:  # type: ignore[arg-type]
         orchestrator = Orchestrator(lambda: make_env(env_id), ReferencePolicy(), concurrency=4,
-                                    verifier=pool, inline_verification=False)
+                                    verifier=pool, inline_verification=in_slot)
         with pytest.raises(RolloutError, match="No space left"):
             asyncio.run(orchestrator.run(plan_episodes(make_env(env_id).tasks.ids[:20]),
                                          sink=FailingSink(fail_at=7)))

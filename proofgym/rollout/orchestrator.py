@@ -208,11 +208,14 @@ class Orchestrator:
                 finally:
                     self.generation_s += time.perf_counter() - t0
                     self.counters.in_flight -= 1
-                if job is None:
-                    await deliver(traj)
-                elif self.inline_verification:
-                    await self._grade(traj, job)
-                    await deliver(traj)
+                if job is None or self.inline_verification:
+                    try:
+                        if job is not None:
+                            await self._grade(traj, job)
+                        await deliver(traj)
+                    except Exception as exc:  # the run stops and raises it, like a grading task
+                        fatal.append(exc)
+                        return
                 else:
                     await room.acquire()  # backpressure: wait while too many await grades
                     self.counters.awaiting_grades += 1
