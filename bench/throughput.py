@@ -36,7 +36,8 @@ from workload import CALLS_PER_EPISODE, ServerProcess, ledger_env, ledger_tasks,
 
 import proofgym  # noqa: F401
 from proofgym.eval import plan_episodes
-from proofgym.rollout import OpenAIPolicy, Orchestrator, ReferencePolicy, run_episode
+from proofgym.record import Trajectory
+from proofgym.rollout import OpenAIPolicy, Orchestrator, ReferencePolicy
 from proofgym.verify.pool import VerifierPool
 
 console = Console(width=130)
@@ -63,6 +64,31 @@ class BlockingChatPolicy:
         return self.policy.describe()
 
 
+def bare_episode(env: Any, policy: Any, *, task_id: str, seed: int) -> Trajectory:
+    """The seed's loop, written out: reset, act, step until the end, grade inline. (proofgym's own
+    ``run_episode`` is the orchestrator at concurrency 1, so it cannot serve as the floor.)"""
+    t0 = time.perf_counter()
+    obs, info = env.reset(seed=seed, options={"task_id": task_id})
+    traj = Trajectory(trajectory_id=f"{task_id}#0", env_id="", task_id=task_id, task_hash="", seed=seed,
+                      policy={}, prompt="", tools=[])
+    policy.start(env.current_task, obs, info, env.action_space)
+    trace = []
+    policy_s = env_s = 0.0
+    while True:
+        a = time.perf_counter()
+        action = policy.act(obs)
+        b = time.perf_counter()
+        obs, _, terminated, truncated, info = env.step(action)
+        env_s += time.perf_counter() - b
+        policy_s += b - a
+        trace.append({"action": action, "obs": obs})
+        if terminated or truncated:
+            break
+    traj.verdict = env.verify(trace)
+    traj.timings = {"policy_s": policy_s, "env_s": env_s, "total_s": time.perf_counter() - t0}
+    return traj
+
+
 def seed_loop(base_url: str, episodes: int, grade_wait: float, grade_cpu: float) -> dict[str, float]:
     tasks = ledger_tasks(N_TASKS, grade_wait_s=grade_wait, grade_cpu_s=grade_cpu)
     env = ledger_env(tasks)
@@ -70,12 +96,12 @@ def seed_loop(base_url: str, episodes: int, grade_wait: float, grade_cpu: float)
                                              transport=TRANSPORT))
     plan = plan_episodes(tasks.ids, episodes=episodes + 2)
     for spec in plan[:2]:  # warm-up: connection, imports
-        run_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
+        bare_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
     started = time.perf_counter()
     generating = 0.0
     rewards = []
     for spec in plan[2:]:
-        traj = run_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
+        traj = bare_episode(env, policy, task_id=spec.task_id, seed=spec.seed)
         generating += traj.timings["policy_s"] + traj.timings["env_s"]
         rewards.append(traj.reward)
     wall = time.perf_counter() - started
@@ -107,6 +133,28 @@ async def orchestrated(base_url: str, episodes: int, concurrency: int, grade_wai
             "busy": orchestrator.slot_busy_fraction}
 
 
+async def arith_math_verify(base_url: str, episodes: int, concurrency: int, inline: bool) -> dict[str, float]:
+    """A CPU-bound real grader: single-turn Arith answers graded by math-verify (sympy)."""
+    from proofgym.envs.arith import arith_tasks
+    from proofgym.envs.arith import make_env as arith_env
+
+    tasks = arith_tasks(N_TASKS)
+    policy = OpenAIPolicy("scripted", base_url=base_url, timeout_s=30, transport=TRANSPORT)
+    try:
+        with VerifierPool("process", processes=2, max_in_flight=concurrency) as pool:  # fresh per row
+            def make() -> Orchestrator:
+                return Orchestrator(lambda: arith_env(N_TASKS, use_calculator=False, tasks=tasks), policy,
+                                    concurrency=concurrency, verifier=pool, inline_verification=inline)
+            await make().run(plan_episodes(tasks.ids, episodes=concurrency, seed=10**6))
+            orchestrator = make()
+            results = await orchestrator.run(plan_episodes(tasks.ids, episodes=episodes))
+    finally:
+        await policy.aclose()
+    assert all(t.reward == 1.0 for t in results), "the scripted answers must all be right"
+    return {"episodes": episodes, "wall_s": orchestrator.wall_s, "eps": episodes / orchestrator.wall_s,
+            "busy": orchestrator.slot_busy_fraction}
+
+
 def overhead_per_step(episodes: int, repeats: int) -> dict[str, float]:
     """What the orchestrator adds per env step over a bare sync loop playing the same episodes
     (zero-latency scripted policy, concurrency 1, grading on threads off the slot's path, as
@@ -122,7 +170,7 @@ def overhead_per_step(episodes: int, repeats: int) -> dict[str, float]:
     def bare() -> tuple[float, float]:
         w0, c0 = time.perf_counter(), time.process_time()
         for spec in plan:
-            run_episode(bare_env, policy, task_id=spec.task_id, seed=spec.seed)
+            bare_episode(bare_env, policy, task_id=spec.task_id, seed=spec.seed)
         return time.perf_counter() - w0, time.process_time() - c0
 
     def orch(concurrency: int, threads: int | None) -> tuple[float, float]:
@@ -176,6 +224,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1, help="model latency per call (s)")
     parser.add_argument("--grader-cpu", type=float, default=0.003, help="CPU seconds per grade")
     parser.add_argument("--memory-episodes", type=int, default=10_000)
+    parser.add_argument("--sweep-episodes", type=int, default=300,
+                        help="episodes per row of the grader-wait sweep and the math-verify rows (0: skip)")
     parser.add_argument("--in-process-only", action="store_true",
                         help="only the overhead and memory measurements, as JSON (used internally)")
     args = parser.parse_args()
@@ -199,16 +249,33 @@ def main() -> None:
                            "--memory-episodes", str(args.memory_episodes)],
                           capture_output=True, text=True, check=True)
     over = mem = json.loads(proc.stdout.strip().splitlines()[-1])
+    sweep: list[tuple[float, dict[str, float], dict[str, float]]] = []
     with ServerProcess("ledger", N_TASKS, args.latency) as base_url:
         floor = seed_loop(base_url, args.seed_episodes, grade_wait, args.grader_cpu)
+        # A fresh pool for every measured row: no row can profit from another's work.
         with VerifierPool("inline", max_in_flight=args.concurrency) as pool:
             inline = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
                                               args.grader_cpu, pool, inline=True))
         with VerifierPool("process", processes=2, max_in_flight=args.concurrency) as pool:
             oob = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
                                            args.grader_cpu, pool, inline=False))
+        with VerifierPool("process", processes=2, max_in_flight=args.concurrency) as pool:
             on_loop = asyncio.run(orchestrated(base_url, args.episodes, args.concurrency, grade_wait,
                                                args.grader_cpu, pool, inline=False, runtime_threads=0))
+        for ratio in ((0.25, 1.0, 2.0) if args.sweep_episodes else ()):
+            rows = []
+            for inline_mode in (True, False):
+                with VerifierPool("process", processes=2, max_in_flight=args.concurrency) as pool:
+                    rows.append(asyncio.run(orchestrated(
+                        base_url, args.sweep_episodes, args.concurrency, ratio * model_time,
+                        args.grader_cpu, pool, inline=inline_mode)))
+            sweep.append((ratio, rows[0], rows[1]))
+    math_rows: list[tuple[str, dict[str, float]]] = []
+    if args.sweep_episodes:
+        with ServerProcess("arith", N_TASKS, args.latency) as arith_url:
+            for inline_mode in (True, False):
+                math_rows.append(("inline" if inline_mode else "out of band", asyncio.run(
+                    arith_math_verify(arith_url, args.sweep_episodes, args.concurrency, inline_mode))))
 
     table = Table(title="rollout throughput (scripted OpenAI-compatible server over HTTP)")
     for col in ("mode", "episodes", "wall s", "episodes/s", "slots busy", "efficiency vs ideal",
@@ -222,6 +289,22 @@ def main() -> None:
         table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{r['eps']:.2f}",
                       f"{r['busy']:.1%}", f"{r['eps'] / ideal_of:.1%}", f"{r['eps'] / floor['eps']:.1f}x")
     console.print(table)
+    if sweep or math_rows:
+        extra = Table(title=f"graders: out of band vs inline ({args.sweep_episodes} episodes per row, "
+                            f"concurrency {args.concurrency}, a fresh pool per row)")
+        for col in ("grader", "inline eps/s", "out of band eps/s", "gain", "out-of-band efficiency"):
+            extra.add_column(col, justify="left" if col == "grader" else "right")
+        for ratio, inl, oo in sweep:
+            extra.add_row(f"ledger, waits {ratio:g}x model time + {args.grader_cpu * 1000:.0f} ms CPU",
+                          f"{inl['eps']:.1f}", f"{oo['eps']:.1f}", f"{oo['eps'] / inl['eps']:.2f}x",
+                          f"{oo['eps'] / ideal:.1%}")
+        if math_rows:
+            (_, inl), (_, oo) = math_rows
+            arith_ideal = args.concurrency / args.latency
+            extra.add_row("Arith, math-verify (CPU-bound, 1 model call)", f"{inl['eps']:.1f}",
+                          f"{oo['eps']:.1f}", f"{oo['eps'] / inl['eps']:.2f}x",
+                          f"{oo['eps'] / arith_ideal:.1%}")
+        console.print(extra)
 
     efficiency, speedup = oob["eps"] / ideal, oob["eps"] / inline["eps"]
     targets = Table(title="targets")

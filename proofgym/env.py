@@ -62,7 +62,8 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
 
     Args:
         runtime_backend: Where tool calls run; its tools are the tools of every task.
-        max_turns: Turn budget (overrides ``limits.max_turns``).
+        max_turns: Turn budget; when given it overrides ``limits.max_turns``, when omitted the
+            ``limits`` decide (default 8).
         tasks: A :class:`TaskSet` (or iterable of tasks) that ``reset()`` samples from when no
             task is given in ``options``.
         limits: Other budgets.
@@ -70,12 +71,14 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's convention
 
-    def __init__(self, runtime_backend: Runtime, max_turns: int = 8, *,
+    def __init__(self, runtime_backend: Runtime, max_turns: int | None = None, *,
                  tasks: TaskSet | Iterable[Task] | None = None,
                  limits: Limits | None = None) -> None:
         super().__init__()
         self.runtime = runtime_backend
-        self.limits = replace(limits or Limits(), max_turns=max_turns)
+        self.limits = limits or Limits()
+        if max_turns is not None:
+            self.limits = replace(self.limits, max_turns=max_turns)
         self.max_turns = self.limits.max_turns
         self.tasks = tasks if tasks is None or isinstance(tasks, TaskSet) else TaskSet(tasks)
         self.observation_space = observation_space(self.max_turns, max_chars=1 << 22)

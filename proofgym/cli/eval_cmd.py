@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import Progress
 
 from proofgym.cli.console import console
 
@@ -45,56 +44,64 @@ def eval_command(
     max_error_rate: Annotated[float, typer.Option(
         min=0.0, max=1.0, help="Largest share of unscored episodes (grader or episode errors) a "
                                "run may have; above it the command exits with status 3.")] = 0.05,
+    client_timeout: Annotated[float, typer.Option(
+        help="Seconds one model call (openai:MODEL) may take before it is retried.")] = 120.0,
 ) -> None:
     """Run a policy on an environment and report rewards."""
-    from proofgym.core import ProofgymError
+    from proofgym.core import ConfigError
     from proofgym.eval import evaluate
     from proofgym.eval.runs import train_split_warning
-    from proofgym.rollout import is_async_policy, make_policy
+    from proofgym.rollout import make_policy
     from proofgym.rollout.progress import RunProgress
     from proofgym.verify.pool import VerifierPool
 
+    for name, value in (("--grader-timeout", grader_timeout), ("--client-timeout", client_timeout)):
+        if not value > 0:
+            raise ConfigError(f"{name} must be a number of seconds > 0 (got {value:g})")
     if verifier not in ("process", "inline"):
         raise typer.BadParameter(f"{verifier!r}; use 'process' or 'inline'", param_hint="--verifier")
     options = {}
     if policy.startswith("openai:"):
         options = {"base_url": base_url, "api_key": api_key, "system_prompt": system_prompt,
-                   "version": policy_version}
+                   "version": policy_version, "timeout_s": client_timeout}
     elif base_url is not None:
         raise typer.BadParameter("--base-url is for --policy openai:MODEL", param_hint="--base-url")
-    try:
-        pol = make_policy(policy, seed=seed, **options)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--policy") from None
+    pol = make_policy(policy, seed=seed, **options)  # an unknown policy is a ConfigError (exit 2)
     if split not in (None, "train", "dev", "heldout"):
         raise typer.BadParameter(f"unknown split {split!r}; use train, dev or heldout", param_hint="--split")
     if resume is not None and out is not None and out != resume:
         raise typer.BadParameter("--resume DIR continues the run in DIR; drop --out or make it the same",
                                  param_hint="--out")
     run_name = f"{env_id}-{policy}-s{seed}".replace("/", "_").replace(":", "_")
+    claimed = resume is None and out is None  # a default directory, made here
     out = resume or out or fresh_run_dir(Path("runs") / run_name)
     title = f"{env_id} · {policy}"
     if split == "train":
         console.print(f"[bold white on red] WARNING [/] [bold red]{train_split_warning(env_id)}[/]")
     common = {"episodes": n, "repeats": repeats, "seed": seed, "out": None if resume else out,
               "resume": resume, "split": split, "splits": splits}
+    # One loop at every concurrency: the pool's timeout and isolation hold at -c 1 too. Errors
+    # (ProofgymError) are printed once, by the CLI's entry point.
     try:
-        if concurrency > 1 or is_async_policy(pol):
-            with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
-                              timeout_s=grader_timeout) as pool:
-                _, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
-                                      progress=RunProgress(title, console=console), **common)
-        else:
-            with Progress(console=console, transient=True) as progress:
-                bar = progress.add_task(title, total=n)
-                _, summary = evaluate(env_id, pol, on_episode=lambda _t: progress.advance(bar), **common)
-    except ProofgymError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
+                          timeout_s=grader_timeout) as pool:
+            trajectories, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
+                                             progress=RunProgress(title, console=console), **common)
+    except BaseException:
+        if claimed and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # the run never started: leave no empty default directory behind
+        raise
     if summary.get("resumed_from"):
         console.print(f"resumed {out}: kept {summary['resumed_from']} finished episodes")
     print_summary(summary, title=f"{env_id} · policy {policy} · {summary['episodes']} episodes")
     console.print(f"wrote {out / 'trajectories.jsonl'}, {out / 'summary.json'} and {out / 'report.html'}")
+    failed = [t for t in trajectories if t.status == "error"]
+    if trajectories and len(failed) == len(trajectories):
+        from proofgym.rollout.orchestrator import RunFailedError
+
+        hint = f"; is the model server at {base_url} running?" if base_url else ""
+        raise RunFailedError(f"every episode ({len(failed)}) ended in an error, e.g.: "
+                             f"{_first_line(failed[0].error)}{hint}")
     error_rate = summary.get("error_rate") or 0.0
     if error_rate > max_error_rate:
         console.print(f"[bold red]error:[/] {error_rate:.1%} of the episodes were not scored (grader or "
@@ -105,15 +112,23 @@ def eval_command(
         raise typer.Exit(3)
 
 
+def _first_line(text: str | None) -> str:
+    line = (text or "unknown error").strip().splitlines()[0] if (text or "").strip() else "unknown error"
+    return line if len(line) <= 300 else line[:300] + "..."
+
+
 def fresh_run_dir(base: Path) -> Path:
     """``base``, or ``base-2``, ``base-3``, ... : the first that holds no run yet. Only the default
     directory is chosen this way; an explicit ``--out`` that holds a run is refused (use
     ``--resume``), so a run is never overwritten or silently mixed with another."""
     candidate, n = base, 1
-    while candidate.exists() and any(candidate.iterdir()):
-        n += 1
+    while True:
+        try:  # claimed by creating it: two runs started at once never share a directory
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            n += 1
         candidate = base.with_name(f"{base.name}-{n}")
-    return candidate
 
 
 def print_summary(summary: dict, *, title: str) -> None:

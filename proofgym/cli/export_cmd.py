@@ -38,6 +38,11 @@ def export_command(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     target = out or loaded.path / f"export-{fmt}.jsonl"
+    if not target.parent.is_dir():
+        from proofgym.core import ConfigError
+
+        raise ConfigError(f"cannot write {target}: the directory {target.parent} does not exist; "
+                          "create it or choose another --out")
     records = export_records(loaded.trajectories, fmt, min_reward=min_reward, system=system,
                              include_heldout=include_heldout)
     count = write_jsonl(records, target)

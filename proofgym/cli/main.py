@@ -1,9 +1,13 @@
 """The ``proofgym`` command line: thin, it parses and calls the library.
 
-Each command lives in its own module; this file only wires them into one app.
+Each command lives in its own module; this file wires them into one app and is the one place
+that turns a :class:`~proofgym.core.ProofgymError` into a short message and an exit code (2 for
+a usage error, 1 for a failed run), never a traceback.
 """
 
 from __future__ import annotations
+
+import sys
 
 import typer
 
@@ -32,7 +36,18 @@ app.command("serve-scripted")(serve_scripted_command)
 
 
 def main() -> None:
-    app()
+    from proofgym.cli.console import console
+    from proofgym.core import ProofgymError
+
+    try:
+        app()
+    except ProofgymError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except OSError as exc:  # a path that cannot be written or read: name it, no traceback
+        where = f" {exc.filename}" if exc.filename else ""
+        console.print(f"[bold red]error:[/]{where}: {exc.strerror or exc}", highlight=False)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

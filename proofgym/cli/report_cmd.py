@@ -20,6 +20,7 @@ def report_command(
     from proofgym.eval.report import render_report
     from proofgym.eval.rundir import RunDirError, load_run
     from proofgym.eval.summary import summarize
+    from proofgym.record.rundir import write_atomic
 
     try:
         loaded = load_run(run)
@@ -28,9 +29,17 @@ def report_command(
         raise typer.Exit(2) from None
     summary = {**(loaded.summary or {}), **summarize(loaded.trajectories)}
     target = out or loaded.path / "report.html"
-    target.write_text(render_report(loaded, summary), encoding="utf-8")
+    if not target.parent.is_dir():
+        from proofgym.core import ConfigError
+
+        raise ConfigError(f"cannot write {target}: the directory {target.parent} does not exist; "
+                          "create it or choose another --out")
+    write_atomic(target, render_report(loaded, summary).encode("utf-8"))
     env_id = summary.get("env_id") or (loaded.trajectories[0].env_id if loaded.trajectories else "run")
     console.print(summary_table(summary, title=f"{env_id} · {len(loaded.trajectories)} episodes"))
+    if loaded.missing:
+        console.print(f"[yellow]{loaded.missing} planned episodes have no record[/]: the run did not "
+                      f"finish; continue it with `proofgym eval ... --resume {loaded.path}`")
     if loaded.skipped_lines:
         console.print(f"[yellow]skipped a torn last line[/] ({loaded.skipped_lines}) of trajectories.jsonl")
     console.print(f"wrote {target}")

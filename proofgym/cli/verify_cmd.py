@@ -1,4 +1,5 @@
-"""``proofgym verify RUN``: re-grade a stored run; new verdicts go beside the old ones."""
+"""``proofgym verify RUN``: re-grade a stored run; new verdicts go beside the original ones and
+replace earlier re-grades of the same verifier version."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def verify_command(
     verifier_version: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         help="Grade with this verifier version instead of the tasks' current one.")] = None,
 ) -> None:
-    """Re-grade every finished trajectory of RUN and append the verdicts to RUN/verdicts.jsonl."""
+    """Re-grade every finished trajectory of RUN into RUN/verdicts.jsonl (one per episode and version)."""
     from proofgym.core import ProofgymError
     from proofgym.verify.regrade import regrade_run
 
@@ -32,4 +33,4 @@ def verify_command(
             value = "current (each task's own)"
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     console.print(table)
-    console.print(f"appended {len(report.records)} verdicts to {run / 'verdicts.jsonl'}")
+    console.print(f"wrote {len(report.records)} verdicts to {run / 'verdicts.jsonl'}")

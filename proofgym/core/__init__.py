@@ -2,6 +2,8 @@
 
 from proofgym.core.actions import AgentAction, ToolCallAction, TurnCompleteAction, action_from_dict
 from proofgym.core.errors import (
+    ConfigError,
+    EnvNotFoundError,
     EpisodeStateError,
     ProofgymError,
     TaskNotFoundError,
@@ -18,6 +20,8 @@ from proofgym.core.verdict import Verdict, coerce_verdict, describe_exception
 __all__ = [
     "ActionScript",
     "AgentAction",
+    "ConfigError",
+    "EnvNotFoundError",
     "EpisodeStateError",
     "Limits",
     "ProofgymError",

@@ -27,7 +27,8 @@ class ToolCallAction:
         return self.tool_name == other.tool_name and self.tool_input == other.tool_input
 
     def __hash__(self) -> int:
-        return hash((self.tool_name, repr(self.tool_input)))
+        # Equal actions must hash equal: dicts equal in another key order have another repr.
+        return hash((self.tool_name, _canonical(self.tool_input)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "tool_call", "tool_name": self.tool_name, "tool_input": self.tool_input,
@@ -45,6 +46,19 @@ class TurnCompleteAction:
 
 
 AgentAction = ToolCallAction | TurnCompleteAction
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable form of ``value`` that is the same for equal values (dict key order ignored)."""
+    if isinstance(value, dict):
+        return ("dict", frozenset((_canonical(k), _canonical(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("seq", tuple(_canonical(v) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        return ("repr", repr(value))
+    return value
 
 
 def action_from_dict(data: dict[str, Any]) -> AgentAction:

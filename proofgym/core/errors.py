@@ -30,7 +30,23 @@ class TruncationReason(str, Enum):
 
 
 class ProofgymError(Exception):
-    """Base class of the errors proofgym raises for misuse (not for agent mistakes)."""
+    """The root of every error proofgym raises (not of agent mistakes: those are observations).
+
+    Each layer subclasses it (as httpx does): :class:`ConfigError` for bad input or settings,
+    ``RunStoreError``/``ContractError`` (records), ``RolloutError`` (runs), ``RegradeError``
+    (verify), ... ``exit_code`` is what the CLI exits with: 2 for a usage error (the default),
+    1 for a run that failed.
+    """
+
+    exit_code = 2
+
+
+class ConfigError(ProofgymError, ValueError):
+    """A bad argument or setting: what was wrong is in the message, with what to do instead."""
+
+
+class EnvNotFoundError(ConfigError, LookupError):
+    """An environment id that is not registered."""
 
 
 class TaskNotFoundError(ProofgymError, KeyError):

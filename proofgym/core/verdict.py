@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 VerdictStatus = Literal["scored", "error", "unscored"]
@@ -35,6 +35,13 @@ class Verdict:
     errors: dict[str, str] = field(default_factory=dict)
     failed_gates: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # A NaN here would surface only at the end of a run (summaries, the report): refuse it now.
+        for kind in ("components", "metrics"):
+            for name, value in getattr(self, kind).items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    raise ValueError(f"Verdict {kind}[{name!r}] must be a finite number, got {value!r}")
+
     @property
     def scored(self) -> bool:
         return self.status == "scored"
@@ -53,7 +60,12 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        return cls(**data)  # records written before ``errors``/``failed_gates`` get the defaults
+        """Records written before ``errors``/``failed_gates`` get the defaults; fields a newer
+        proofgym added are ignored, so an older reader still reads the verdict."""
+        return cls(**{k: v for k, v in data.items() if k in _FIELDS})
+
+
+_FIELDS = frozenset(f.name for f in fields(Verdict))
 
 
 def coerce_verdict(result: object, *, grader: str | None = None) -> Verdict:

@@ -28,6 +28,7 @@ from proofgym.eval.metrics import end_reason
 from proofgym.eval.rundir import RunRecord, contract_id_of, load_run
 from proofgym.eval.summary import summarize
 from proofgym.record import Trajectory
+from proofgym.record.rundir import write_atomic
 from proofgym.version import __version__
 
 REPORT = "report.html"
@@ -265,5 +266,5 @@ def write_report(run_dir: str | Path, *, trajectories: list[Trajectory] | None =
         run = RunRecord(run_dir, list(trajectories), summary,
                   orjson.loads(contract.read_bytes()) if contract.is_file() else None)
     target = Path(out) if out is not None else run.path / REPORT
-    target.write_text(render_report(run, summary), encoding="utf-8")
+    write_atomic(target, render_report(run, summary).encode("utf-8"))  # never left half-written
     return target

@@ -1,14 +1,14 @@
 """Evaluate a policy on an env: the library behind ``proofgym eval``.
 
-A run is a *plan* (which task, which attempt, which seed) executed by an episode loop, with every
-finished trajectory handed to a *sink* as soon as it exists. The three parts are separate so the
-loop can be swapped (synchronous here, concurrent in the orchestrator) and the sink can be a
-crash-safe run store without either knowing about the other.
+A run is a *plan* (which task, which attempt, which seed) executed by the one episode loop, the
+:class:`~proofgym.rollout.Orchestrator` (at concurrency 1 for a synchronous run), with every
+finished trajectory handed to a *sink* as soon as it exists, so the sink can be a crash-safe run
+store without the loop knowing about it.
 """
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +16,12 @@ from typing import Any, Protocol
 
 import gymnasium
 
+from proofgym.core import ConfigError, EnvNotFoundError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runs import start_run
 from proofgym.record import Trajectory, trajectory_id_for
-from proofgym.rollout import AsyncPolicy, Orchestrator, Policy, is_async_policy, run_episode
+from proofgym.rollout import AsyncPolicy, Orchestrator, Policy
+from proofgym.rollout.episode import run_sync
 from proofgym.rollout.progress import RunProgress
 from proofgym.verify.pool import VerifierPool
 
@@ -50,7 +52,11 @@ def plan_episodes(task_ids: Sequence[str], *, episodes: int | None = None, repea
     seed ``seed + i``.
     """
     if not task_ids:
-        raise ValueError("no tasks to plan")
+        raise ConfigError("no tasks to plan: the task set (or the chosen split) is empty")
+    if episodes is not None and episodes < 1:
+        raise ConfigError(f"episodes must be >= 1 (got {episodes})")
+    if repeats < 1:
+        raise ConfigError(f"repeats must be >= 1 (got {repeats})")
     if episodes is None:
         order = [(tid, a) for tid in task_ids for a in range(repeats)]
     else:
@@ -89,29 +95,31 @@ class JsonlSink:
 
 def make_env(env_id: str, **kwargs: Any) -> UniversalVerifiableEnv:
     """``gymnasium.make`` a proofgym env and return the :class:`UniversalVerifiableEnv` inside."""
-    env = gymnasium.make(env_id, **kwargs).unwrapped
+    try:
+        env = gymnasium.make(env_id, **kwargs).unwrapped
+    except gymnasium.error.Error as exc:  # unknown or misspelt id, bad version
+        known = sorted(k for k in gymnasium.registry if k.startswith("proofgym/"))
+        raise EnvNotFoundError(f"unknown environment {env_id!r}: {exc}. proofgym's environments: "
+                               f"{', '.join(known)} (`proofgym envs` lists them)") from None
     if not isinstance(env, UniversalVerifiableEnv):
-        raise TypeError(f"{env_id!r} is not a proofgym environment ({type(env).__name__})")
+        raise ConfigError(f"{env_id!r} is not a proofgym environment ({type(env).__name__})")
     return env
 
 
-def run_plan(env: UniversalVerifiableEnv, policy: Policy, plan: Iterable[EpisodeSpec], *,
+def run_plan(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, plan: Iterable[EpisodeSpec], *,
              env_id: str = "", sink: TrajectorySink | None = None,
              on_episode: Callable[[Trajectory], None] | None = None,
-             contract_id: str | None = None) -> list[Trajectory]:
-    """Run the planned episodes one after another in ``env`` (the synchronous loop)."""
-    trajectories = []
-    for spec in plan:
-        traj = run_episode(env, policy, task_id=spec.task_id, seed=spec.seed,
-                           trajectory_id=spec.trajectory_id(contract_id), env_id=env_id)
-        traj.extra["attempt"] = spec.attempt
-        traj.contract_id = contract_id
-        trajectories.append(traj)
-        if sink is not None:
-            sink.write(traj)
-        if on_episode is not None:
-            on_episode(traj)
-    return trajectories
+             contract_id: str | None = None, verifier: VerifierPool | None = None) -> list[Trajectory]:
+    """Run the planned episodes one after another in ``env`` (the orchestrator at concurrency 1;
+    ``env`` stays open). Grading goes through ``verifier`` (default: an ``inline`` pool)."""
+    pool = verifier if verifier is not None else VerifierPool("inline")
+    orchestrator = Orchestrator(lambda: env, policy, concurrency=1, verifier=pool, runtime_threads=0,
+                                env_id=env_id, contract_id=contract_id, own_envs=False)
+    try:
+        return run_sync(orchestrator.run(list(plan), sink=sink, on_episode=on_episode))
+    finally:
+        if verifier is None:
+            pool.close()
 
 
 def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None = None,
@@ -130,48 +138,49 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     task set (``train`` warns loudly and is recorded in the contract and summary); ``splits`` a
     frozen split manifest file to take the splits from.
 
-    With ``concurrency > 1`` or an async policy (``openai:MODEL``), episodes run concurrently in
-    the :class:`~proofgym.rollout.Orchestrator` (one env per slot, grading out of band in
-    ``verifier``: ``"process"``, ``"inline"`` or a :class:`VerifierPool`); otherwise one after
-    another in this process, graded inline.
+    Episodes run in the :class:`~proofgym.rollout.Orchestrator` at every concurrency (one env per
+    slot), graded by ``verifier`` (``"process"``, ``"inline"`` or a :class:`VerifierPool`, whose
+    timeout and isolation hold at every concurrency).
     """
     env = make_env(env_id, **(env_kwargs or {}))
-    concurrent = concurrency > 1 or is_async_policy(policy)
+    pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
                         seeds={"seed": seed, "episodes": episodes, "repeats": repeats},
                         out=out, resume=resume, splits=splits)
         try:
             plan = run.pending(plan_episodes(run.task_ids, episodes=episodes, repeats=repeats, seed=seed))
-            if concurrent:
-                trajectories = _run_concurrent(env, env_id, policy, plan, sink=run.store,
-                                               on_episode=on_episode, concurrency=concurrency,
-                                               verifier=verifier, group_size=repeats,
-                                               env_kwargs=env_kwargs or {}, progress=progress)
-            else:
-                trajectories = run_plan(env, policy, plan, env_id=env_id, sink=run.store,  # type: ignore[arg-type]
-                                        on_episode=on_episode, contract_id=run.contract.id)
+            trajectories = _run(env, env_id, policy, plan, sink=run.store, on_episode=on_episode,
+                                concurrency=concurrency, verifier=pool, group_size=repeats,
+                                env_kwargs=env_kwargs or {}, progress=progress,
+                                contract_id=run.contract.id)
         finally:
             run.close()
     finally:
         env.close()
+        if isinstance(verifier, str):
+            pool.close()
     return run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed,
                                      "concurrency": concurrency})
 
 
-def _run_concurrent(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncPolicy,
-                    plan: list[EpisodeSpec], *, sink: TrajectorySink | None,
-                    on_episode: Callable[[Trajectory], None] | None, concurrency: int,
-                    verifier: str | VerifierPool, group_size: int, env_kwargs: dict[str, Any],
-                    progress: bool | RunProgress) -> list[Trajectory]:
+def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncPolicy,
+         plan: list[EpisodeSpec], *, sink: TrajectorySink | None,
+         on_episode: Callable[[Trajectory], None] | None, concurrency: int,
+         verifier: VerifierPool, group_size: int, env_kwargs: dict[str, Any],
+         progress: bool | RunProgress, contract_id: str) -> list[Trajectory]:
     spare = [first_env]  # the env built to plan the run serves as the first slot's env
+    # Task sets are built once per run: a factory that takes `tasks=` gets the first env's.
+    shared = {"tasks": first_env.tasks} if _takes_tasks(env_id) and "tasks" not in env_kwargs else {}
 
     def env_factory() -> UniversalVerifiableEnv:
-        return spare.pop() if spare else make_env(env_id, **env_kwargs)
+        return spare.pop() if spare else make_env(env_id, **env_kwargs, **shared)
 
-    pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
-    orchestrator = Orchestrator(env_factory, policy, concurrency=concurrency, verifier=pool,
-                                group_size=group_size, env_id=env_id, progress=progress)
+    orchestrator = Orchestrator(env_factory, policy, concurrency=concurrency, verifier=verifier,
+                                group_size=group_size, env_id=env_id, progress=progress,
+                                contract_id=contract_id,
+                                # one episode at a time: runtime calls need no thread hand-off
+                                runtime_threads=0 if concurrency == 1 else None)
 
     async def run() -> list[Trajectory]:
         try:
@@ -181,8 +190,15 @@ def _run_concurrent(first_env: UniversalVerifiableEnv, env_id: str, policy: Poli
             if close is not None:  # the policy's HTTP client belongs to this event loop
                 await close()
 
+    return run_sync(run())
+
+
+def _takes_tasks(env_id: str) -> bool:
+    """Whether ``env_id``'s factory accepts ``tasks=`` (a task set built once, shared by a run's
+    envs); a factory that does not builds its own per env."""
     try:
-        return asyncio.run(run())
-    finally:
-        if isinstance(verifier, str):
-            pool.close()
+        entry = gymnasium.spec(env_id).entry_point
+        factory = gymnasium.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+        return "tasks" in inspect.signature(factory).parameters
+    except (gymnasium.error.Error, TypeError, ValueError, ImportError, AttributeError):
+        return False

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from proofgym.core import ConfigError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.report import write_report
 from proofgym.eval.summary import summarize
-from proofgym.record import RolloutContract, RunStore, Trajectory, trajectory_id_for
+from proofgym.record import MAX_ATTEMPTS, RolloutContract, RunStore, Trajectory, trajectory_id_for
 from proofgym.tasks import SplitManifest
 
 if TYPE_CHECKING:
@@ -47,12 +48,22 @@ class Run:
     task_ids: list[str]
     done_before: int = 0
     warnings: list[str] = field(default_factory=list)
+    planned: int | None = None
 
     def pending(self, plan: Iterable[EpisodeSpec]) -> list[EpisodeSpec]:
-        """The planned episodes that the store does not hold yet."""
-        done = self.store.completed if self.store is not None else set()
-        return [s for s in plan
-                if trajectory_id_for(self.contract.id, s.task_id, s.attempt) not in done]
+        """The planned episodes that the store does not hold finished yet: never run, or ended in
+        an infrastructure error with attempts left (:data:`MAX_ATTEMPTS`, each one recorded)."""
+        specs = list(plan)
+        self.planned = len(specs)
+        if self.store is None:
+            return specs
+        done, attempts = self.store.completed, self.store.attempts
+        pending = []
+        for s in specs:
+            tid = trajectory_id_for(self.contract.id, s.task_id, s.attempt)
+            if tid not in done and attempts.get(tid, 0) < MAX_ATTEMPTS:
+                pending.append(s)
+        return pending
 
     def close(self) -> None:
         if self.store is not None:
@@ -74,7 +85,7 @@ class Run:
                                                            int(traj.extra["attempt"]))
         split = self.contract["tasks"]["split"]
         summary = {**fields, "contract_id": self.contract.id, "split": split, "warnings": self.warnings,
-                   "resumed_from": self.done_before, **summarize(trajectories)}
+                   "resumed_from": self.done_before, "planned": self.planned, **summarize(trajectories)}
         if self.store is not None:
             self.store.write_summary(summary)
             write_report(self.store.root, trajectories=trajectories, summary=summary)
@@ -91,10 +102,13 @@ def start_run(env: UniversalVerifiableEnv, policy: Mapping[str, Any], *, env_id:
     ``splits`` is a frozen split manifest (or its file) to use instead of the task set's default
     one; it must match the tasks' content hashes, and its burned tasks leave the held-out pool."""
     if env.tasks is None:
-        raise ValueError(f"{env_id!r} has no task set to evaluate on")
+        raise ConfigError(f"{env_id!r} has no task set to evaluate on")
     if out is not None and resume is not None and Path(out).resolve() != Path(resume).resolve():
-        raise ValueError(f"resume={resume} continues the run in that directory; out={out} differs")
+        raise ConfigError(f"resume={resume} continues the run in that directory; out={out} differs")
     if splits is not None:
+        if not isinstance(splits, SplitManifest) and not Path(splits).is_file():
+            raise ConfigError(f"split manifest {splits} does not exist; write one with "
+                              "`proofgym splits freeze ENV --out FILE`")
         manifest = splits if isinstance(splits, SplitManifest) else SplitManifest.load(splits)
         env.tasks = env.tasks.with_splits(manifest)
     notes = []

@@ -8,8 +8,10 @@ from proofgym.record.contract import (
     diff_contracts,
     load_parity,
 )
-from proofgym.record.store import RunStore, RunStoreError, trajectory_id_for
+from proofgym.record.rundir import RunRecord, load_run
+from proofgym.record.store import MAX_ATTEMPTS, RunStore, RunStoreError, trajectory_id_for
 from proofgym.record.trajectory import StepRecord, Trajectory
 
-__all__ = ["ContractError", "Difference", "RolloutContract", "RunStore", "RunStoreError", "StepRecord",
-           "Trajectory", "apply_parity", "diff_contracts", "load_parity", "trajectory_id_for"]
+__all__ = ["MAX_ATTEMPTS", "ContractError", "Difference", "RolloutContract", "RunRecord", "RunStore",
+           "RunStoreError", "StepRecord", "Trajectory", "apply_parity", "diff_contracts", "load_parity",
+           "load_run", "trajectory_id_for"]

@@ -1,12 +1,5 @@
-"""A crash-safe run directory.
-
-Layout of ``DIR``::
-
-    contract.json        the RolloutContract (written atomically before any episode)
-    splits.json          the task set's split manifest, frozen for this run
-    trajectories.jsonl   one trajectory per line, append-only
-    verdicts.jsonl       re-grades (``proofgym verify``), beside the original verdicts
-    summary.json         headline numbers, rewritten atomically at the end of a run
+"""A crash-safe run directory: the one writer (the files and the one reader are in
+:mod:`proofgym.record.rundir`).
 
 Durability: a trajectory counts as done only after its line was written, flushed and fsynced, so
 a SIGKILL or power cut loses at most the episodes in flight. Writers that call ``write`` from
@@ -15,6 +8,9 @@ so concurrent loops are not held to one fsync per record. Such a crash can leave
 opening the store for writing detects it, keeps its bytes in ``trajectories.jsonl.torn`` and cuts
 the file back to the last complete record (that episode simply runs again). A bad line *before*
 the last is not a crash artefact and is reported, never dropped.
+
+One writer at a time: a writable store holds the directory's lock (:class:`RunLock`); a second
+writer is refused with a clear error. A full disk raises :class:`RunStoreError` saying so.
 """
 
 from __future__ import annotations
@@ -28,7 +24,6 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import ProofgymError
 from proofgym.record.contract import (
     CONTRACT_FILE,
     ContractError,
@@ -36,19 +31,30 @@ from proofgym.record.contract import (
     describe_differences,
     diff_contracts,
 )
+from proofgym.record.rundir import (
+    SPLITS,
+    SUMMARY,
+    TRAJECTORIES,
+    VERDICTS,
+    RunLock,
+    RunStoreError,
+    disk_error,
+    fsync_dir,
+    latest_records,
+    scan_jsonl,
+    trajectory_from_record,
+    write_atomic,
+)
 from proofgym.record.trajectory import Trajectory
 from proofgym.tasks import SplitManifest
 
 log = logging.getLogger(__name__)
 
-TRAJECTORIES = "trajectories.jsonl"
-VERDICTS = "verdicts.jsonl"
-SUMMARY = "summary.json"
-SPLITS = "splits.json"
+__all__ = ["SPLITS", "SUMMARY", "TRAJECTORIES", "VERDICTS", "RunStore", "RunStoreError",
+           "trajectory_id_for", "write_atomic"]
 
-
-class RunStoreError(ProofgymError, RuntimeError):
-    """A run directory that cannot be used as asked (exists already, corrupt, wrong contract)."""
+#: How many times ``--resume`` runs an episode that ended in an infrastructure error.
+MAX_ATTEMPTS = 3
 
 
 def trajectory_id_for(contract_id: str, task_id: str, attempt: int) -> str:
@@ -57,82 +63,42 @@ def trajectory_id_for(contract_id: str, task_id: str, attempt: int) -> str:
     return f"{contract_id}/{task_id}#{attempt}"
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves the old file or the new one."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], int, bytes]:
-    """The complete records of a JSONL file, the byte offset where they end, and any torn tail.
-
-    Raises :class:`RunStoreError` for a bad line that is followed by good ones (corruption, not a
-    crash: a crash only tears the end).
-    """
-    if not path.exists():
-        return [], 0, b""
-    data = path.read_bytes()
-    records: list[dict[str, Any]] = []
-    offset = 0
-    lineno = 0
-    while offset < len(data):
-        end = data.find(b"\n", offset)
-        line = data[offset:] if end == -1 else data[offset:end]
-        lineno += 1
-        try:
-            if end == -1:  # no newline: the write did not finish
-                raise ValueError("no newline")
-            records.append(orjson.loads(line))
-        except (ValueError, orjson.JSONDecodeError):
-            rest = b"" if end == -1 else data[end + 1:]
-            if rest.strip():
-                raise RunStoreError(
-                    f"{path}: line {lineno} is not a complete JSON record but later lines are; this "
-                    "is corruption, not an interrupted write. Inspect the file (records after the "
-                    "bad line are intact) and remove or repair that line by hand") from None
-            return records, offset, data[offset:]
-        offset = end + 1
-    return records, offset, b""
-
-
 class RunStore:
     """The run directory of one contract; a :class:`~proofgym.eval.runner.TrajectorySink`.
 
     Invariants:
         * every line of ``trajectories.jsonl`` is one complete trajectory of this store's contract,
           with ``contract_id``, ``task_hash`` and ``split`` set;
-        * a trajectory id appears at most once (a second write of a finished episode is ignored);
-        * :attr:`completed` is exactly the set of ids on disk.
+        * a finished trajectory id appears at most once (a second write is ignored); an id whose
+          record is an infrastructure error may be written again (a retry), up to
+          :data:`MAX_ATTEMPTS` error records;
+        * :attr:`completed` is exactly the set of ids whose standing record is finished
+          (``status="ok"``); :attr:`attempts` counts each id's error records.
 
     ``write`` is thread-safe, so a concurrent orchestrator may share one store.
     """
 
     def __init__(self, root: Path, contract: RolloutContract, *,
                  manifest: SplitManifest | None = None, _records: list[dict[str, Any]] | None = None,
-                 _writable: bool = True) -> None:
+                 _writable: bool = True, _attempts: dict[str, int] | None = None,
+                 _lock: RunLock | None = None) -> None:
         self.root = Path(root)
         self.contract = contract
         self.manifest = manifest
-        self.completed: set[str] = {r["trajectory_id"] for r in (_records or [])}
+        self.completed: set[str] = {r["trajectory_id"] for r in (_records or []) if r["status"] != "error"}
+        self.attempts: dict[str, int] = dict(_attempts or {})
         self.repaired: bytes = b""
+        self._run_lock = _lock
         self._lock = threading.Lock()  # guards the file buffer and the bookkeeping below
         self._sync_lock = threading.Lock()  # one fsync at a time; later writers ride on it
         self._unsynced: list[str] = []  # written and flushed, not yet fsynced (not done yet)
         self._written = self._synced = 0  # line counters for group commit
-        self._file = (self.root / TRAJECTORIES).open("ab") if _writable else None
+        try:
+            self._file = (self.root / TRAJECTORIES).open("ab") if _writable else None
+        except OSError as exc:
+            if _lock is not None:
+                _lock.release()
+            raise disk_error(exc, self.root / TRAJECTORIES) from exc
 
     # ------------------------------------------------------------ opening
     @classmethod
@@ -141,41 +107,59 @@ class RunStore:
         """A new run in ``root`` (created if needed). Refuses a directory that already holds a
         run, so nothing is overwritten: resume it or choose another directory."""
         root = Path(root)
-        if (root / CONTRACT_FILE).exists() or (root / TRAJECTORIES).exists():
-            raise RunStoreError(
-                f"{root} already holds a run; continue it with `--resume {root}` (or "
-                "RunStore.resume), or write to a new directory")
-        root.mkdir(parents=True, exist_ok=True)
-        if manifest is not None:
-            write_atomic(root / SPLITS, manifest.to_json())
-        write_atomic(root / CONTRACT_FILE, contract.to_json())
-        store = cls(root, contract, manifest=manifest, _records=[])
-        _fsync_dir(root)
+        if root.exists() and not root.is_dir():
+            raise RunStoreError(f"{root} is a file, not a directory; give a directory for the run")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunStoreError(f"cannot create the run directory {root}: {exc.strerror or exc}") from None
+        lock = RunLock(root)  # taken before the check, so two runs cannot both start here
+        try:
+            if (root / CONTRACT_FILE).exists() or (root / TRAJECTORIES).exists():
+                raise RunStoreError(
+                    f"{root} already holds a run; continue it with `--resume {root}` (or "
+                    "RunStore.resume), or write to a new directory")
+            if manifest is not None:
+                write_atomic(root / SPLITS, manifest.to_json())
+            write_atomic(root / CONTRACT_FILE, contract.to_json())
+            store = cls(root, contract, manifest=manifest, _records=[], _lock=lock)
+            fsync_dir(root)
+        except BaseException:
+            lock.release()
+            raise
         return store
 
     @classmethod
     def resume(cls, root: str | Path, contract: RolloutContract, *,
                manifest: SplitManifest | None = None) -> RunStore:
         """Continue the run in ``root`` under ``contract``: its finished episodes are kept (see
-        :attr:`completed`), a torn last line is repaired, and a different contract is refused
-        with the settings that changed. A directory without a run yet starts one."""
+        :attr:`completed`; episodes that ended in an infrastructure error run again), a torn last
+        line is repaired, and a different contract is refused with the settings that changed.
+        A directory that holds no run is refused (start one with ``create``)."""
         root = Path(root)
+        if not root.is_dir():
+            raise RunStoreError(f"cannot resume {root}: " + ("it is a file, not a run directory"
+                                if root.exists() else "no such directory") +
+                                "; start a new run with --out instead")
         if not (root / CONTRACT_FILE).exists():
-            if (root / TRAJECTORIES).exists() and (root / TRAJECTORIES).stat().st_size:
-                raise RunStoreError(f"{root} has trajectories but no {CONTRACT_FILE}; it was not "
-                                    "written by proofgym, refusing to resume it")
-            return cls.create(root, contract, manifest=manifest)
-        stored = RolloutContract.load(root)
-        if stored.id != contract.id:
-            raise ContractError(
-                f"refusing to resume {root}: it ran under contract {stored.id}, this run's contract "
-                f"is {contract.id}. Changed: {describe_differences(diff_contracts(stored, contract))}. "
-                "Resume with the original settings, or start a new run directory")
-        records, good_end, torn = _scan_jsonl(root / TRAJECTORIES)
-        if torn:
-            cls._repair(root / TRAJECTORIES, good_end, torn)
-        records = cls._check_records(root, records, contract)
-        store = cls(root, contract, manifest=manifest, _records=records)
+            raise RunStoreError(f"cannot resume {root}: it holds no run ({CONTRACT_FILE} is missing); "
+                                "start a new run with --out instead")
+        lock = RunLock(root)
+        try:
+            stored = RolloutContract.load(root)
+            if stored.id != contract.id:
+                raise ContractError(
+                    f"refusing to resume {root}: it ran under contract {stored.id}, this run's contract "
+                    f"is {contract.id}. Changed: {describe_differences(diff_contracts(stored, contract))}. "
+                    "Resume with the original settings, or start a new run directory")
+            records, good_end, torn = scan_jsonl(root / TRAJECTORIES)
+            if torn:
+                cls._repair(root / TRAJECTORIES, good_end, torn)
+            records, attempts = cls._check_records(root, records, contract)
+            store = cls(root, contract, manifest=manifest, _records=records, _attempts=attempts, _lock=lock)
+        except BaseException:
+            lock.release()
+            raise
         store.repaired = torn
         return store
 
@@ -186,12 +170,12 @@ class RunStore:
         root = Path(root)
         contract = RolloutContract.load(root)
         manifest = SplitManifest.load(root / SPLITS) if (root / SPLITS).exists() else None
-        records, _, torn = _scan_jsonl(root / TRAJECTORIES)
+        records, _, torn = scan_jsonl(root / TRAJECTORIES)
         if torn:
             log.warning("%s: ignoring a torn last line (%d bytes); `--resume` repairs it",
                         root / TRAJECTORIES, len(torn))
-        records = cls._check_records(root, records, contract)
-        return cls(root, contract, manifest=manifest, _records=records, _writable=False)
+        records, attempts = cls._check_records(root, records, contract)
+        return cls(root, contract, manifest=manifest, _records=records, _writable=False, _attempts=attempts)
 
     @staticmethod
     def _repair(path: Path, good_end: int, torn: bytes) -> None:
@@ -208,18 +192,14 @@ class RunStore:
                     path, len(torn), torn_path.name)
 
     @staticmethod
-    def _check_records(root: Path, records: list[dict[str, Any]],
-                       contract: RolloutContract) -> list[dict[str, Any]]:
-        seen: set[str] = set()
+    def _check_records(root: Path, records: list[dict[str, Any]], contract: RolloutContract,
+                       ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+        standing, attempts = latest_records(records, str(root / TRAJECTORIES))
         for i, record in enumerate(records, 1):
             if record.get("contract_id") != contract.id:
-                raise RunStoreError(f"{root / TRAJECTORIES}: line {i} belongs to contract "
+                raise RunStoreError(f"{root / TRAJECTORIES}: record {i} belongs to contract "
                                     f"{record.get('contract_id')}, not {contract.id}")
-            if record["trajectory_id"] in seen:
-                raise RunStoreError(f"{root / TRAJECTORIES}: line {i} repeats trajectory "
-                                    f"{record['trajectory_id']!r}")
-            seen.add(record["trajectory_id"])
-        return records
+        return standing, attempts
 
     # ------------------------------------------------------------ writing
     def write(self, trajectory: Trajectory) -> None:
@@ -244,9 +224,16 @@ class RunStore:
                 # the first write may still be waiting for its fsync: return only once it is done
                 ticket = self._written if trajectory.trajectory_id in self._unsynced else 0
             else:
-                self._file.write(line)
-                self._file.flush()
-                self._unsynced.append(trajectory.trajectory_id)
+                try:
+                    self._file.write(line)
+                    self._file.flush()
+                except OSError as exc:
+                    raise disk_error(exc, self.root / TRAJECTORIES) from exc
+                tid = trajectory.trajectory_id
+                if trajectory.status == "error":
+                    self.attempts[tid] = self.attempts.get(tid, 0) + 1
+                # An error record is retried on resume, never "done": it does not join completed.
+                self._unsynced.append("" if trajectory.status == "error" else tid)
                 self._written += 1
                 ticket = self._written
         if duplicate:
@@ -263,33 +250,46 @@ class RunStore:
                 assert self._file is not None
                 target, ids = self._written, list(self._unsynced)
                 fd = self._file.fileno()
-            os.fsync(fd)
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                raise disk_error(exc, self.root / TRAJECTORIES) from exc
             with self._lock:
                 self._synced = target
-                self.completed.update(ids)
+                self.completed.update(i for i in ids if i)
                 del self._unsynced[: len(ids)]
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         write_atomic(self.root / SUMMARY, orjson.dumps(dict(summary), option=orjson.OPT_INDENT_2))
 
-    def append_verdicts(self, records: list[dict[str, Any]]) -> None:
-        """Append re-grade records to ``verdicts.jsonl`` (durably, like trajectories; a torn last
-        line left by a killed re-grade is repaired first)."""
+    def put_verdicts(self, records: list[dict[str, Any]]) -> None:
+        """Record re-grades in ``verdicts.jsonl``: a new verdict *replaces* the one of the same
+        (trajectory id, verifier version), so re-grading twice leaves one verdict per episode. The
+        file is rewritten atomically (a killed re-grade leaves the old file or the new one)."""
         path = self.root / VERDICTS
-        _, good_end, torn = _scan_jsonl(path)
-        if torn:
-            self._repair(path, good_end, torn)
-        with self._lock, path.open("ab") as f:
-            for record in records:
-                f.write(orjson.dumps(record, default=repr) + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
+        def key(r: dict[str, Any]) -> tuple[str, str]:
+            return str(r.get("trajectory_id")), str(r.get("verifier_version"))
+
+        new = {key(r): r for r in records}
+        kept = [r for r in self.verdict_records() if key(r) not in new]
+        data = b"".join(orjson.dumps(r, default=repr) + b"\n" for r in [*kept, *new.values()])
+        with self._lock:
+            write_atomic(path, data)
+
+    # The old name: it appended; re-grades now replace.
+    append_verdicts = put_verdicts
 
     def close(self) -> None:
         with self._sync_lock, self._lock:  # never close under a running fsync
             if self._file is not None:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError as exc:  # the buffer was flushed after each write; report, not hide
+                    log.warning("%s: closing failed: %s", self.root / TRAJECTORIES, exc)
                 self._file = None
+            if self._run_lock is not None:
+                self._run_lock.release()
+                self._run_lock = None
 
     def __enter__(self) -> RunStore:
         return self
@@ -299,15 +299,16 @@ class RunStore:
 
     # ------------------------------------------------------------ reading
     def records(self) -> Iterator[dict[str, Any]]:
-        """The complete trajectory records on disk, in write order (a torn tail is skipped)."""
-        records, _, _ = _scan_jsonl(self.root / TRAJECTORIES)
-        return iter(records)
+        """The standing trajectory records on disk, one per episode by the duplicate rule of
+        :mod:`proofgym.record.rundir` (a torn tail is skipped)."""
+        records, _, _ = scan_jsonl(self.root / TRAJECTORIES)
+        return iter(latest_records(records, str(self.root / TRAJECTORIES))[0])
 
     def trajectories(self) -> list[Trajectory]:
-        return [Trajectory.from_dict(r) for r in self.records()]
+        return [trajectory_from_record(r) for r in self.records()]
 
     def verdict_records(self) -> list[dict[str, Any]]:
-        records, _, _ = _scan_jsonl(self.root / VERDICTS)
+        records, _, _ = scan_jsonl(self.root / VERDICTS)
         return records
 
     def summary(self) -> dict[str, Any] | None:

@@ -78,12 +78,19 @@ class SyncPolicyAdapter:
         self._factory: Callable[[], Policy] = (
             (lambda: copy.copy(policy)) if isinstance(policy, Policy) else policy  # type: ignore[assignment]
         )
-        self._described = self._factory().describe()
+        sample = self._factory()
+        self._described = sample.describe()
+        self._takes_seed = "seed" in inspect.signature(sample.start).parameters
 
     async def start_episode(self, task: Task, observation: Mapping[str, Any], info: Mapping[str, Any],
-                            action_space: spaces.Space) -> _SyncSession:
+                            action_space: spaces.Space, *, seed: int | None = None) -> _SyncSession:
+        """Start an episode on a fresh copy; a policy whose ``start`` takes ``seed=`` gets the
+        episode's seed (its randomness then depends on that, never on the copy or the slot)."""
         policy = self._factory()
-        policy.start(task, observation, info, action_space)
+        if self._takes_seed:
+            policy.start(task, observation, info, action_space, seed=seed)  # type: ignore[call-arg]
+        else:
+            policy.start(task, observation, info, action_space)
         return _SyncSession(policy)
 
     def describe(self) -> dict[str, Any]:

@@ -17,8 +17,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from proofgym.core import ProofgymError
 
-class TransportError(Exception):
+
+class TransportError(ProofgymError):
     """A failed call. ``retryable``: a later try may succeed; ``retry_after``: the server's hint."""
 
     def __init__(self, description: str, *, retryable: bool, retry_after: float | None = None) -> None:

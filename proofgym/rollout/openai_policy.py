@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 from gymnasium import spaces
 
-from proofgym.core import AgentAction, Task, ToolCallAction, TurnCompleteAction
+from proofgym.core import AgentAction, ConfigError, ProofgymError, Task, ToolCallAction, TurnCompleteAction
 from proofgym.rollout.async_policy import PolicyStep
 from proofgym.rollout.chat_transport import TRANSPORTS, ChatTransport, TransportError
 
@@ -36,7 +36,7 @@ _TEXT_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOT
 _NAME_IN_TEXT = re.compile(r'"name"\s*:\s*"([^"]+)"')
 
 
-class PolicyInfrastructureError(RuntimeError):
+class PolicyInfrastructureError(ProofgymError, RuntimeError):
     """The model server could not answer (after every retry): an infrastructure failure, not a
     wrong answer. Episodes failing with it are errors, never scored."""
 
@@ -66,9 +66,9 @@ class OpenAIPolicy:
                  max_backoff_s: float = 8.0, timeout_s: float = 120.0,
                  parse_text_tool_calls: bool = True, transport: str = "openai") -> None:
         if max_retries < 0 or backoff_s < 0 or timeout_s <= 0:
-            raise ValueError("max_retries and backoff_s must be >= 0 and timeout_s > 0")
+            raise ConfigError("max_retries and backoff_s must be >= 0 and timeout_s > 0")
         if transport not in TRANSPORTS:
-            raise ValueError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
+            raise ConfigError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
         self.transport_name = transport
         self.model, self.base_url, self.api_key = model, base_url, api_key
         self.system_prompt = system_prompt

@@ -7,24 +7,39 @@ bounded thread pool, so the event loop never blocks on a runtime), then submits 
 starts its next episode at once. At most ``max_awaiting_grades`` episodes wait for grades: when
 graders fall behind, slots wait (backpressure) instead of piling up memory.
 
+This is the one episode loop: the synchronous path (``run_episode``, ``evaluate`` at ``-c 1``)
+is this orchestrator at concurrency 1, so ids, error records and grading are the same at every
+concurrency.
+
 Every planned episode ends up delivered exactly once (to the sink, ``on_episode`` and the result
 list), either graded or as an error record: a failure inside one episode (policy, server,
-runtime, task) becomes that episode's ``status="error"`` trajectory with an ``unscored`` verdict.
+runtime, task) becomes that episode's ``status="error"`` trajectory with an ``unscored`` verdict,
+and a grading call that raises becomes an ``error`` verdict. A failure of the *delivery* itself
+(the sink cannot write, ``on_episode`` raises) stops the run: :meth:`Orchestrator.run` raises
+:class:`RolloutError` and never returns with fewer episodes than planned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from proofgym.core import TraceStep, Verdict, describe_exception
+from proofgym.core import (
+    AgentAction,
+    ConfigError,
+    ProofgymError,
+    Task,
+    TraceStep,
+    Verdict,
+    describe_exception,
+)
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
-from proofgym.record import Trajectory
+from proofgym.record import StepRecord, Trajectory, trajectory_id_for
 from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
-from proofgym.rollout.episode import MAX_STEPS, record_step
 from proofgym.rollout.policies import Policy
 from proofgym.rollout.progress import RunCounters, RunProgress
 from proofgym.rollout.runtime_executor import RuntimeExecutor
@@ -32,13 +47,39 @@ from proofgym.verify.pool import VerifierPool
 
 log = logging.getLogger(__name__)
 
+#: Hard stop for a runaway loop (a policy that never ends its turn in an env without budgets).
+MAX_STEPS = 10_000
+
+
+class RolloutError(ProofgymError, RuntimeError):
+    """A run could not deliver its episodes (the sink or ``on_episode`` failed); it stopped."""
+
+    exit_code = 1
+
+
+class RunFailedError(RolloutError):
+    """A run finished but failed as a whole: every episode ended in an error."""
+
+
+def record_step(traj: Trajectory, trace: list[TraceStep], action: AgentAction, obs: dict[str, Any],
+                terminated: bool, truncated: bool, info: dict[str, Any], policy_s: float,
+                env_s: float, usage: dict[str, Any] | None = None) -> bool:
+    """Append one step to the trajectory and the grader's trace; True when the episode ended."""
+    traj.steps.append(StepRecord(action, obs, info, policy_s, env_s, usage or {}))
+    trace.append(TraceStep(action, obs))
+    if terminated or truncated:
+        traj.terminated, traj.truncated = bool(terminated), bool(truncated)
+        traj.truncation_reason = info.get("truncation_reason")
+        return True
+    return False
+
 
 class PlannedEpisode(Protocol):
     """One planned episode (``proofgym.eval.EpisodeSpec`` is one)."""
 
     task_id: str
     attempt: int
-    seed: int
+    seed: int | None
 
     @property
     def key(self) -> str: ...
@@ -72,15 +113,21 @@ class Orchestrator:
         env_id: Recorded on every trajectory.
         progress: Show a rich progress bar (a :class:`RunProgress`, or ``True`` for a default one).
         grade_timeout_s: Per-job grading timeout (default: the pool's).
+        contract_id: The run's contract: trajectory ids are ``CONTRACT/TASK#ATTEMPT`` (else
+            ``TASK#ATTEMPT``), and the pool shares results only within one contract.
+        own_envs: Close the envs the factory built when the run ends (``False`` when the
+            factory hands out an env the caller keeps using).
+        grade: Submit finished episodes for grading (``False``: trajectories carry no verdict).
     """
 
     def __init__(self, env_factory: Callable[[], UniversalVerifiableEnv], policy: AsyncPolicy | Policy, *,
                  concurrency: int = 8, verifier: VerifierPool | None = None,
                  inline_verification: bool | None = None, max_awaiting_grades: int | None = None,
                  runtime_threads: int | None = None, group_size: int = 1, env_id: str = "",
-                 progress: RunProgress | bool = False, grade_timeout_s: float | None = None) -> None:
+                 progress: RunProgress | bool = False, grade_timeout_s: float | None = None,
+                 contract_id: str | None = None, own_envs: bool = True, grade: bool = True) -> None:
         if concurrency < 1 or group_size < 1:
-            raise ValueError("concurrency and group_size must be >= 1")
+            raise ConfigError(f"concurrency and group_size must be >= 1 (got {concurrency}, {group_size})")
         self.env_factory = env_factory
         self.policy = as_async_policy(policy)
         self.concurrency = concurrency
@@ -91,11 +138,15 @@ class Orchestrator:
         self.max_awaiting_grades = max_awaiting_grades or 4 * concurrency
         self.runtime_threads = concurrency if runtime_threads is None else runtime_threads
         if self.runtime_threads < 0:
-            raise ValueError("runtime_threads must be >= 0")
+            raise ConfigError("runtime_threads must be >= 0")
         self.group_size = group_size
         self.env_id = env_id
         self.progress = RunProgress() if progress is True else (progress or None)
         self.grade_timeout_s = grade_timeout_s
+        self.contract_id = contract_id
+        self.own_envs = own_envs
+        self.grade = grade
+        self._policy_takes_seed = "seed" in inspect.signature(self.policy.start_episode).parameters
         self.counters = RunCounters()
         #: Seconds slots spent generating (inside episodes), and the run's wall time.
         self.generation_s = 0.0
@@ -117,6 +168,8 @@ class Orchestrator:
         room = asyncio.Semaphore(self.max_awaiting_grades)
         envs: list[UniversalVerifiableEnv] = []
 
+        fatal: list[BaseException] = []  # delivery failures: the run stops and raises
+
         async def deliver(traj: Trajectory) -> None:
             if sink is not None:
                 await writer.run(sink.write, traj)
@@ -135,6 +188,8 @@ class Orchestrator:
             try:
                 await self._grade(traj, job)
                 await deliver(traj)
+            except Exception as exc:  # kept, not lost with the task: the run raises it
+                fatal.append(exc)
             finally:
                 self.counters.awaiting_grades -= 1
                 room.release()
@@ -143,6 +198,8 @@ class Orchestrator:
             env = await runtime_pool.run(self.env_factory)
             envs.append(env)
             for spec in queue:
+                if fatal:
+                    return
                 self.counters.in_flight += 1
                 self._show()
                 t0 = time.perf_counter()
@@ -151,11 +208,14 @@ class Orchestrator:
                 finally:
                     self.generation_s += time.perf_counter() - t0
                     self.counters.in_flight -= 1
-                if job is None:
-                    await deliver(traj)
-                elif self.inline_verification:
-                    await self._grade(traj, job)
-                    await deliver(traj)
+                if job is None or self.inline_verification:
+                    try:
+                        if job is not None:
+                            await self._grade(traj, job)
+                        await deliver(traj)
+                    except Exception as exc:  # the run stops and raises it, like a grading task
+                        fatal.append(exc)
+                        return
                 else:
                     await room.acquire()  # backpressure: wait while too many await grades
                     self.counters.awaiting_grades += 1
@@ -182,12 +242,21 @@ class Orchestrator:
             self.wall_s = time.perf_counter() - started
             if self.progress is not None:
                 self.progress.__exit__(None, None, None)
-            for env in envs:
-                env.close()
+            if self.own_envs:
+                for env in envs:
+                    env.close()
             runtime_pool.shutdown()
             writer.shutdown()
             if self._own_verifier:
                 self.verifier.close()
+        if fatal:
+            cause = fatal[0]
+            why = str(cause) if isinstance(cause, ProofgymError) else describe_exception(cause)
+            raise RolloutError(f"the run stopped after {self.counters.done} of {len(specs)} episodes: "
+                               f"delivering an episode failed: {why}") from cause
+        if self.counters.done != len(specs):
+            raise RolloutError(f"the run delivered {self.counters.done} of {len(specs)} planned "
+                               "episodes; this is a proofgym bug, please report it")
         return results
 
     @property
@@ -206,17 +275,22 @@ class Orchestrator:
         """Play one episode; never raises (a failure is an error trajectory without a job)."""
         started = time.perf_counter()
         described = self.policy.describe()
+        given: Task | None = getattr(spec, "task", None)
+        options: dict[str, Any] = {"task": given} if given is not None else {"task_id": spec.task_id or None}
+        trajectory_id = (trajectory_id_for(self.contract_id, spec.task_id, spec.attempt)
+                         if self.contract_id else spec.key)
         try:
-            obs, info = await runtime_pool.run(
-                lambda: env.reset(seed=spec.seed, options={"task_id": spec.task_id}))
+            obs, info = await runtime_pool.run(lambda: env.reset(seed=spec.seed, options=options))
         except Exception as exc:
-            traj = Trajectory(trajectory_id=spec.key, env_id=self.env_id, task_id=spec.task_id,
+            traj = Trajectory(trajectory_id=trajectory_id, env_id=self.env_id, task_id=spec.task_id,
                               task_hash="", seed=spec.seed, policy=described, prompt="", tools=[])
             self._mark(traj, spec)
             return self._failed(traj, f"env.reset failed: {describe_exception(exc)}", started), None
         task = env.current_task
         assert task is not None and env.current_spec is not None
-        traj = Trajectory(trajectory_id=spec.key, env_id=self.env_id, task_id=task.id,
+        if not spec.key:  # the env sampled the task: the id is known only now
+            trajectory_id = f"{task.id}#{spec.attempt}"
+        traj = Trajectory(trajectory_id=trajectory_id, env_id=self.env_id, task_id=task.id,
                           task_hash=task.content_hash, seed=spec.seed, policy=described,
                           prompt=env.current_spec.prompt, tools=info["tools"])
         self._mark(traj, spec)
@@ -224,7 +298,11 @@ class Orchestrator:
         policy_s = env_s = 0.0
         session: PolicySession | None = None
         try:
-            session = await self.policy.start_episode(task, obs, info, env.action_space)
+            if self._policy_takes_seed:  # its randomness from (policy seed, episode seed)
+                session = await self.policy.start_episode(task, obs, info, env.action_space,
+                                                          seed=spec.seed)  # type: ignore[call-arg]
+            else:
+                session = await self.policy.start_episode(task, obs, info, env.action_space)
             for _ in range(MAX_STEPS):
                 t0 = time.perf_counter()
                 decision = await session.act(obs)
@@ -241,7 +319,7 @@ class Orchestrator:
                     break
             else:
                 raise RuntimeError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
-            job = env.verification_job(steps)
+            job = env.verification_job(steps) if self.grade else None
         except Exception as exc:  # this episode's failure only: recorded, the run goes on
             return self._failed(traj, describe_exception(exc), started, policy_s, env_s), None
         finally:
@@ -252,6 +330,7 @@ class Orchestrator:
         return traj, job
 
     def _mark(self, traj: Trajectory, spec: PlannedEpisode) -> None:
+        traj.contract_id = self.contract_id
         traj.extra["attempt"] = spec.attempt
         traj.extra["group"] = {"id": f"{spec.task_id}@{spec.attempt // self.group_size}",
                                "index": spec.attempt % self.group_size, "size": self.group_size}
@@ -267,7 +346,11 @@ class Orchestrator:
 
     async def _grade(self, traj: Trajectory, job: VerificationJob) -> None:
         t0 = time.perf_counter()
-        traj.verdict = await self.verifier.grade(job, traj.trajectory_id, timeout_s=self.grade_timeout_s)
+        try:
+            traj.verdict = await self.verifier.grade(job, traj.trajectory_id, timeout_s=self.grade_timeout_s,
+                                                     contract_id=self.contract_id or "")
+        except Exception as exc:  # the pool itself failed (closed, ...): an error verdict, not a loss
+            traj.verdict = Verdict.failed(f"grading could not run: {describe_exception(exc)}")
         traj.timings["verify_s"] = time.perf_counter() - t0
         traj.extra["verifier"] = self.verifier.describe()
         traj.artifact = job.artifact.to_dict()  # kept so `proofgym verify` can re-grade

@@ -3,12 +3,14 @@ OpenAI-compatible model policy lives beside them."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 from gymnasium import spaces
 
-from proofgym.core import ActionScript, AgentAction, Task, TurnCompleteAction
+from proofgym.core import ActionScript, AgentAction, ConfigError, Task, TurnCompleteAction
 
 
 @runtime_checkable
@@ -110,19 +112,26 @@ class ControlPolicy(ScriptedPolicy):
 
 
 class RandomPolicy:
-    """Samples the env's action space: a fuzzer of valid and malformed calls."""
+    """Samples the env's action space: a fuzzer of valid and malformed calls.
+
+    Seeded as Gymnasium seeds: each episode's randomness comes from ``(seed, episode seed)``
+    alone, so episodes are reproducible one by one, whichever slot or copy plays them, and
+    different episodes play different sequences. Without an episode seed, each episode draws a
+    fresh one from the policy's own generator (seeded by ``seed``).
+    """
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = seed
+        self._rng = np.random.default_rng(seed)
         self._space: spaces.Space | None = None
-        self._episodes = 0
 
     def start(self, task: Task, observation: Mapping[str, Any], info: Mapping[str, Any],
-              action_space: spaces.Space) -> None:
-        if self._space is not action_space:
-            self._space = action_space
-            action_space.seed(self.seed)
-        self._episodes += 1
+              action_space: spaces.Space, *, seed: int | None = None) -> None:
+        episode = int(self._rng.integers(2**63)) if seed is None else seed
+        entropy = [episode] if self.seed is None else [self.seed, episode]
+        # A private copy: the env's space (shared by a slot's episodes) is never re-seeded.
+        self._space = copy.deepcopy(action_space)
+        self._space.seed(int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> 1))
 
     def act(self, observation: Mapping[str, Any]) -> AgentAction:
         if self._space is None:
@@ -130,7 +139,7 @@ class RandomPolicy:
         return self._space.sample()
 
     def describe(self) -> dict[str, Any]:
-        return {"name": "random", "version": "1", "seed": self.seed}
+        return {"name": "random", "version": "2", "seed": self.seed}
 
 
 def make_policy(spec: str, *, seed: int | None = None, **options: Any) -> Any:
@@ -147,5 +156,5 @@ def make_policy(spec: str, *, seed: int | None = None, **options: Any) -> Any:
         from proofgym.rollout.openai_policy import OpenAIPolicy  # the openai client loads only when used
 
         return OpenAIPolicy(spec.split(":", 1)[1], **options)
-    raise ValueError(f"unknown policy {spec!r}; use 'reference', 'random', 'control:NAME' or "
-                     "'openai:MODEL'")
+    raise ConfigError(f"unknown policy {spec!r}; use 'reference', 'random', 'control:NAME' or "
+                      "'openai:MODEL'")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import concurrent.futures as cf
 import copy
 import logging
+import queue
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -18,8 +20,11 @@ class InProcessRuntime:
     """Runs tools in this process, with a per-call timeout and an output limit.
 
     Python cannot kill a thread, so a call that exceeds ``timeout_s`` is *abandoned*: the agent
-    gets a ``timeout`` error at once, the stuck call keeps its worker thread, and the runtime moves
-    to a fresh worker. Tools that may hang on untrusted input belong in a ``SandboxRuntime``.
+    gets a ``timeout`` error at once, the stuck call keeps its (daemon) worker thread, and the
+    runtime moves to a fresh worker. A call with a timeout runs on a private copy of the episode
+    state that is kept only if it finishes in time, so an abandoned call never changes the episode
+    afterwards; and a call that spins forever does not hold up interpreter exit. Tools that may
+    hang on untrusted input belong in a ``SandboxRuntime``.
 
     Args:
         tools: Tools (or plain typed functions) the agent may call.
@@ -38,7 +43,7 @@ class InProcessRuntime:
         self.max_output_chars = max_output_chars
         self._initial_state = copy.deepcopy(initial_state or {})
         self.context = ToolContext(copy.deepcopy(self._initial_state))
-        self._executor: cf.ThreadPoolExecutor | None = None
+        self._executor: _DaemonWorker | None = None
         self._abandoned = 0
 
     @property
@@ -57,7 +62,8 @@ class InProcessRuntime:
         if self.timeout_s is None:
             result = t.invoke(kwargs, self.context)
         else:
-            future = self._pool().submit(t.invoke, kwargs, self.context)
+            private = ToolContext(copy.deepcopy(self.context.state))  # snapshot() copies it too
+            future = self._pool().submit(t.invoke, kwargs, private)
             try:
                 result = future.result(timeout=self.timeout_s)
             except cf.TimeoutError:
@@ -65,19 +71,21 @@ class InProcessRuntime:
                 return ToolResult.error(
                     "timeout", f"{tool_name!r} did not finish within {self.timeout_s:g} s and was "
                     "abandoned; try a smaller input")
+            self.context.state.clear()  # finished in time: its changes become the episode's
+            self.context.state.update(private.state)
         text, was_cut = cut_output(result.output, self.max_output_chars)
         return ToolResult(text, result.error_kind, was_cut or result.truncated)
 
-    def _pool(self) -> cf.ThreadPoolExecutor:
+    def _pool(self) -> _DaemonWorker:
         if self._executor is None:
-            self._executor = cf.ThreadPoolExecutor(1, thread_name_prefix="proofgym-tool")
+            self._executor = _DaemonWorker()
         return self._executor
 
     def _abandon_worker(self) -> None:
         self._abandoned += 1
         log.warning("abandoned a timed-out in-process tool call (%d so far)", self._abandoned)
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor.shutdown()
         self._executor = None
 
     def snapshot(self) -> Artifact:
@@ -85,9 +93,40 @@ class InProcessRuntime:
 
     def close(self) -> None:
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor.shutdown()
             self._executor = None
 
     def config(self) -> dict[str, Any]:
         return {"kind": self.kind, "timeout_s": self.timeout_s,
                 "max_output_chars": self.max_output_chars, "tools": self.tools.schemas()}
+
+
+class _DaemonWorker:
+    """One daemon thread running calls in order. Unlike ``ThreadPoolExecutor`` (whose threads the
+    interpreter joins at exit), a call stuck forever here never keeps the process alive."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="proofgym-tool", daemon=True).start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> cf.Future[Any]:
+        future: cf.Future[Any] = cf.Future()
+        self._calls.put((fn, args, future))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            item = self._calls.get()
+            if item is None:
+                return
+            fn, args, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # handed to the caller waiting on the future
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        """Let the thread end after the call it is running (if that ever returns)."""
+        self._calls.put(None)

@@ -13,12 +13,12 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import Task
+from proofgym.core import ConfigError, Task
 
 TaskFactory = Callable[[Mapping[str, Any]], Task]
 
 
-class TaskRecordError(ValueError):
+class TaskRecordError(ConfigError):
     """A record that cannot become a task; the message names where it came from."""
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from proofgym.core import ActionScript, AgentAction, Task
+from proofgym.core import ActionScript, AgentAction, ProofgymError, Task
 from proofgym.rollout.policies import ScriptRunner
 
 Message = Mapping[str, Any]
@@ -25,7 +25,7 @@ class ChatScript(Protocol):
                 ) -> list[AgentAction]: ...
 
 
-class UnknownPrompt(LookupError):
+class UnknownPrompt(ProofgymError, LookupError):
     """The first user message is not the prompt of any task the script knows."""
 
 

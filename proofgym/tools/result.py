@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from proofgym.core.errors import ToolErrorKind
+from proofgym.core.errors import ProofgymError, ToolErrorKind
 
 CUT_MARKER = "\n[... {n} characters cut by proofgym: output exceeded {limit} characters ...]\n"
 
@@ -36,7 +36,7 @@ class ToolResult:
         return data
 
 
-class ToolError(Exception):
+class ToolError(ProofgymError):
     """Raised by a tool to fail with a typed error (e.g. ``denied``) and a message for the agent."""
 
     def __init__(self, message: str, kind: ToolErrorKind | str = ToolErrorKind.EXECUTION_ERROR):

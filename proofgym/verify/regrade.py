@@ -3,7 +3,7 @@
 Each stored trajectory carries its task id and content hash and its frozen final state (the
 ``Artifact``), so grading it again needs only the task, looked up by id in the env's task set. The
 new verdicts go to ``verdicts.jsonl`` beside the originals, keyed by (trajectory id, verifier
-version): nothing already recorded is overwritten.
+version): a re-grade replaces the earlier re-grade of the same key, never the original verdict.
 
 Other versions: a task may keep earlier (or candidate) graders in an optional method
 ``verifiers() -> {version: fn(trace, runtime) -> float | Verdict}``; ``verifier_version=None`` (or
@@ -103,7 +103,7 @@ def regrade_one(record: Trajectory, tasks: TaskSet, version: str | None) -> tupl
 def regrade_run(run: str | Path, *, verifier_version: str | None = None,
                 tasks: TaskSet | None = None) -> RegradeReport:
     """Re-grade every finished trajectory of the run in ``run``; append the verdicts to its
-    ``verdicts.jsonl`` and return what changed."""
+    ``verdicts.jsonl`` (replacing earlier re-grades of the same version) and return what changed."""
     store = RunStore.open(run)
     tasks = tasks if tasks is not None else _taskset_of(store)
     report = RegradeReport(str(run), verifier_version)
@@ -130,5 +130,5 @@ def regrade_run(run: str | Path, *, verifier_version: str | None = None,
     if old_scores:
         report.old_mean = sum(old_scores) / len(old_scores)
         report.new_mean = sum(new_scores) / len(new_scores)
-    store.append_verdicts(report.records)
+    store.put_verdicts(report.records)
     return report

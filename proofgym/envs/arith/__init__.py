@@ -27,9 +27,13 @@ def arith_tasks(n: int = 400, *, seed: int = 0, levels: Sequence[int] = LEVELS) 
 
 
 def make_env(n_tasks: int = 400, seed: int = 0, levels: Sequence[int] = LEVELS,
-             use_calculator: bool = True, max_tool_calls: int = 8) -> UniversalVerifiableEnv:
+             use_calculator: bool = True, max_tool_calls: int = 8,
+             tasks: TaskSet | None = None) -> UniversalVerifiableEnv:
+    """``tasks``: an already built task set of these settings (a run builds it once and shares
+    it across its envs)."""
     runtime = InProcessRuntime([calculator] if use_calculator else [], timeout_s=5.0)
-    return UniversalVerifiableEnv(runtime, max_turns=1, tasks=arith_tasks(n_tasks, seed=seed, levels=levels),
+    tasks = tasks if tasks is not None else arith_tasks(n_tasks, seed=seed, levels=levels)
+    return UniversalVerifiableEnv(runtime, tasks=tasks,
                                   limits=Limits(max_turns=1, max_tool_calls=max_tool_calls))
 
 

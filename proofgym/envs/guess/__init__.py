@@ -109,9 +109,11 @@ def guess_tasks(n: int = 200, *, seed: int = 0, low: int = 1, high: int = 100) -
 
 
 def make_env(n_tasks: int = 200, seed: int = 0, high: int = 100,
-             max_turns: int = 8) -> UniversalVerifiableEnv:
-    return UniversalVerifiableEnv(InProcessRuntime([]), max_turns=max_turns,
-                                  tasks=guess_tasks(n_tasks, seed=seed, high=high),
+             max_turns: int = 8, tasks: TaskSet | None = None) -> UniversalVerifiableEnv:
+    """``tasks``: an already built task set of these settings (a run builds it once and shares
+    it across its envs)."""
+    tasks = tasks if tasks is not None else guess_tasks(n_tasks, seed=seed, high=high)
+    return UniversalVerifiableEnv(InProcessRuntime([]), max_turns=max_turns, tasks=tasks,
                                   limits=Limits(max_turns=max_turns, max_tool_calls=16))
 
 

@@ -1,0 +1,199 @@
+"""The ``process`` backend of the :class:`~proofgym.verify.pool.VerifierPool` (the default): a few
+worker processes, each running many jobs at once on threads (graders mostly *wait*: a remote test
+runner, an LLM judge), so jobs in flight are set apart from processes.
+
+Why not ``concurrent.futures.ProcessPoolExecutor``: one dead worker breaks that pool for every
+job. Here each worker is watched on its own: when a worker dies, a job that was alone on it is the
+culprit; jobs that shared it are re-run one per fresh process ("solo"), so the culprit is named
+exactly and innocent jobs still get their real verdict. A worker holding a timed-out job stops
+taking work and is killed once its other jobs finish; a fresh worker takes its place at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing as mp
+import pickle
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from proofgym.env import VerificationJob
+from proofgym.verify.pool_backend import PoolJob, Scheduler
+from proofgym.verify.pool_worker import READY, exit_reason, worker_main
+
+#: How long a new worker process may take to start before its jobs' clocks run anyway.
+STARTUP_ALLOWANCE_S = 30.0
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: Any
+    conn: Connection
+    capacity: int
+    solo: bool = False
+    draining: bool = False  # takes no new jobs; killed once its in-flight jobs are done
+    inflight: dict[int, PoolJob] = field(default_factory=dict)
+    retired: bool = False
+    ready: bool = False
+
+
+class ProcessBackend:
+    name = "process"
+
+    def __init__(self, scheduler: Scheduler, *, processes: int, max_in_flight: int,
+                 start_method: str = "forkserver", preload: Sequence[str] = ()) -> None:
+        self._scheduler = scheduler
+        self.processes = processes
+        self._per_worker = math.ceil(max_in_flight / processes)
+        self._ctx = mp.get_context(start_method)
+        self._start_method = start_method
+        self._preload = ["proofgym", "proofgym.verify.warmup", *preload]
+        self._modules: dict[str, None] = {}  # task modules seen, imported by each new worker
+        self._workers: list[_Worker] = []
+
+    def encode(self, job: VerificationJob) -> bytes:
+        module = type(job.task).__module__
+        payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        if module != "__main__":
+            self._modules[module] = None  # a dict assignment: atomic under the GIL
+        return payload
+
+    # ------------------------------------------------------------- scheduling (lock held)
+    def start(self, job: PoolJob) -> Callable[[], None] | bool:
+        worker = self._start_worker(1, solo=True) if job.solo else self._free_worker()
+        if worker is None:
+            return False
+        job.place = worker
+        job.deadline = time.monotonic() + job.timeout_s + (0.0 if worker.ready else STARTUP_ALLOWANCE_S)
+        worker.inflight[job.id] = job
+
+        def send() -> None:
+            # If the worker died, its reader thread reports it and re-queues or fails the job.
+            with contextlib.suppress(OSError, ValueError):
+                worker.conn.send((job.id, job.payload))
+        return send
+
+    def finished(self, job: PoolJob) -> None:
+        worker: _Worker | None = job.place
+        if worker is None:
+            return
+        worker.inflight.pop(job.id, None)
+        if worker.solo and not worker.inflight:
+            self._retire(worker)
+        elif worker.draining and not worker.inflight:
+            self._retire(worker, kill=True)
+
+    def expired(self, job: PoolJob) -> str:
+        worker: _Worker | None = job.place
+        if worker is None:
+            return ""
+        worker.inflight.pop(job.id, None)
+        worker.draining = True  # its thread is stuck; replace the worker, kill it when idle
+        if not worker.inflight:
+            self._retire(worker, kill=True)
+        return ""
+
+    def _free_worker(self) -> _Worker | None:
+        regular = [w for w in self._workers if not w.solo and not w.draining and not w.retired]
+        while len(regular) < self.processes:
+            regular.append(self._start_worker(self._per_worker))
+        best = min(regular, key=lambda w: len(w.inflight))
+        return best if len(best.inflight) < best.capacity else None
+
+    def _start_worker(self, capacity: int, *, solo: bool = False) -> _Worker:
+        stats = self._scheduler.stats
+        if self._start_method == "forkserver" and stats["workers_started"] == 0:
+            # Workers fork from a server that has these imported (sympy alone takes seconds);
+            # only the first pool of a process starts that server, so this is best effort.
+            self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        process = self._ctx.Process(target=worker_main, args=(child_conn, capacity, list(self._modules)),
+                                    name="proofgym-verifier", daemon=True)
+        process.start()
+        child_conn.close()  # so the parent sees EOF when the worker dies
+        worker = _Worker(process, parent_conn, capacity, solo=solo)
+        self._workers.append(worker)
+        stats["workers_started"] += 1
+        threading.Thread(target=self._read, args=(worker,), name="proofgym-verifier-reader",
+                         daemon=True).start()
+        return worker
+
+    def _retire(self, worker: _Worker, *, kill: bool = False) -> None:
+        if worker.retired:
+            return
+        worker.retired = True
+        if worker in self._workers:
+            self._workers.remove(worker)
+        if kill:
+            worker.process.kill()
+        else:
+            with contextlib.suppress(OSError, ValueError):
+                worker.conn.send(None)
+        self._scheduler.wake()
+
+    # ------------------------------------------------------------- per-worker reader thread
+    def _read(self, worker: _Worker) -> None:
+        """Deliver results; on EOF, handle the worker's death."""
+        while True:
+            try:
+                job_id, verdict = worker.conn.recv()
+            except (EOFError, OSError, TypeError, ValueError):
+                break
+            if job_id == READY:
+                with self._scheduler.lock:
+                    worker.ready = True
+                    now = time.monotonic()
+                    for job in worker.inflight.values():
+                        job.deadline = now + job.timeout_s
+                self._scheduler.wake()  # deadlines moved: the scheduler recomputes its sleep
+                continue
+            self._scheduler.finish(job_id, verdict)
+        worker.process.join(timeout=5.0)
+        self._on_exit(worker)
+        worker.conn.close()
+
+    def _on_exit(self, worker: _Worker) -> None:
+        scheduler = self._scheduler
+        with scheduler.lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+            orphans = list(worker.inflight.values())
+            worker.inflight.clear()
+            if scheduler.closed or worker.retired or not orphans:
+                worker.retired = True
+                scheduler.wake()
+                return
+            worker.retired = True
+            scheduler.stats["worker_deaths"] += 1
+            reason = exit_reason(worker.process.exitcode)
+            if worker.solo:
+                # A job running alone in its own process killed it: the culprit, exactly.
+                scheduler.fail_later(orphans[0], f"the grader's worker process died ({reason}) while "
+                                                 "grading this job; the pool replaced the worker")
+            else:
+                # Any of these may have killed it (or just arrived): re-run each alone to know.
+                for job in orphans:
+                    scheduler.requeue_solo(job)
+            scheduler.wake()
+
+    def close(self) -> None:
+        with self._scheduler.lock:
+            workers = list(self._workers)
+            self._workers.clear()
+        for worker in workers:
+            worker.retired = True
+            if worker.inflight:  # its jobs were already answered "closed": do not wait for them
+                worker.process.kill()
+            with contextlib.suppress(OSError, ValueError):
+                worker.conn.send(None)
+        for worker in workers:
+            worker.process.join(timeout=2.0)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(timeout=2.0)
+            # Its reader thread closes the connection once it sees the worker gone.
