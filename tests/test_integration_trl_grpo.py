@@ -13,19 +13,19 @@ import pytest
 
 pytest.importorskip("trl", reason="the [trl] extra is not installed")
 
-import re  # noqa: E402
-from typing import Any  # noqa: E402
+import re
+from typing import Any
 
-import torch  # noqa: E402
-from datasets import Dataset  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+import torch
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
 
-from proofgym.core import ToolCallAction, TurnCompleteAction  # noqa: E402
-from proofgym.integrations.trl import EnvironmentReward, dataset, environment_factory  # noqa: E402
-from proofgym.rollout.episode import run_episode  # noqa: E402
-from proofgym.rollout.policies import ScriptedPolicy  # noqa: E402
-from tests.trl_fixtures import CRASH_MARKER, crashing_arith_env  # noqa: E402
-from tests.trl_tiny import ScriptedGenerate, tiny_model, tiny_tokenizer, tool_call  # noqa: E402
+from proofgym.core import ToolCallAction, TurnCompleteAction
+from proofgym.integrations.trl import EnvironmentReward, dataset, environment_factory
+from proofgym.rollout.episode import run_episode
+from proofgym.rollout.policies import ScriptedPolicy
+from tests.trl_fixtures import CRASH_MARKER, crashing_arith_env
+from tests.trl_tiny import ScriptedGenerate, tiny_model, tiny_tokenizer, tool_call
 
 
 class Recorder(EnvironmentReward):

@@ -255,7 +255,8 @@ def _make_class(source: EnvSource, options: dict[str, Any], heldout: bool) -> ty
     for t in tools:
         namespace[t.name] = _tool_method(t, name)
     cls = _AdapterMeta(name, (ProofgymEnvironment,), namespace)
-    cls.__doc__ = f"TRL environment for {_describe(source)} (tools: {', '.join(namespace['_pg_tool_names']) or 'none'})."
+    tool_list = ", ".join(namespace["_pg_tool_names"]) or "none"
+    cls.__doc__ = f"TRL environment for {_describe(source)} (tools: {tool_list})."
     return cls  # type: ignore[return-value]
 
 
