@@ -13,9 +13,14 @@ import pytest
 
 pytest.importorskip("trl", reason="the [trl] extra is not installed")
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+import orjson
 import torch
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
@@ -24,6 +29,7 @@ from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.integrations.trl import EnvironmentReward, dataset, environment_factory
 from proofgym.rollout.episode import run_episode
 from proofgym.rollout.policies import ScriptedPolicy
+from tests.conftest import REPO, require_tool
 from tests.trl_fixtures import CRASH_MARKER, crashing_arith_env
 from tests.trl_tiny import ScriptedGenerate, tiny_model, tiny_tokenizer, tool_call
 
@@ -163,3 +169,51 @@ def test_grpo_trains_on_arith_with_tools_and_grader_errors_do_not_train(tmp_path
     assert {"proofgym/correct", "proofgym/used_calculator", "proofgym/grader_error_rate",
             "proofgym/tool_error_rate"} <= logged
     assert any(re.fullmatch(r"rewards/proofgym/mean", k) for k in logged)
+
+
+# ------------------------------------------------------------------------ CodeRepair
+def _leftovers(marker: str) -> list[str]:
+    """Processes and mounts that still mention ``marker`` (the trainer's private temp dir)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(f"process {proc.name}: {cmdline[:200]}")
+    mounts = Path("/proc/self/mountinfo").read_text()
+    found += [f"mount: {line}" for line in mounts.splitlines() if marker in line]
+    return found
+
+
+def test_grpo_trains_on_code_repair_in_sandboxes_and_leaves_nothing_behind(tmp_path):
+    require_tool("bwrap")
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    out = tmp_path / "result.json"
+    env = {**os.environ, "TMPDIR": str(private_tmp), "PYTHONPATH": str(REPO),
+           "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "tests.trl_code_repair_run", str(out)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = orjson.loads(out.read_bytes())
+
+    assert len(result["calls"]) == 2
+    group = result["group"]
+    for call in result["calls"]:
+        task_id = call["task_ids"][0]
+        expected = [result["eval"][f"{task_id}/{which}"] for which in group]
+        assert call["rewards"] == expected == [1.0, 0.0, 0.0, 1.0]
+        fix, malformed = call["steps"][0][0], call["steps"][2][0]
+        assert fix["action"]["tool_name"] == "str_replace"
+        assert fix["obs"]["type"] == "tool_output" and "replaced 1 occurrence" in fix["obs"]["observation"]
+        assert malformed["obs"]["type"] == "tool_error"
+    assert result["changed"], "no parameter changed in 2 GRPO steps"
+    assert result["pool_sizes"] == {"None": 4}  # one env (one sandbox) per rollout slot, reused
+
+    # the trainer process has exited: none of its sandboxes, shells or mounts is left
+    assert _leftovers(str(private_tmp)) == []
+    assert [p.name for p in private_tmp.iterdir() if p.is_dir()] == []  # scratch dirs removed
