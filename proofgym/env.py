@@ -66,14 +66,18 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         tasks: A :class:`TaskSet` (or iterable of tasks) that ``reset()`` samples from when no
             task is given in ``options``.
         limits: Other budgets.
+        render_mode: ``None`` (no rendering) or ``"ansi"``: :meth:`render` returns the current
+            episode's transcript as text (kept only in this mode).
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's convention
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 - Gymnasium's convention
 
     def __init__(self, runtime_backend: Runtime, max_turns: int = 8, *,
                  tasks: TaskSet | Iterable[Task] | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, render_mode: str | None = None) -> None:
         super().__init__()
+        self.render_mode = check_render_mode(render_mode)
+        self._transcript: list[str] = []
         self.runtime = runtime_backend
         self.limits = replace(limits or Limits(), max_turns=max_turns)
         self.max_turns = self.limits.max_turns
@@ -116,6 +120,8 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         self._done = False
         self.context_chars = len(spec.prompt)
         obs = {"turn": 0, "observation": spec.prompt, "type": "turn_init"}
+        if self.render_mode == "ansi":
+            self._transcript = [f"[task {task.id}]", f"user: {spec.prompt}"]
         info = {"task_id": task.id, "tools": copy.deepcopy(spec.tools),
                 "metadata": copy.deepcopy(spec.metadata or {})}
         return obs, info
@@ -162,10 +168,21 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
             )
         over = self._exhausted_budget()
         if over is not None:
-            return self._truncate(over, "")
-        if isinstance(action, ToolCallAction):
-            return self._tool_step(action)
-        return self._turn_step(action)
+            result = self._truncate(over, "")
+        elif isinstance(action, ToolCallAction):
+            result = self._tool_step(action)
+        else:
+            result = self._turn_step(action)
+        if self.render_mode == "ansi":
+            self._transcript += transcript_lines(action, result)
+        return result
+
+    def render(self) -> str | None:  # type: ignore[override]
+        """With ``render_mode="ansi"``: the current episode so far, one line per message or call
+        (``None`` in the default mode, which keeps no transcript)."""
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(self._transcript) + "\n"
 
     def _tool_step(self, action: ToolCallAction) -> StepResult:
         if self.limits.max_tool_calls is not None and self.tool_calls >= self.limits.max_tool_calls:
@@ -262,3 +279,29 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
     def close(self) -> None:
         self.runtime.close()
         super().close()
+
+
+def check_render_mode(render_mode: str | None) -> str | None:
+    """``render_mode`` if proofgym supports it, else a clear error."""
+    supported = UniversalVerifiableEnv.metadata["render_modes"]
+    if render_mode is not None and render_mode not in supported:
+        raise ValueError(f"render_mode={render_mode!r} is not supported; use None or one of "
+                         f"{supported} (a text transcript of the episode)")
+    return render_mode
+
+
+def transcript_lines(action: AgentAction, result: StepResult) -> list[str]:
+    obs, _reward, terminated, truncated, info = result
+    if isinstance(action, ToolCallAction):
+        lines = [f"call {action.tool_name}({action.tool_input!r})"]
+    else:
+        lines = [f"assistant: {action.message}"]
+    kind = obs["type"]
+    if kind in ("tool_output", "tool_error"):
+        lines.append(f"{kind}: {obs['observation']}")
+    elif kind == "turn_transition":
+        lines.append(f"user: {obs['observation']}")
+    if terminated or truncated:
+        reason = info.get("truncation_reason")
+        lines.append("[episode ended" + (f": truncated ({reason})]" if truncated else "]"))
+    return lines

@@ -13,11 +13,10 @@ from proofgym.integrations.trl.environment import (
     MultiTurnNotSupported,
     ProofgymEnvironment,
     environment_factory,
-    google_docstring,
     trl_view,
 )
 from proofgym.integrations.trl.reward import EnvironmentReward, batch_metrics, final_message
 
 __all__ = ["EnvironmentReward", "MultiTurnNotSupported", "ProofgymEnvironment", "ProofgymReward",
-           "batch_metrics", "dataset", "environment_factory", "final_message", "google_docstring",
+           "batch_metrics", "dataset", "environment_factory", "final_message",
            "prompt_dataset", "trl_view"]

@@ -284,20 +284,8 @@ def _tool_method(t: Tool, owner: str) -> Callable[..., str]:
     method.__qualname__ = f"{owner}.{name}"
     method.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     method.__annotations__ = annotations  # no "return": TRL would add it to the schema
-    method.__doc__ = google_docstring(t)
+    method.__doc__ = t.docstring()
     return method
-
-
-def google_docstring(t: Tool) -> str:
-    """``t``'s description and parameter docs as the Google-style docstring TRL parses."""
-    lines = [t.description]
-    props = t.parameters.get("properties", {})
-    if props:
-        lines += ["", "Args:"]
-        for pname, prop in props.items():
-            desc = " ".join(str(prop.get("description") or pname).split())
-            lines.append(f"    {pname}: {desc}")
-    return "\n".join(lines)
 
 
 def trl_view(schema: Mapping[str, Any]) -> dict[str, Any]:
