@@ -95,7 +95,7 @@ _LIVE: weakref.WeakSet[ProofgymEnvironment] = weakref.WeakSet()
 def close_all() -> None:
     """Close every adapter instance still open (their sandboxes and mounts), as the process exits."""
     for instance in list(_LIVE):
-        instance.close()
+        instance._close()
 
 
 class ProofgymEnvironment(metaclass=_AdapterMeta):
@@ -189,8 +189,10 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
             self._steps.append(TraceStep(action, obs))
         return self._env.verification_job(self._steps)
 
-    def close(self) -> None:
-        """Close the env (its runtime: for a sandbox, its processes and mounts). Idempotent."""
+    def _close(self) -> None:
+        """Close the env (its runtime: for a sandbox, its processes and mounts). Idempotent.
+        Underscored, like everything but ``reset`` and the tools: TRL shows public methods to
+        the model as tools. :func:`close_all` runs at exit."""
         if not self._closed:
             self._closed = True
             self._env.close()
