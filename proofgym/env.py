@@ -271,6 +271,19 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         artifact = self._artifact if self._done and self._artifact else self.runtime.snapshot()
         return VerificationJob(self.current_task, Trace.coerce(trace), artifact)
 
+    #: The trace :meth:`grading_job` freezes. Vector envs set it per env
+    #: (``vec.set_attr("grading_trace", traces)``), since ``vec.call`` passes every env the same
+    #: arguments; see :func:`proofgym.verify.vector.verify_vector`.
+    grading_trace: Trace | list[Any] | None = None
+
+    def grading_job(self) -> VerificationJob:
+        """:meth:`verification_job` of :attr:`grading_trace` (which is then cleared)."""
+        if self.grading_trace is None:
+            raise ValueError("no grading_trace set: set it first (vec.set_attr('grading_trace', "
+                             "traces)) or call verification_job(trace)")
+        trace, self.grading_trace = self.grading_trace, None
+        return self.verification_job(trace)
+
     def verify(self, trace: Trace | list[Any]) -> Verdict:
         """Grade ``trace`` against the current (or just finished) episode. Never raises for a
         grader failure: that is a ``Verdict`` with ``status="error"``."""
