@@ -92,3 +92,62 @@ def test_verify_vector_grades_each_env_with_its_own_trace(mode):
     finally:
         vec.close()
         single.close()
+
+
+# ------------------------------------------------------------------ the scripted server
+def _arith_server(**kwargs):
+    from proofgym.envs.arith import make_env
+    from proofgym.testing import ReferenceScript, ScriptedServer
+
+    env = make_env(n_tasks=4)
+    return env.tasks[0], ScriptedServer(ReferenceScript(env.tasks), model="m1", **kwargs)
+
+
+def test_scripted_server_streams_tool_calls_and_text_to_the_raw_openai_sdk():
+    openai = pytest.importorskip("openai")
+    task, server = _arith_server(reasoning=True)
+    prompt = [{"role": "user", "content": task.get_spec().prompt}]
+    with server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x")
+        plain = client.chat.completions.create(model="m1", messages=prompt)
+        stream = client.chat.completions.create(model="m1", messages=prompt, stream=True,
+                                                stream_options={"include_usage": True})
+        chunks = list(stream)
+        call = plain.choices[0].message.tool_calls[0]
+        # reassemble the streamed tool call the way SDK users do
+        name = "".join(c.choices[0].delta.tool_calls[0].function.name or "" for c in chunks
+                       if c.choices and c.choices[0].delta.tool_calls)
+        arguments = "".join(c.choices[0].delta.tool_calls[0].function.arguments or "" for c in chunks
+                            if c.choices and c.choices[0].delta.tool_calls)
+        assert (name, arguments) == (call.function.name, call.function.arguments) == (
+            "calculator", f'{{"expression":"{task.expression}"}}')
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        assert finishes == ["tool_calls"] and chunks[-1].usage.total_tokens == plain.usage.total_tokens
+        # the final answer, streamed as text pieces
+        followup = [*prompt, plain.choices[0].message.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": call.id, "content": task.answer}]
+        text_chunks = list(client.chat.completions.create(model="m1", messages=followup, stream=True))
+        text = "".join(c.choices[0].delta.content or "" for c in text_chunks if c.choices)
+        whole = client.chat.completions.create(model="m1", messages=followup).choices[0].message.content
+        assert text == whole and f"\\boxed{{{task.answer}}}" in text
+        assert sum(bool(c.choices and c.choices[0].delta.content) for c in text_chunks) > 1
+
+
+def test_scripted_server_n_choices_models_retrieve_and_unknown_models():
+    openai = pytest.importorskip("openai")
+    task, server = _arith_server()
+    prompt = [{"role": "user", "content": task.get_spec().prompt}]
+    with server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        three = client.chat.completions.create(model="m1", messages=prompt, n=3)
+        assert [c.index for c in three.choices] == [0, 1, 2]
+        assert len({c.message.tool_calls[0].function.arguments for c in three.choices}) == 1
+        streamed = list(client.chat.completions.create(model="m1", messages=prompt, n=2, stream=True))
+        assert {c.choices[0].index for c in streamed if c.choices} == {0, 1}
+        assert client.models.retrieve("m1").id == "m1"
+        with pytest.raises(openai.NotFoundError, match="does not exist"):
+            client.models.retrieve("gpt-nope")
+        with pytest.raises(openai.NotFoundError, match="does not exist"):
+            client.chat.completions.create(model="gpt-nope", messages=prompt)
+        with pytest.raises(openai.BadRequestError, match="n must be"):
+            client.chat.completions.create(model="m1", messages=prompt, n=0)
