@@ -82,10 +82,11 @@ from proofgym.integrations.trl import (  # noqa: E402
 )
 from proofgym.tasks import HeldOutError  # noqa: E402
 from tests.conftest import require_tool  # noqa: E402
+from tests.trl_fixtures import require_module  # noqa: E402
 
 
 def test_adapter_tool_schemas_equal_the_env_tools_for_every_bundled_env():
-    get_json_schema = pytest.importorskip("transformers.utils").get_json_schema
+    get_json_schema = require_module("transformers.utils").get_json_schema
     checked = []
     for env_id in BUNDLED:
         if env_id == "proofgym/CodeRepair-v0":
@@ -208,7 +209,7 @@ def test_adapter_routes_bad_calls_through_the_env_and_reports_the_episode_end():
 
 
 def test_tool_is_a_plain_callable_for_frameworks():
-    get_json_schema = pytest.importorskip("transformers.utils").get_json_schema
+    get_json_schema = require_module("transformers.utils").get_json_schema
     assert calculator.__name__ == "calculator"
     assert "Args:\n    expression:" in calculator.__doc__
     assert list(inspect.signature(calculator).parameters) == ["expression"]
@@ -243,3 +244,59 @@ def test_render_mode_none_and_ansi_transcript():
             "assistant: \\boxed{2}\n[episode ended]") in text
     with pytest.raises(ValueError, match="render_mode='human' is not supported"):
         gymnasium.make("proofgym/Arith-v0", render_mode="human")
+
+
+def test_gate_masks_other_reward_functions_where_the_grader_failed_and_instances_pickle_fresh():
+    from tests.trl_fixtures import CRASH_MARKER, crashing_arith_env
+
+    cls = environment_factory(crashing_arith_env, n_tasks=8)
+    envs = [cls(), cls()]
+    reward = EnvironmentReward(backend="inline")
+    try:
+        rows = dataset(envs[0].env)[:2]
+        for env, row in zip(envs, rows, strict=True):
+            env.reset(**row)
+        completions = [[{"role": "assistant", "content": "\\boxed{1}"}],
+                       [{"role": "assistant", "content": f"{CRASH_MARKER} \\boxed{{1}}"}]]
+        logged: dict[str, list] = {}
+        rewards = reward(completions=completions, environments=envs,
+                         log_metric=lambda k, v: logged.setdefault(k, []).append(v),
+                         log_extra=lambda k, v: logged.setdefault(k, []).append(v))
+        assert rewards[1] is None and rewards[0] in (0.0, 1.0)
+        assert logged["proofgym/grader_error_rate"] == [0.5]
+        assert logged["proofgym_status"] == [["scored", "error"]]
+
+        def length_bonus(completions, **_):
+            return [0.1 for _ in completions]
+
+        gated = reward.gate(length_bonus)
+        assert gated.__name__ == "length_bonus"
+        assert gated(completions=completions) == [0.1, None]
+        # a pickled instance is a fresh one of the same class: no episode, its own env
+        clone = pickle.loads(pickle.dumps(envs[0]))
+        assert type(clone) is cls and clone.episode_id is None and clone.env is not envs[0].env
+        clone._close()
+    finally:
+        reward.close()
+        for env in envs:
+            env._close()
+
+
+def test_a_tool_that_is_not_a_module_global_pickles_with_its_function():
+    from proofgym.tools import Tool
+
+    wrapped = Tool(evaluate_expression, name="evaluate")
+    clone = pickle.loads(pickle.dumps(wrapped))
+    assert clone.name == "evaluate" and clone.schema == wrapped.schema
+    assert clone.invoke({"expression": "1/2 + 1/2"}).output == "1"
+
+
+def evaluate_expression(expression: str) -> str:
+    """Evaluate an expression exactly.
+
+    Args:
+        expression: Arithmetic, for example "1 + 2".
+    """
+    from proofgym.envs.arith.calculator import evaluate
+
+    return str(evaluate(expression))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 
 import gymnasium
+import openai
 import pytest
 
 import proofgym  # noqa: F401 - registers the bundled envs
@@ -104,7 +105,6 @@ def _arith_server(**kwargs):
 
 
 def test_scripted_server_streams_tool_calls_and_text_to_the_raw_openai_sdk():
-    openai = pytest.importorskip("openai")
     task, server = _arith_server(reasoning=True)
     prompt = [{"role": "user", "content": task.get_spec().prompt}]
     with server:
@@ -134,7 +134,6 @@ def test_scripted_server_streams_tool_calls_and_text_to_the_raw_openai_sdk():
 
 
 def test_scripted_server_n_choices_models_retrieve_and_unknown_models():
-    openai = pytest.importorskip("openai")
     task, server = _arith_server()
     prompt = [{"role": "user", "content": task.get_spec().prompt}]
     with server:

@@ -7,11 +7,13 @@ the optimiser step. The rewards are checked against ``run_episode`` (the loop ``
 runs) playing the same actions.
 """
 
+# ruff: noqa: E402 - the imports below need the [trl] extra, checked first
+
 from __future__ import annotations
 
-import pytest
+from tests.trl_fixtures import require_module
 
-pytest.importorskip("trl", reason="the [trl] extra is not installed")
+require_module("trl")
 
 import os
 import re

@@ -4,12 +4,17 @@ pickled adapter classes need)."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
+from types import ModuleType
+
+import pytest
 
 from proofgym.core import Trace, Verdict
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.envs.arith import ArithTask
 from proofgym.envs.arith import make_env as make_arith_env
 from proofgym.tasks import TaskSet
+from tests.conftest import IN_CI
 
 #: A final message containing this makes :class:`CrashingArith`'s grader raise.
 CRASH_MARKER = "GRADER-CRASH"
@@ -34,3 +39,15 @@ def crashing_arith_env(n_tasks: int = 8) -> UniversalVerifiableEnv:
     env.tasks = TaskSet([CrashingArith(**{f.name: getattr(t, f.name) for f in dataclasses.fields(t)})
                          for t in env.tasks], name=f"crashing-{env.tasks.name}")
     return env
+
+
+def require_module(name: str) -> ModuleType:
+    """Import ``name`` (a package of the ``[trl]`` extra). Missing: a failure in CI, where
+    ``.ci/run`` installs the extra, and a skip locally."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        message = f"{name!r} is not installed (pip install -e '.[trl]')"
+        if IN_CI:
+            pytest.fail(f"{message}; CI must install the [trl] extra in .ci/run")
+        pytest.skip(message, allow_module_level=True)

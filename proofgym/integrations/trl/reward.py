@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from proofgym.core import Verdict
+from proofgym.core import ToolCallAction, Verdict
 from proofgym.integrations.trl.environment import ProofgymEnvironment
 from proofgym.verify.pool import VerifierPool
 
@@ -151,7 +151,7 @@ def batch_metrics(verdicts: Sequence[Verdict],
         for name, value in {**v.components, **v.metrics}.items():
             sums.setdefault(f"proofgym/{name}", []).append(float(value))
     out.update({name: sum(values) / len(values) for name, values in sums.items()})
-    calls = [s for env in environments for s in env.trace_steps if s.action.to_dict()["kind"] == "tool_call"]
+    calls = [s for env in environments for s in env.trace_steps if isinstance(s.action, ToolCallAction)]
     if calls:
         out["proofgym/tool_error_rate"] = sum(s.observation_type == "tool_error" for s in calls) / len(calls)
     return out
