@@ -76,7 +76,9 @@ class _AdapterMeta(type):
     _pg_spec: tuple[EnvSource, dict[str, Any], bool]
 
 
-def _reduce_class(cls: _AdapterMeta) -> tuple[Any, tuple[Any, ...]]:
+def _reduce_class(cls: _AdapterMeta) -> Any:
+    if "_pg_spec" not in vars(cls):  # the base class itself: an ordinary module global
+        return cls.__qualname__
     return _rebuild_class, cls._pg_spec
 
 
