@@ -67,14 +67,19 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         tasks: A :class:`TaskSet` (or iterable of tasks) that ``reset()`` samples from when no
             task is given in ``options``.
         limits: Other budgets.
+        render_mode: ``None`` (no rendering) or ``"ansi"``: :meth:`render` returns the current
+            episode's transcript as text (kept only in this mode).
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's convention
+    # render_fps: Gymnasium's checker wants one for any render mode; a transcript has no frame rate
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012
 
     def __init__(self, runtime_backend: Runtime, max_turns: int | None = None, *,
                  tasks: TaskSet | Iterable[Task] | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, render_mode: str | None = None) -> None:
         super().__init__()
+        self.render_mode = check_render_mode(render_mode)
+        self._transcript: list[str] = []
         self.runtime = runtime_backend
         self.limits = limits or Limits()
         if max_turns is not None:
@@ -119,6 +124,8 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         self._done = False
         self.context_chars = len(spec.prompt)
         obs = {"turn": 0, "observation": spec.prompt, "type": "turn_init"}
+        if self.render_mode == "ansi":
+            self._transcript = [f"[task {task.id}]", f"user: {spec.prompt}"]
         info = {"task_id": task.id, "tools": copy.deepcopy(spec.tools),
                 "metadata": copy.deepcopy(spec.metadata or {})}
         return obs, info
@@ -165,10 +172,21 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
             )
         over = self._exhausted_budget()
         if over is not None:
-            return self._truncate(over, "")
-        if isinstance(action, ToolCallAction):
-            return self._tool_step(action)
-        return self._turn_step(action)
+            result = self._truncate(over, "")
+        elif isinstance(action, ToolCallAction):
+            result = self._tool_step(action)
+        else:
+            result = self._turn_step(action)
+        if self.render_mode == "ansi":
+            self._transcript += transcript_lines(action, result)
+        return result
+
+    def render(self) -> str | None:  # type: ignore[override]
+        """With ``render_mode="ansi"``: the current episode so far, one line per message or call
+        (``None`` in the default mode, which keeps no transcript)."""
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(self._transcript) + "\n"
 
     def _tool_step(self, action: ToolCallAction) -> StepResult:
         if self.limits.max_tool_calls is not None and self.tool_calls >= self.limits.max_tool_calls:
@@ -257,6 +275,19 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         artifact = self._artifact if self._done and self._artifact else self.runtime.snapshot()
         return VerificationJob(self.current_task, Trace.coerce(trace), artifact)
 
+    #: The trace :meth:`grading_job` freezes. Vector envs set it per env
+    #: (``vec.set_attr("grading_trace", traces)``), since ``vec.call`` passes every env the same
+    #: arguments; see :func:`proofgym.verify.vector.verify_vector`.
+    grading_trace: Trace | list[Any] | None = None
+
+    def grading_job(self) -> VerificationJob:
+        """:meth:`verification_job` of :attr:`grading_trace` (which is then cleared)."""
+        if self.grading_trace is None:
+            raise ValueError("no grading_trace set: set it first (vec.set_attr('grading_trace', "
+                             "traces)) or call verification_job(trace)")
+        trace, self.grading_trace = self.grading_trace, None
+        return self.verification_job(trace)
+
     def verify(self, trace: Trace | list[Any]) -> Verdict:
         """Grade ``trace`` against the current (or just finished) episode. Never raises for a
         grader failure: that is a ``Verdict`` with ``status="error"``."""
@@ -265,3 +296,29 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
     def close(self) -> None:
         self.runtime.close()
         super().close()
+
+
+def check_render_mode(render_mode: str | None) -> str | None:
+    """``render_mode`` if proofgym supports it, else a clear error."""
+    supported = UniversalVerifiableEnv.metadata["render_modes"]
+    if render_mode is not None and render_mode not in supported:
+        raise ValueError(f"render_mode={render_mode!r} is not supported; use None or one of "
+                         f"{supported} (a text transcript of the episode)")
+    return render_mode
+
+
+def transcript_lines(action: AgentAction, result: StepResult) -> list[str]:
+    obs, _reward, terminated, truncated, info = result
+    if isinstance(action, ToolCallAction):
+        lines = [f"call {action.tool_name}({action.tool_input!r})"]
+    else:
+        lines = [f"assistant: {action.message}"]
+    kind = obs["type"]
+    if kind in ("tool_output", "tool_error"):
+        lines.append(f"{kind}: {obs['observation']}")
+    elif kind == "turn_transition":
+        lines.append(f"user: {obs['observation']}")
+    if terminated or truncated:
+        reason = info.get("truncation_reason")
+        lines.append("[episode ended" + (f": truncated ({reason})]" if truncated else "]"))
+    return lines

@@ -1,16 +1,29 @@
 """Gymnasium spaces for LLM agents: free Unicode text, and tool-call actions.
 
 Vector envs batch both as Gymnasium batches custom spaces and ``Text``: a tuple of per-env values.
+Async vector envs with shared memory (Gymnasium's default) get a UTF-8 buffer per env for each
+text space (registered below): Gymnasium's own ``Text`` buffer holds only characters of a finite
+charset, which would crash on ``%`` or return padding for text it cannot hold. Gymnasium reads the
+buffer once, when the vector env starts, and relies on what it read being a live view (true of
+numpy arrays); text is read into a :class:`SharedTextView` for the same reason: it reads the
+buffer on every access, and a copy of it (Gymnasium copies observations by default) is a plain
+tuple of ``str``.
 """
 
 from __future__ import annotations
 
 import copy
+import multiprocessing as mp
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector.utils import (
+    create_shared_memory,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
 
 from proofgym.core import AgentAction, ToolCallAction, TurnCompleteAction
 
@@ -68,6 +81,78 @@ class ObservationType(spaces.Text):
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ObservationType)
+
+
+# ------------------------------------------------------------------ shared memory (async vector)
+# Each env's slot: an 8-byte little-endian length, then up to 4 bytes per character of UTF-8.
+_LENGTH_BYTES = 8
+
+
+def _slot_size(space: spaces.Text) -> int:
+    return _LENGTH_BYTES + 4 * space.max_length
+
+
+@create_shared_memory.register(UnicodeText)
+@create_shared_memory.register(ObservationType)
+def _create_text_memory(space: spaces.Text, n: int = 1, ctx: Any = mp) -> Any:
+    return ctx.Array("B", n * _slot_size(space))
+
+
+class SharedTextView(Sequence[str]):
+    """The ``n`` texts of a shared-memory buffer, read at each access (a live view, like the
+    numpy arrays Gymnasium reads other spaces into). ``copy``/``deepcopy``/pickle give a tuple."""
+
+    def __init__(self, space: spaces.Text, shared_memory: Any, n: int) -> None:
+        self._data = np.frombuffer(shared_memory.get_obj(), dtype=np.uint8)
+        self._size, self._n = _slot_size(space), n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if not -self._n <= index < self._n:
+            raise IndexError(index)
+        slot = self._data[(index % self._n) * self._size:(index % self._n + 1) * self._size]
+        length = int.from_bytes(slot[:_LENGTH_BYTES].tobytes(), "little")
+        return slot[_LENGTH_BYTES:_LENGTH_BYTES + length].tobytes().decode("utf-8", errors="surrogatepass")
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # a live view is not hashable
+
+    def __copy__(self) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __reduce__(self) -> Any:
+        return tuple, (tuple(self),)
+
+    def __repr__(self) -> str:
+        return f"SharedTextView({tuple(self)!r})"
+
+
+@read_from_shared_memory.register(UnicodeText)
+@read_from_shared_memory.register(ObservationType)
+def _read_text_memory(space: spaces.Text, shared_memory: Any, n: int = 1) -> SharedTextView:
+    return SharedTextView(space, shared_memory, n)
+
+
+@write_to_shared_memory.register(UnicodeText)
+@write_to_shared_memory.register(ObservationType)
+def _write_text_memory(space: spaces.Text, index: int, value: str, shared_memory: Any) -> None:
+    if not space.contains(value):
+        raise ValueError(f"cannot put {type(value).__name__} of length {len(value)} in {space!r}")
+    encoded = value.encode("utf-8", errors="surrogatepass")
+    size = _slot_size(space)
+    data = np.frombuffer(shared_memory.get_obj(), dtype=np.uint8)
+    slot = data[index * size:(index + 1) * size]
+    slot[:_LENGTH_BYTES] = np.frombuffer(len(encoded).to_bytes(_LENGTH_BYTES, "little"), dtype=np.uint8)
+    slot[_LENGTH_BYTES:_LENGTH_BYTES + len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
 
 
 def observation_space(max_turns: int, max_chars: int) -> spaces.Dict:

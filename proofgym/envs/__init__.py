@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium
+from gymnasium.envs.registration import load_env_creator
+
+from proofgym.env import UniversalVerifiableEnv, check_render_mode
 
 #: Bundled environment ids and their factories (``module:function``).
 BUNDLED = {
@@ -12,8 +17,29 @@ BUNDLED = {
 }
 
 
+class BundledFactory:
+    """The entry point of a bundled env: its ``module:function`` factory, plus Gymnasium's
+    ``render_mode`` keyword (which the factories themselves do not take). Prints and pickles as
+    the ``module:function`` string it loads."""
+
+    metadata = UniversalVerifiableEnv.metadata
+
+    def __init__(self, entry_point: str) -> None:
+        self.entry_point = entry_point
+
+    def __call__(self, *, render_mode: str | None = None, **kwargs: Any) -> UniversalVerifiableEnv:
+        env = load_env_creator(self.entry_point)(**kwargs)
+        env.render_mode = check_render_mode(render_mode)
+        return env
+
+    def __repr__(self) -> str:
+        return self.entry_point
+
+    __str__ = __repr__
+
+
 def register_envs() -> None:
     """Register the bundled environments with Gymnasium (idempotent)."""
     for env_id, entry_point in BUNDLED.items():
         if env_id not in gymnasium.registry:
-            gymnasium.register(env_id, entry_point=entry_point)
+            gymnasium.register(env_id, entry_point=BundledFactory(entry_point))

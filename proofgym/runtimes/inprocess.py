@@ -88,6 +88,13 @@ class InProcessRuntime:
             self._executor.shutdown()
         self._executor = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The worker thread does not travel (pickle, deepcopy, a spawned process); a copy starts
+        # its own on its first timed call.
+        state = self.__dict__.copy()
+        state["_executor"] = None
+        return state
+
     def snapshot(self) -> Artifact:
         return Artifact(self.kind, state=copy.deepcopy(self.context.state))
 

@@ -1,8 +1,10 @@
 """A real OpenAI-compatible HTTP server that answers from a script, with injectable faults.
 
-It speaks ``GET /v1/models`` and ``POST /v1/chat/completions`` (tool calls, ``usage``,
-``finish_reason``) over real HTTP (aiohttp), so a policy under test goes through the same client,
-sockets and JSON as against vLLM or OpenAI. Use it to test an environment offline
+It speaks ``GET /v1/models``, ``GET /v1/models/{id}`` and ``POST /v1/chat/completions`` (tool
+calls, ``usage``, ``finish_reason``, ``n`` choices, and ``stream=True`` as server-sent events with
+content and tool-call deltas, as the OpenAI API sends them) over real HTTP (aiohttp), so a policy
+under test goes through the same client, sockets and JSON as against vLLM or OpenAI. A model id
+other than the one served is a 404 ``model_not_found``. Use it to test an environment offline
 (``proofgym serve-scripted ENV``) and as the model in tests and benchmarks.
 
 Faults (:class:`Fault`) are chosen per *distinct request* (a hash of its messages), so they are
@@ -111,6 +113,7 @@ class ScriptedServer:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/v1/models/{model}", self._model)
         app.router.add_post("/v1/chat/completions", self._chat)
         return app
 
@@ -170,18 +173,31 @@ class ScriptedServer:
 
     # ---------------------------------------------------------------- handlers
     async def _models(self, request: web.Request) -> web.Response:
-        return _json({"object": "list", "data": [
-            {"id": self.model, "object": "model", "created": 0, "owned_by": "proofgym-scripted"}]})
+        return _json({"object": "list", "data": [self._model_card()]})
 
-    async def _chat(self, request: web.Request) -> web.Response:
+    def _model_card(self) -> dict[str, Any]:
+        return {"id": self.model, "object": "model", "created": 0, "owned_by": "proofgym-scripted"}
+
+    async def _model(self, request: web.Request) -> web.Response:
+        name = request.match_info["model"]
+        if name != self.model:
+            return _unknown_model(name, self.model)
+        return _json(self._model_card())
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.stats["requests"] += 1
         try:
             body = orjson.loads(await request.read())
             messages = body["messages"]
             if not isinstance(messages, list) or not messages:
                 raise ValueError("messages must be a non-empty list")
-        except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+            n = 1 if body.get("n") is None else body["n"]
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 128:
+                raise ValueError(f"n must be an integer from 1 to 128, got {n!r}")
+        except (orjson.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError) as exc:
             return _error(400, f"bad request: {exc}", "invalid_request_error")
+        if body.get("model") not in (None, self.model):
+            return _unknown_model(str(body["model"]), self.model)
         if self.received is not None:
             self.received.append(body)
         key = hashlib.sha256(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)).hexdigest()
@@ -202,17 +218,59 @@ class ScriptedServer:
             actions = self.script.respond(messages, body.get("tools"))
         except UnknownPrompt as exc:
             return _error(400, str(exc), "invalid_request_error")
-        message, finish = self._message(actions, key)
-        self.stats["completions"] += 1
+        choices = [self._message(actions, key) for _ in range(n)]
+        self.stats["completions"] += n
         prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages) // 4 + 1
-        completion_tokens = len(orjson.dumps(message)) // 4 + 1
-        return _json({
-            "id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion",
-            "created": int(time.time()), "model": body.get("model", self.model),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        })
+        completion_tokens = sum(len(orjson.dumps(message)) // 4 + 1 for message, _ in choices)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        head = {"id": f"chatcmpl-{next(self._ids)}", "created": int(time.time()),
+                "model": body.get("model", self.model)}
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            return await self._stream(request, head, choices,
+                                      usage if options.get("include_usage") else None)
+        return _json({**head, "object": "chat.completion", "usage": usage,
+                      "choices": [{"index": i, "message": message, "finish_reason": finish,
+                                   "logprobs": None}
+                                  for i, (message, finish) in enumerate(choices)]})
+
+    async def _stream(self, request: web.Request, head: dict[str, Any],
+                      choices: list[tuple[dict[str, Any], str]],
+                      usage: dict[str, Any] | None) -> web.StreamResponse:
+        """Server-sent events in the OpenAI chunk format: the role, content in pieces, each tool
+        call's id and name then its arguments in pieces, the finish reason, optionally usage,
+        then ``[DONE]``."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        self.stats["streams"] += 1
+
+        async def send(index: int | None, delta: dict[str, Any] | None, finish: str | None = None,
+                       **extra: Any) -> None:
+            chunk: dict[str, Any] = {**head, "object": "chat.completion.chunk", **extra}
+            chunk["choices"] = [] if index is None else [
+                {"index": index, "delta": delta, "finish_reason": finish, "logprobs": None}]
+            await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+
+        for index, (message, finish) in enumerate(choices):
+            await send(index, {"role": "assistant", "content": ""})
+            if message.get("reasoning_content"):
+                await send(index, {"reasoning_content": message["reasoning_content"]})
+            for piece in _pieces(message.get("content") or ""):
+                await send(index, {"content": piece})
+            for j, call in enumerate(message.get("tool_calls") or []):
+                await send(index, {"tool_calls": [{"index": j, "id": call["id"], "type": "function",
+                                                   "function": {"name": call["function"]["name"],
+                                                                "arguments": ""}}]})
+                for piece in _pieces(call["function"]["arguments"]):
+                    await send(index, {"tool_calls": [{"index": j, "function": {"arguments": piece}}]})
+            await send(index, {}, finish)
+        if usage is not None:
+            await send(None, None, usage=usage)
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     def _message(self, actions: Sequence[AgentAction], key: str) -> tuple[dict[str, Any], str]:
         calls = [a for a in actions if isinstance(a, ToolCallAction)]
@@ -257,6 +315,17 @@ def _hit(fault: Fault, key: str) -> bool:
         return True
     salted = hashlib.blake2b(f"{fault.kind}:{key}".encode(), digest_size=4).digest()
     return int.from_bytes(salted, "big") / 0xFFFFFFFF < fault.rate
+
+
+def _pieces(text: str, size: int = 16) -> list[str]:
+    """``text`` in the small pieces a streaming server sends."""
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def _unknown_model(name: str, served: str) -> web.Response:
+    return _json({"error": {"message": f"The model {name!r} does not exist; this server serves "
+                            f"{served!r}", "type": "invalid_request_error",
+                            "code": "model_not_found", "param": "model"}}, 404)
 
 
 def _json(payload: Mapping[str, Any], status: int = 200) -> web.Response:

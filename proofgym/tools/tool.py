@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
@@ -30,6 +31,13 @@ class Tool:
 
     Invariant: the JSON schema in :attr:`schema` is generated from the same pydantic model that
     :meth:`validate` uses, so what the agent is told and what is enforced cannot drift apart.
+
+    A tool also reads as the plain function it wraps: ``__name__`` is its name, ``__doc__`` a
+    Google-style docstring of its description and parameters, ``__signature__`` its parameters
+    (without an injected :class:`ToolContext`). It pickles by reference when it is what its
+    module's attribute names (the ``@tool`` decorator's result), else with the function it wraps.
+    Frameworks that accept only real functions (TRL's ``GRPOTrainer(tools=...)``, transformers'
+    chat templates) take :meth:`as_function`.
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None,
@@ -51,6 +59,57 @@ class Tool:
         self._context_param: str | None = None
         self.model = self._build_model(fn, param_docs)
         self.parameters = self._json_schema()
+        self._custom = (name, description)
+        self.__name__ = self.name
+        self.__qualname__ = getattr(fn, "__qualname__", self.name)
+        self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
+        self.__doc__ = self.docstring()
+        self.__signature__ = self.signature()
+
+    def signature(self) -> inspect.Signature:
+        """The parameters the agent passes (keyword-only, typed, with defaults)."""
+        return inspect.Signature([
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=field.annotation,
+                              default=inspect.Parameter.empty if field.is_required() else field.default)
+            for name, field in self.model.model_fields.items()])
+
+    def docstring(self) -> str:
+        """The description and parameter docs as a Google-style docstring (one line per argument,
+        as function-schema parsers read it)."""
+        lines = [self.description]
+        props = self.parameters.get("properties", {})
+        if props:
+            lines += ["", "Args:"]
+            lines += [f"    {name}: {' '.join(str(prop.get('description') or name).split())}"
+                      for name, prop in props.items()]
+        return "\n".join(lines)
+
+    def as_function(self) -> Callable[..., str]:
+        """A plain function standing for this tool (same name, docstring, signature and
+        annotations). It validates its arguments like the registry and returns the output text;
+        a bad call or a failing tool raises :class:`ToolError` with the text the agent would see."""
+        tool = self
+
+        def function(**arguments: Any) -> str:
+            kwargs = tool.validate(arguments)
+            result = kwargs if isinstance(kwargs, ToolResult) else tool.invoke(kwargs)
+            if not result.ok:
+                raise ToolError(result.output, result.error_kind or "execution_error")
+            return result.output
+
+        function.__name__ = function.__qualname__ = self.name
+        function.__doc__ = self.__doc__
+        function.__signature__ = self.__signature__  # type: ignore[attr-defined]
+        function.__annotations__ = {p.name: p.annotation for p in self.__signature__.parameters.values()}
+        function.__module__ = self.__module__
+        return function
+
+    def __reduce__(self) -> Any:
+        module = sys.modules.get(self.__module__ or "")
+        if module is not None and "." not in self.__qualname__ and \
+                getattr(module, self.__qualname__, None) is self:
+            return self.__qualname__  # pickled as the global it is (``@tool`` replaced the function)
+        return _rebuild_tool, (self.fn, *self._custom)
 
     def _build_model(self, fn: Callable[..., Any], param_docs: dict[str, str | None]) -> type[BaseModel]:
         # ToolContext resolves even when the tool is defined in a function under postponed annotations
@@ -143,6 +202,10 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
+
+
+def _rebuild_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
+    return Tool(fn, name=name, description=description)
 
 
 def render_output(value: Any) -> str:

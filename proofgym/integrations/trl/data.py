@@ -1,12 +1,10 @@
-"""TRL integration: a proofgym task set as a GRPO prompt dataset and a reward function.
+"""Training rows for TRL, and the single-turn text reward function.
 
-TRL's ``GRPOTrainer`` takes a dataset with a ``prompt`` column and reward functions called as
-``fn(prompts=..., completions=..., **dataset_columns) -> list[float | None]``. Nothing here imports
-TRL: the reward function is a plain callable, so it can be tested (and used by other trainers)
-without it.
-
-Only single-turn tasks fit this shape (one completion is the whole episode); multi-turn and tool
-use belong to the rollout orchestrator, whose trajectories are exported for training instead.
+:func:`dataset` gives the rows ``GRPOTrainer`` trains on (``prompt`` + ``task_id``), refusing
+held-out tasks unless asked. :class:`ProofgymReward` grades a plain-text completion as a whole
+single-turn episode (no tools); for tools and sandboxes use
+:func:`~proofgym.integrations.trl.environment_factory` with
+:class:`~proofgym.integrations.trl.EnvironmentReward`.
 """
 
 from __future__ import annotations
@@ -15,10 +13,49 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import gymnasium
+
 from proofgym.core import Trace, TraceStep, TurnCompleteAction, Verdict
 from proofgym.env import UniversalVerifiableEnv
+from proofgym.integrations.trl.environment import MultiTurnNotSupported, is_multi_turn
+from proofgym.tasks.splits import SPLITS
 
 log = logging.getLogger(__name__)
+
+
+def dataset(env: UniversalVerifiableEnv | str, split: str = "train", *,
+            system_prompt: str | None = None, allow_heldout: bool = False,
+            **env_options: Any) -> list[dict[str, Any]]:
+    """The rows of one split of ``env``'s task set: ``{"prompt": [messages], "task_id": id}``.
+
+    The last message is the task's spec prompt exactly (after an optional system message), so
+    ``environment_factory``'s ``reset`` adds nothing to it. Pass the list to
+    ``datasets.Dataset.from_list``.
+
+    Args:
+        env: The env, or a registered env id (built with ``env_options``).
+        split: ``train``, ``dev`` or ``heldout`` (the task set's frozen split manifest).
+        system_prompt: A system message put first.
+        allow_heldout: Needed for any split but ``train``: training on dev or held-out tasks
+            spends them (their numbers are no longer clean).
+
+    Raises:
+        HeldOutError: ``split`` is not ``train`` and ``allow_heldout`` is not set.
+    """
+    if isinstance(env, str):
+        built = gymnasium.make(env, **env_options).unwrapped
+        try:
+            return dataset(built, split, system_prompt=system_prompt, allow_heldout=allow_heldout)
+        finally:
+            built.close()
+    if env.tasks is None:
+        raise ValueError("the env has no task set; build it with tasks=TaskSet(...)")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; use one of {list(SPLITS)}")
+    ids = env.tasks.manifest.pool(split)
+    if split != "train" and not allow_heldout:
+        env.tasks.manifest.check_training(ids)  # raises HeldOutError naming the tasks
+    return prompt_dataset(env, system_prompt=system_prompt, task_ids=ids)
 
 
 def prompt_dataset(env: UniversalVerifiableEnv, *, system_prompt: str | None = None,
@@ -42,9 +79,10 @@ def prompt_dataset(env: UniversalVerifiableEnv, *, system_prompt: str | None = N
 class ProofgymReward:
     """A TRL reward function grading each completion with its task's own grader.
 
-    Returns ``None`` for a completion whose grading failed (``Verdict.status == "error"``): TRL
-    ignores ``None`` rewards, where a 0.0 would silently teach the model that a correct answer
-    was wrong. Every verdict of the last call is kept in :attr:`last_verdicts` for logging.
+    Returns ``None`` for a completion whose grading failed (``Verdict.status == "error"``): as
+    TRL's only reward function, TRL 1.16 then gives the completion no advantage and leaves it out of
+    its group's baseline, where a 0.0 would teach the model that a correct answer was wrong.
+    Every verdict of the last call is kept in :attr:`last_verdicts` for logging.
 
     Args:
         env: A single-turn env whose task set holds the dataset's tasks. It is used for one
@@ -55,6 +93,11 @@ class ProofgymReward:
 
     def __init__(self, env: UniversalVerifiableEnv, *,
                  on_verdict: Callable[[str, str, Verdict], None] | None = None) -> None:
+        if is_multi_turn(env):
+            raise MultiTurnNotSupported(
+                "ProofgymReward grades one completion as a whole single-turn episode, and this "
+                "env's tasks answer turns with new messages (multi-turn): train it on `proofgym "
+                "eval` trajectories exported with `proofgym export` instead")
         self.env = env
         self.on_verdict = on_verdict
         self.last_verdicts: list[Verdict] = []

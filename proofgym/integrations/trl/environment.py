@@ -1,0 +1,345 @@
+"""``environment_factory``: any proofgym env as the class TRL's ``GRPOTrainer`` pools and resets.
+
+TRL 1.16 (``GRPOTrainer(environment_factory=...)``) calls the factory with no arguments, calls
+``reset(**row)`` before each rollout, exposes every public method as a tool (the schema comes from
+the method's signature and Google-style docstring) and hands the instances to reward functions as
+``environments=``. The class built here generates one method per runtime tool from the tool
+registry itself, so the model is shown what ``proofgym eval`` shows it, and routes each call
+through ``env.step(ToolCallAction)``: budgets, error observations and sandboxes are the env's own.
+
+Nothing here imports TRL.
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import copyreg
+import inspect
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium
+
+from proofgym.core import (
+    EpisodeStateError,
+    Task,
+    ToolCallAction,
+    TraceStep,
+    TurnCompleteAction,
+)
+from proofgym.env import UniversalVerifiableEnv, VerificationJob
+from proofgym.tools import Tool
+
+EnvSource = str | Callable[..., UniversalVerifiableEnv]
+
+#: Names TRL gives a meaning to (or that the adapter uses); a tool may not take them.
+_RESERVED = frozenset({"reset", "get_reward"})
+
+
+class MultiTurnNotSupported(ValueError):
+    """The env's tasks answer the agent with new user messages, which TRL's rollout cannot feed
+    back (it ends a rollout at the first reply without tool calls)."""
+
+
+def build_env(source: EnvSource, options: Mapping[str, Any]) -> UniversalVerifiableEnv:
+    """The :class:`UniversalVerifiableEnv` for ``source``: a registered env id (``gymnasium.make``)
+    or a callable returning one."""
+    if isinstance(source, str):
+        env = gymnasium.make(source, **options).unwrapped
+    elif callable(source):
+        env = source(**options)
+    else:
+        raise TypeError(f"expected an env id or a callable returning an env, got {type(source).__name__}")
+    if not isinstance(env, UniversalVerifiableEnv):
+        raise TypeError(f"{source!r} did not give a proofgym UniversalVerifiableEnv "
+                        f"(got {type(env).__name__})")
+    return env
+
+
+def is_multi_turn(env: UniversalVerifiableEnv) -> bool:
+    """True when a task of ``env`` can answer a finished turn with a new message."""
+    if env.max_turns <= 1 or env.tasks is None:
+        return False
+    return any(type(t).on_turn_complete is not Task.on_turn_complete for t in env.tasks)
+
+
+# --------------------------------------------------------------- the generated class
+class _AdapterMeta(type):
+    """Metaclass of generated adapter classes: it lets them pickle *by reference* to
+    ``environment_factory(source, **options)`` (registered with :mod:`copyreg` below), which is
+    how TRL's async trainer ships the factory to its spawned rollout process."""
+
+    _pg_spec: tuple[EnvSource, dict[str, Any], bool]
+
+
+def _reduce_class(cls: _AdapterMeta) -> Any:
+    if "_pg_spec" not in vars(cls):  # the base class itself: an ordinary module global
+        return cls.__qualname__
+    return _rebuild_class, cls._pg_spec
+
+
+def _rebuild_class(source: EnvSource, options: dict[str, Any], heldout: bool) -> type:
+    return environment_factory(source, allow_heldout=heldout, **options)
+
+
+copyreg.pickle(_AdapterMeta, _reduce_class)  # type: ignore[arg-type]
+
+_CLASSES: dict[tuple[Any, ...], type] = {}
+_CLASSES_LOCK = threading.Lock()
+_LIVE: weakref.WeakSet[ProofgymEnvironment] = weakref.WeakSet()
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every adapter instance still open (their sandboxes and mounts), as the process exits."""
+    for instance in list(_LIVE):
+        instance._close()
+
+
+class ProofgymEnvironment(metaclass=_AdapterMeta):
+    """Base of the classes :func:`environment_factory` builds; one instance = one proofgym env.
+
+    The instance owns a :class:`UniversalVerifiableEnv` for its whole life (for a sandboxed env,
+    one sandbox reused across resets) and the trace of the current episode. Its only public
+    methods are ``reset`` and the generated tools, because TRL exposes every other public method
+    to the model as a tool; the rest is underscored or a property.
+    """
+
+    # (source, options, allow_heldout); a tuple so a function source is not bound as a method
+    _pg_spec: tuple[EnvSource, dict[str, Any], bool]
+    _pg_tool_names: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        source, options, self._pg_heldout = self._pg_spec
+        self._env = build_env(source, options)
+        self._steps: list[TraceStep] = []
+        self._episode_id: str | None = None
+        self._closed = False
+        _LIVE.add(self)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # A pickled instance is a fresh one (its own env, no episode): live runtimes do not travel.
+        return type(self), ()
+
+    # --------------------------------------------------------------- TRL's API
+    def reset(self, **row: Any) -> str | None:
+        """Start the episode of ``row["task_id"]`` (TRL passes the dataset row).
+
+        Returns what TRL appends to the row's last user message: nothing when the row already
+        carries the task's prompt (rows from :func:`~proofgym.integrations.trl.dataset`), the
+        task's prompt when the row has no ``prompt`` (an env-driven dataset).
+        """
+        env = self._env
+        task_id = row.get("task_id")
+        if task_id is None:
+            raise ValueError("the dataset row has no 'task_id': build the training dataset with "
+                             "proofgym.integrations.trl.dataset(env) so each row names its task")
+        if env.tasks is not None and not self._pg_heldout:
+            env.tasks.manifest.check_training([str(task_id)])
+        _obs, _info = env.reset(options={"task_id": task_id})
+        self._steps = []
+        self._episode_id = f"{task_id}/{uuid.uuid4().hex}"
+        assert env.current_spec is not None
+        prompt = env.current_spec.prompt
+        if "prompt" not in row:
+            return prompt
+        shown = _last_user_text(row["prompt"])
+        if shown != prompt:
+            raise ValueError(
+                f"the row's prompt for task {task_id!r} is not the task's prompt; the model must "
+                "see exactly what the env's graders assume: build rows with "
+                "proofgym.integrations.trl.dataset(env)")
+        return None
+
+    # ------------------------------------------------------------ proofgym side
+    @property
+    def env(self) -> UniversalVerifiableEnv:
+        """The proofgym env behind this instance."""
+        return self._env
+
+    @property
+    def trace_steps(self) -> list[TraceStep]:
+        """The current episode's steps so far (actions and the observations they got)."""
+        return list(self._steps)
+
+    @property
+    def episode_id(self) -> str | None:
+        return self._episode_id
+
+    def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        if self._env.current_task is None:
+            raise EpisodeStateError(f"tool {name!r} called before reset()")
+        if self._env.episode_over:
+            return ("[the episode has ended; the call was not run. Reply with your final answer]")
+        action = ToolCallAction(name, dict(arguments))
+        obs, _reward, _terminated, _truncated, _info = self._env.step(action)
+        self._steps.append(TraceStep(action, obs))
+        return str(obs["observation"])
+
+    def _finish(self, final_message: str | None) -> VerificationJob:
+        """End the episode with the model's final message (``None``: it never finished its turn)
+        and freeze it for grading."""
+        if self._env.current_task is None:
+            raise EpisodeStateError("no episode to grade: reset() was never called")
+        if final_message is not None and not self._env.episode_over:
+            action = TurnCompleteAction(final_message)
+            obs, *_ = self._env.step(action)
+            self._steps.append(TraceStep(action, obs))
+        return self._env.verification_job(self._steps)
+
+    def _close(self) -> None:
+        """Close the env (its runtime: for a sandbox, its processes and mounts). Idempotent.
+        Underscored, like everything but ``reset`` and the tools: TRL shows public methods to
+        the model as tools. :func:`close_all` runs at exit."""
+        if not self._closed:
+            self._closed = True
+            self._env.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(tools={list(self._pg_tool_names)})"
+
+
+def environment_factory(env: EnvSource, *, allow_heldout: bool = False,
+                        **options: Any) -> type[ProofgymEnvironment]:
+    """A class for ``GRPOTrainer(environment_factory=...)`` running the proofgym env ``env``.
+
+    Args:
+        env: A registered env id (``"proofgym/Arith-v0"``) or a module-level callable returning a
+            :class:`UniversalVerifiableEnv` (it must be importable, so the class pickles).
+        allow_heldout: Let ``reset`` start held-out and dev tasks (by default it refuses them,
+            like :func:`~proofgym.integrations.trl.dataset`).
+        **options: Passed to ``gymnasium.make`` (or the callable), e.g. ``n_tasks=64``.
+
+    The class has a zero-argument constructor (one env per instance, built once and reset per
+    rollout), ``reset(**row)``, and one method per runtime tool whose signature and docstring give
+    the same name, description, parameter descriptions and types as the env's ``TaskSpec.tools``.
+    It pickles by reference (the same call rebuilds it in another process). The same arguments
+    give the same class.
+
+    Raises:
+        MultiTurnNotSupported: the env's tasks answer turns with new user messages.
+        ValueError: a tool's name or parameters cannot be expressed as a TRL tool method.
+    """
+    try:
+        key = (env, tuple(sorted(options.items())), allow_heldout)
+        hash(key)
+    except TypeError:
+        raise TypeError("environment_factory options must be hashable (numbers, strings, tuples) so "
+                        "the class can be rebuilt by reference in another process") from None
+    with _CLASSES_LOCK:
+        if key in _CLASSES:
+            return _CLASSES[key]  # type: ignore[return-value]
+        cls = _make_class(env, dict(options), allow_heldout)
+        _CLASSES[key] = cls
+        return cls
+
+
+def _make_class(source: EnvSource, options: dict[str, Any], heldout: bool) -> type[ProofgymEnvironment]:
+    probe = build_env(source, options)
+    try:
+        if is_multi_turn(probe):
+            raise MultiTurnNotSupported(
+                f"{_describe(source)} is multi-turn: its tasks answer a finished turn with a new "
+                "user message, and TRL's GRPOTrainer ends a rollout at the first reply without "
+                "tool calls, so the task would never get to answer. Train it on trajectories "
+                "from `proofgym eval` exported with `proofgym export` (SFT/DPO), or give the task "
+                "its dialogue as a tool.")
+        tools = list(probe.runtime.tools)
+    finally:
+        probe.close()
+    namespace: dict[str, Any] = {
+        "_pg_spec": (source, options, heldout),
+        "_pg_tool_names": tuple(t.name for t in tools), "__module__": __name__,
+    }
+    name = _class_name(source)
+    for t in tools:
+        namespace[t.name] = _tool_method(t, name)
+    cls = _AdapterMeta(name, (ProofgymEnvironment,), namespace)
+    tool_list = ", ".join(namespace["_pg_tool_names"]) or "none"
+    cls.__doc__ = f"TRL environment for {_describe(source)} (tools: {tool_list})."
+    return cls  # type: ignore[return-value]
+
+
+def _tool_method(t: Tool, owner: str) -> Callable[..., str]:
+    """A method that TRL reads as ``t``: same name, docstring, parameters and types; the call
+    goes to ``env.step`` with whatever arguments the model sent (bad ones get the env's error
+    observation, as in ``proofgym eval``)."""
+    if t.name in _RESERVED or t.name.startswith("_") or not t.name.isidentifier():
+        raise ValueError(f"tool {t.name!r} cannot be a TRL tool method: TRL calls tools by Python "
+                         "method name, so it must be an identifier, not start with '_' and not be "
+                         f"one of {sorted(_RESERVED)}")
+    name = t.name
+
+    def method(self: ProofgymEnvironment, **arguments: Any) -> str:
+        return self._call_tool(name, arguments)
+
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    for pname, field in t.model.model_fields.items():
+        default = inspect.Parameter.empty if field.is_required() else field.default
+        params.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=field.annotation))
+        annotations[pname] = field.annotation
+    method.__name__ = name
+    method.__qualname__ = f"{owner}.{name}"
+    method.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    method.__annotations__ = annotations  # no "return": TRL would add it to the schema
+    method.__doc__ = t.docstring()
+    return method
+
+
+def trl_view(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A proofgym tool schema as TRL's schema language can state it (what
+    ``transformers.utils.get_json_schema`` derives from a method).
+
+    Dropped: ``additionalProperties: false`` and ``default`` (TRL has no way to say them; the env
+    still enforces them: an extra argument gets an ``invalid_arguments`` observation).
+    Rewritten: ``anyOf: [T, null]`` as ``T`` with ``nullable: true``; whitespace in parameter
+    descriptions collapsed to single spaces (docstring arguments are one line each).
+    """
+    out = copy.deepcopy(dict(schema))
+    params = out["function"]["parameters"]
+    params.pop("additionalProperties", None)
+    props = params.get("properties", {})
+    for pname, prop in props.items():
+        prop.pop("default", None)
+        if "description" in prop:
+            prop["description"] = " ".join(str(prop["description"]).split())
+        variants = prop.get("anyOf")
+        if variants and {"type": "null"} in variants:
+            rest = [v for v in variants if v != {"type": "null"}]
+            prop.pop("anyOf")
+            if len(rest) == 1:
+                prop.update(rest[0])
+            else:
+                prop["anyOf"] = rest
+            prop["nullable"] = True
+        props[pname] = dict(sorted(prop.items()))
+    out["function"]["parameters"] = {k: params[k] for k in ("type", "properties", "required")
+                                     if k in params and params[k] != []}
+    return out
+
+
+def _last_user_text(prompt: Any) -> str | None:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        for message in reversed(prompt):
+            if isinstance(message, Mapping) and message.get("role") == "user":
+                content = message.get("content")
+                return content if isinstance(content, str) else None
+    return None
+
+
+def _describe(source: EnvSource) -> str:
+    return source if isinstance(source, str) else getattr(source, "__qualname__", repr(source))
+
+
+def _class_name(source: EnvSource) -> str:
+    text = source.rsplit("/", 1)[-1] if isinstance(source, str) else _describe(source)
+    cleaned = "".join(ch if ch.isalnum() else "_" for ch in text)
+    return f"{cleaned}Environment"
