@@ -16,6 +16,10 @@ class ToolErrorKind(str, Enum):
     EXECUTION_ERROR = "execution_error"
     TIMEOUT = "timeout"
     DENIED = "denied"
+    # Faults of a remote service, as a real API reports them (SearchQA's tools simulate these).
+    RATE_LIMITED = "rate_limited"
+    SERVER_ERROR = "server_error"
+    NOT_FOUND = "not_found"
 
 
 class TruncationReason(str, Enum):

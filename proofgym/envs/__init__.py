@@ -14,6 +14,7 @@ BUNDLED = {
     "proofgym/Arith-v0": "proofgym.envs.arith:make_env",
     "proofgym/Guess-v0": "proofgym.envs.guess:make_env",
     "proofgym/CodeRepair-v0": "proofgym.envs.code_repair:make_env",
+    "proofgym/SearchQA-v0": "proofgym.envs.search_qa:make_env",
 }
 
 
