@@ -321,7 +321,7 @@ def _finish(docs: Corpus, level: int, made: list[tuple[str, Plan, str, str | Non
     for _, plan, first, field in made:
         source = (first_dependency(docs.fields[first]["Depends"]) if plan.follow_dependency else first)
         answers.append((source, field, source if field is None else docs.fields[source][field]))
-    for i, ((question, plan, first, field), (source, _, answer)) in enumerate(zip(made, answers)):
+    for i, ((question, plan, first, field), (_, _, answer)) in enumerate(zip(made, answers, strict=True)):
         accepted = aliases(field, answer)
         ok = {normalize_text(a) for a in accepted}
         wrong: list[tuple[str, str]] = []
@@ -335,11 +335,13 @@ def _finish(docs: Corpus, level: int, made: list[tuple[str, Plan, str, str | Non
         if level in (2, 3, 5):
             top = docs.search(plan.query, 1).hits[0].doc_id
             if top != first:
-                top_answer = top if field is None or plan.follow_dependency and level == 5 else \
-                    docs.fields[top].get(field, "")
-                if level == 5:
+                if field is None:
+                    top_answer = top
+                elif plan.follow_dependency:  # the top hit's own first dependency
                     dep = first_dependency(docs.fields[top].get("Depends", ""))
-                    top_answer = docs.fields.get(dep or "", {}).get(field or "", "")
+                    top_answer = docs.fields.get(dep or "", {}).get(field, "")
+                else:
+                    top_answer = docs.fields[top].get(field, "")
                 if top_answer and normalize_text(top_answer) not in ok:
                     wrong.append(("first_snippet", top_answer))
         docs_used = (first, source) if plan.follow_dependency else (first,)
