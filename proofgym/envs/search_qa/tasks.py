@@ -141,15 +141,18 @@ def _call(tool: str, args: dict[str, Any]) -> Step:
     while True:
         obs = yield ToolCallAction(tool, args)
         text = str(obs.get("observation", ""))
-        if obs.get("type") == "tool_error":
-            if text.startswith("rate_limited"):
-                m = _RETRY_AFTER.search(text)
-                yield ToolCallAction("wait", {"seconds": float(m.group(1)) if m else 2.0})
-                continue
-            if text.startswith(("timeout", "server_error")):
-                continue
-            if text.startswith("not_found") and "stale" in text:
-                return None
+        # errors are told by their leading kind, as a model reads them (a chat transcript keeps
+        # the text of a tool message, not the observation's type)
+        kind = text.split(":", 1)[0] if obs.get("type") != "turn_transition" else ""
+        if kind == "rate_limited":
+            m = _RETRY_AFTER.search(text)
+            yield ToolCallAction("wait", {"seconds": float(m.group(1)) if m else 2.0})
+            continue
+        if kind in ("timeout", "server_error"):
+            continue
+        if kind == "not_found" and "stale" in text:
+            return None
+        if obs.get("type") == "tool_error" or kind in ("not_found", "invalid_arguments"):
             raise RuntimeError(f"reference solution: unexpected error from {tool}: {text[:200]}")
         if "[truncated response" in text:
             continue
