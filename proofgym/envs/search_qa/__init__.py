@@ -57,7 +57,9 @@ def make_env(faults: str | Mapping[str, Any] | FaultProfile = "realistic", n_per
     """``faults``: ``"none"``, ``"realistic"`` (default), ``"harsh"`` or a dict of
     :class:`FaultProfile` fields. ``tasks``: an already built task set of these settings."""
     profile = resolve_faults(faults)
-    runtime = InProcessRuntime(list(TOOLS), timeout_s=10.0, initial_state=initial_state(profile))
+    # Calls run inline (no worker thread, no per-call state copy): a query is bounded (at most 16
+    # terms, one page) and never blocks, and timeouts are the fault profile's to simulate.
+    runtime = InProcessRuntime(list(TOOLS), timeout_s=None, initial_state=initial_state(profile))
     tasks = tasks if tasks is not None else search_qa_tasks(n_per_level, seed=seed, levels=tuple(levels))
     return SearchQAEnv(runtime, tasks=tasks, limits=Limits(max_turns=1, max_tool_calls=max_tool_calls))
 
