@@ -111,7 +111,7 @@ def test_adapter_tool_schemas_equal_the_env_tools_for_every_bundled_env():
             checked.append(env_id)
         finally:
             env.close()
-    assert checked == ["proofgym/Arith-v0", "proofgym/CodeRepair-v0"]
+    assert checked == ["proofgym/Arith-v0", "proofgym/CodeRepair-v0", "proofgym/SearchQA-v0"]
 
 
 def test_dataset_rows_are_the_spec_prompts_and_held_out_tasks_are_refused():
