@@ -86,12 +86,23 @@ def test_open_windows_cover_the_document_exactly(docs):
     assert len(parts) >= 2 and "".join(parts) == docs.text["0ad"]
 
 
+def test_find_in_document_gives_the_offsets_open_takes(docs):
+    env = make_env(faults="none", n_per_level=2)
+    env.reset(seed=0)
+    obs, *_ = env.step(ToolCallAction("find_in_document", {"doc_id": "0ad", "pattern": "installed-size"}))
+    offset = int(obs["observation"].split("offset ")[1].split(":")[0])
+    assert docs.text["0ad"][offset:].startswith("Installed-Size: ")
+    obs, *_ = env.step(ToolCallAction("find_in_document", {"doc_id": "0ad", "pattern": "zzzq"}))
+    assert "does not occur" in obs["observation"]
+
+
 @pytest.mark.parametrize("action, kind", [
     (ToolCallAction("search", {"query": "x", "page": 0}), "invalid_arguments"),
     (ToolCallAction("search", {"query": "!!!"}), "invalid_arguments"),
     (ToolCallAction("open", {"doc_id": "no-such-package"}), "not_found"),
     (ToolCallAction("open", {"doc_id": "0ad", "offset": 10**6}), "invalid_arguments"),
     (ToolCallAction("wait", {"seconds": 3600}), "invalid_arguments"),
+    (ToolCallAction("find_in_document", {"doc_id": "0ad", "pattern": ""}), "invalid_arguments"),
 ])
 def test_bad_calls_are_typed_errors_that_say_what_to_do(action, kind):
     env = make_env(faults="none", n_per_level=2)

@@ -15,6 +15,7 @@ from typing import Any
 TOOL_FAULTS = {
     "search": ("timeout", "rate_limited", "server_error", "truncated"),
     "open": ("timeout", "rate_limited", "server_error", "stale"),
+    "find_in_document": ("timeout", "rate_limited", "server_error"),
 }
 #: Simulated seconds each call takes; a rate limit expires after ``retry_after_s`` of them.
 CALL_SECONDS = 0.5

@@ -39,9 +39,10 @@ _GUESSES = {"Version": ("1.0-1", "2.0-1"), "Installed-Size": ("100", "200"),
             "Maintainer": ("Debian QA Group <packages@qa.debian.org>", "Debian Python Team"),
             "Section": ("utils", "misc"), "Homepage": ("https://www.debian.org/", "https://example.org/"),
             None: ("debian-archive-keyring", "base-files")}
-INSTRUCTIONS = ("Use the search, open and wait tools to find the answer in the Debian package index "
-                "(the tools are a remote service: calls can time out, be rate-limited or fail, and "
-                "should be retried). End your reply with a line 'Answer: ...' giving only the answer.")
+INSTRUCTIONS = ("Use the tools (search, open, find_in_document, wait) to find the answer in the "
+                "Debian package index (the tools are a remote service: calls can time out, be "
+                "rate-limited or fail, and should be retried). End your reply with a line "
+                "'Answer: ...' giving only the answer.")
 _HIT = re.compile(r"^\d+\. \[([^\]]+)\] (.*)$", re.MULTILINE)
 _RETRY_AFTER = re.compile(r"retry after ([0-9.]+) s")
 

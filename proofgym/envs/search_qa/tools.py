@@ -1,4 +1,5 @@
-"""The agent's tools: ``search``, ``open`` and ``wait``, over the shared corpus, with faults.
+"""The agent's tools over the shared corpus, with faults: ``search``, ``open``,
+``find_in_document`` and ``wait``.
 
 Faults are reported the way a remote API reports them: a typed error (``timeout``,
 ``rate_limited`` with a retry-after, ``server_error``, ``not_found`` for a stale index entry) or
@@ -105,6 +106,31 @@ def open_document(doc_id: str, ctx: ToolContext, offset: int = 0) -> str:
     return f"Document {doc_id} (characters {start}-{end} of {size}):\n{text}{tail}"
 
 
+def find_in_document(doc_id: str, pattern: str, ctx: ToolContext) -> str:
+    """List the lines of a document that contain some text (case-insensitive), with the offset
+    each starts at, to jump there with open.
+
+    Args:
+        doc_id: The document id shown in brackets in search results (a package name).
+        pattern: Plain text to look for (not a regular expression), at most 100 characters.
+    """
+    docs = corpus()
+    if doc_id not in docs.text:
+        raise ToolError(f"not_found: no document {doc_id!r}; use an id from search results", "not_found")
+    if not 0 < len(pattern) <= 100:
+        raise ToolError("pattern must be 1 to 100 characters of plain text", "invalid_arguments")
+    _fault(ctx.state, "find_in_document")
+    text, needle = docs.text[doc_id], pattern.casefold()
+    found, offset = [], 0
+    for line in text.splitlines(keepends=True):
+        if needle in line.casefold():
+            found.append(f"offset {offset}: {line.rstrip()}")
+        offset += len(line)
+    if not found:
+        return f"{pattern!r} does not occur in {doc_id} ({len(text)} characters)."
+    return f"{len(found)} line(s) of {doc_id} contain {pattern!r}:\n" + "\n".join(found)
+
+
 def wait(seconds: float, ctx: ToolContext) -> str:
     """Wait before the next call (what a rate limit's retry-after asks for).
 
@@ -120,7 +146,8 @@ def wait(seconds: float, ctx: ToolContext) -> str:
 
 SEARCH = Tool(search, name="search")
 OPEN = Tool(open_document, name="open")
+FIND = Tool(find_in_document, name="find_in_document")
 WAIT = Tool(wait, name="wait")
-TOOLS = (SEARCH, OPEN, WAIT)
+TOOLS = (SEARCH, OPEN, FIND, WAIT)
 
-__all__ = ["OPEN", "PAGE_SIZE", "SEARCH", "TOOLS", "WAIT", "format_page"]
+__all__ = ["FIND", "OPEN", "PAGE_SIZE", "SEARCH", "TOOLS", "WAIT", "format_page"]
