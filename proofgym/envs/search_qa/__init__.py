@@ -2,9 +2,9 @@
 through search tools that fail the way remote services fail.
 
 The corpus is 8,900 package records of Debian 12 "bookworm" (main, amd64), indexed with SQLite
-FTS5. The tools (``search``, ``open``, ``wait``) meet timeouts, rate limits, server errors,
-truncated pages and stale index entries as the fault profile says, deterministically per episode
-seed. See docs/search-qa.md.
+FTS5. The tools (``search``, ``open``, ``find_in_document``, ``wait``) meet timeouts, rate
+limits, server errors, truncated pages and stale index entries as the fault profile says,
+deterministically per episode seed. See docs/search-qa.md.
 """
 
 from __future__ import annotations
