@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import shutil
 import signal
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from proofgym.runtimes.sandbox.bwrap import (
     bwrap_argv,
     find_bwrap,
     remove_scratch,
+    remove_tree,
     spawn,
 )
 from proofgym.runtimes.sandbox.bwrap import scratch_dir as scratch_dir_
@@ -151,7 +151,7 @@ class SandboxRuntime:
             if sh is not None:
                 sh.kill()
             if overlay is not None:
-                shutil.rmtree(overlay.upper.parent, ignore_errors=True)
+                remove_tree(overlay.upper.parent)
         if shell is None and overlay is None:
             return
         if self._closed or not self.prestart:
