@@ -134,13 +134,14 @@ class SandboxRuntime:
                 self._retire(spare[1], spare[0])
             self._overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._pending = None
-        self._retire(old_shell or old_pending, old_overlay)
         self._episode_deadline = time.monotonic() + self.limits.episode_time_s
         self._shell_restarts = 0
         self._dirty = False
         if self.prestart:
             overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._spare = (overlay, self._background.submit(self._boot, overlay))
+        # after the spare's boot in the queue: the next reset waits on the spare, not on this
+        self._retire(old_shell or old_pending, old_overlay)
 
     def _retire(self, shell: SandboxShell | Future[SandboxShell] | None,
                 overlay: Overlay | None) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
-import re
 import select
 import signal
 import subprocess
@@ -31,9 +30,6 @@ from proofgym.runtimes.sandbox.system import SandboxSetupError
 #: reaps first); past it the sandbox is taken as lost and killed.
 _GRACE_S = 5.0
 _MAGIC = b"PGSV1\n"
-#: Without a cgroup there is no counter of process-limit hits; fork failures are recognised in
-#: the output of a failed command (only to word the error: the processes are killed either way).
-_PROCESS_PATTERNS = re.compile(rb"fork: retry|Resource temporarily unavailable|can't start new thread")
 
 
 #: The sandbox's pid 1: the sandbox's interpreter, reading the supervisor's source from the
@@ -185,9 +181,9 @@ class SandboxShell:
                 code = 128 - code
         oom, pids = self._last_counters = self._counters()
         out = reply["out"]
-        failed = code != 0
-        process_limit = pids > before[1] or (
-            self.cgroup is None and failed and bool(_PROCESS_PATTERNS.search(out[-4096:])))
+        # from counters only, never from what the command printed (without a cgroup there is
+        # no counter: a fork bomb is then reported by the processes it left, or its exit code)
+        process_limit = pids > before[1]
         return CommandOutcome(out, code, reply["timed_out"], reply["exceeded"], oom > before[0],
                               process_limit, False, reply["stragglers"], reply.get("note"))
 

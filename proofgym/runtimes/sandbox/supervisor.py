@@ -14,14 +14,17 @@ comes from ``waitpid``; when it returns, every other process of the namespace is
 The file tools are done here, never through the agent's shell, resolving each path component
 relative to a directory descriptor with ``O_NOFOLLOW``.
 
+It is one file because it is sent to the sandbox as one source (its parts: running commands,
+parsing the state they leave, the file tools, the request loop).
+
 Frames, both ways: 4-byte big-endian length, then a ``marshal``-ed dict of str/bytes/int/float/
 bool/None/list/tuple (the host runs the same interpreter, so the format matches).
 """
 
+import _signal as signal
 import marshal
 import os
 import select
-import signal
 import stat
 import time
 
@@ -49,11 +52,23 @@ builtin eval "$__pg_cmd"
 
 
 def _prctl_not_dumpable():
-    import ctypes
+    # _ctypes, not ctypes (nor signal, below, but _signal): the packages import enum and
+    # collections, a third of the interpreter's start-up, which every sandbox boot pays
+    import _ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
+    class Int(_ctypes._SimpleCData):
+        _type_ = "i"
+
+    class Function(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Int
+
+    class Libc:
+        _handle = _ctypes.dlopen(None)
+
+    prctl = Function(("prctl", Libc()))
+    if prctl(4, 0, 0, 0, 0) != 0 or prctl(3, 0, 0, 0, 0) != 0:  # PR_SET/GET_DUMPABLE
+        raise OSError(_ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
 class Channel:
