@@ -17,6 +17,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -119,6 +120,11 @@ class SandboxShell:
         self._poll.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
         self._buf = bytearray()
         self._pidns = pidns
+        self._lock = threading.Lock()
+        if os.geteuid() == 0:  # the OOM killer never picks the supervisor (it needs root)
+            init = self._init_pid()
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{init}/oom_score_adj").write_text("-1000")
         self._send_raw(supervisor_source())
         # the counters only move while a command runs: each call's "after" is the next "before"
         self._last_counters = self._counters()
@@ -152,10 +158,11 @@ class SandboxShell:
         """Send one request and wait for its reply; ``None`` (and the sandbox killed) when the
         supervisor is gone or does not answer within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
-        if not self._send(request):
-            self.kill()
-            return None
-        reply = self._recv(deadline)
+        with self._lock:  # one request at a time on the channel, whatever the threads
+            if not self._send(request):
+                self.kill()
+                return None
+            reply = self._recv(deadline)
         if reply is None:
             self.kill()
         return reply

@@ -35,7 +35,8 @@ MAX_STATE = 256 * 1024
 #: Environment names a saved state may not set: they would run code in the next call's shell
 #: before its command (BASH_ENV, exported functions) or change how bash parses it.
 _UNSAFE_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "LD_PRELOAD", "LD_AUDIT",
-               "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH", "SHLVL", "_")
+               "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH", "SHLVL", "_",
+               "TMOUT")
 
 # The next call's shell is started (in the working directory $1) as soon as the previous call
 # ends, and waits for its command on fd 4, so a call does not wait for bash to start. On exit
@@ -209,6 +210,14 @@ class Runner:
             for fd in (out_w, st_w, cmd_r):
                 os.close(fd)
         self.job = Job(pid, out_r, st_r, cmd_w, note)
+        # The agent's processes (they inherit this) are the OOM killer's first choice, before
+        # this supervisor: files on a tmpfs are charged to the sandbox but held by no process.
+        # The shell is still waiting for its command, so nothing of the agent runs before it.
+        try:
+            with open(f"/proc/{pid}/oom_score_adj", "wb", buffering=0) as f:
+                f.write(b"1000")
+        except OSError as exc:
+            self.job.note = note or f"could not raise the shell's oom_score_adj ({exc.strerror})"
 
     def discard(self):
         """Forget the waiting shell (it was killed with every other process)."""
@@ -220,6 +229,10 @@ class Runner:
         timeout, max_out = req["timeout"], req["max_out"]
         deadline = _now() + timeout
         self.prepare()
+        if select.select([self.job.pidfd], [], [], 0)[0]:  # the waiting shell died: start anew
+            os.waitpid(self.job.pid, 0)
+            self.discard()
+            self.prepare()
         job, self.job = self.job, None
         try:
             return self._run(job, req["cmd"], deadline, max_out)
@@ -563,6 +576,9 @@ def main():
                 reap_all(kill=True)
                 runner.discard()
                 resp = {"others": live_others()}
+            elif op == "tmp_usage":  # bytes held by files in /tmp (charged to the sandbox)
+                st = os.statvfs("/tmp")
+                resp = {"used": (st.f_blocks - st.f_bfree) * st.f_frsize}
             elif op in ("read", "write", "list"):
                 resp = getattr(files, op)(req)
             else:
