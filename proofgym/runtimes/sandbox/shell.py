@@ -200,6 +200,40 @@ class SandboxShell:
         reply = self.call({"op": "quiesce"}, timeout_s)
         return reply is not None and reply.get("others") == 0
 
+    def kill_commands(self) -> None:
+        """Kill every process of the sandbox but the supervisor (the name the persistent-shell
+        design had; tests use it)."""
+        self.quiesce()
+
+    def _sandbox_processes(self) -> list[tuple[int, int]]:
+        """``(host pid, pid inside the sandbox)`` of the sandbox's live processes (for tests and
+        diagnostics: nothing of the control channel depends on it)."""
+        if self._pidns is None:
+            init = self._init_pid()
+            try:
+                self._pidns = os.readlink(f"/proc/{init}/ns/pid") if init else None
+            except OSError:
+                return []
+        if self._pidns is None:
+            return []
+        candidates = self.cgroup.pids() if self.cgroup else [
+            int(p) for p in os.listdir("/proc") if p.isdigit()]
+        found = []
+        for pid in candidates:
+            try:
+                if os.readlink(f"/proc/{pid}/ns/pid") != self._pidns:
+                    continue
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            if "\nState:\tZ" in status:
+                continue
+            nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")),
+                         [])
+            if len(nspid) >= 2:
+                found.append((pid, int(nspid[-1])))
+        return found
+
     def _counters(self) -> tuple[int, int]:
         if self.cgroup is None:
             return (0, 0)
