@@ -101,7 +101,10 @@ class _Walk:
             raise _OverLimit(f"the workspace has more than {4 * self.limits.artifact_max_files} "
                              "changed entries (4 x artifact_max_files)")
 
-    def directory(self, dfd: int, rel: bytes) -> None:
+    def directory(self, dfd: int, rel: bytes, depth: int = 0) -> None:
+        if depth > self.limits.artifact_max_depth:
+            raise _OverLimit(f"directories are nested more than {self.limits.artifact_max_depth} "
+                             "deep (artifact_max_depth)")
         with os.scandir(dfd) as it:
             names = sorted(os.fsencode(e.name) for e in it)
         for name in names:
@@ -112,7 +115,7 @@ class _Walk:
             except FileNotFoundError:
                 continue
             if stat.S_ISDIR(st.st_mode):
-                self._subdirectory(dfd, name, child)
+                self._subdirectory(dfd, name, child, depth + 1)
             elif stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # an overlay whiteout: deleted
                 self.seen.add(child)
                 if os.path.lexists(os.path.join(self.lower, child)):
@@ -128,7 +131,7 @@ class _Walk:
                 self.seen.add(child)
                 self.skipped.append(child)
 
-    def _subdirectory(self, dfd: int, name: bytes, rel: bytes) -> None:
+    def _subdirectory(self, dfd: int, name: bytes, rel: bytes, depth: int) -> None:
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
         except OSError:  # replaced by a link or removed since it was listed: not followed
@@ -136,7 +139,7 @@ class _Walk:
             return
         try:
             opaque = _opaque(fd)
-            self.directory(fd, rel)
+            self.directory(fd, rel, depth)
         finally:
             os.close(fd)
         if opaque and os.path.isdir(os.path.join(self.lower, rel)):  # deleted and re-created

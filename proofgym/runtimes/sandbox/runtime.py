@@ -6,6 +6,7 @@ import itertools
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -97,6 +98,9 @@ class SandboxRuntime:
         self._spare: tuple[Overlay, Future[SandboxShell]] | None = None
         self._pending: Future[SandboxShell] | None = None
         self._dirty = False
+        # a snapshot taken from another thread waits for the running call (which ends with
+        # every process of the call killed) instead of reading a workspace still being written
+        self._lock = threading.RLock()
         self.reset()
         if snapshot is not None:
             self.use_snapshot(snapshot)
@@ -134,13 +138,14 @@ class SandboxRuntime:
                 self._retire(spare[1], spare[0])
             self._overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._pending = None
-        self._retire(old_shell or old_pending, old_overlay)
         self._episode_deadline = time.monotonic() + self.limits.episode_time_s
         self._shell_restarts = 0
         self._dirty = False
         if self.prestart:
             overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._spare = (overlay, self._background.submit(self._boot, overlay))
+        # after the spare's boot in the queue: the next reset waits on the spare, not on this
+        self._retire(old_shell or old_pending, old_overlay)
 
     def _retire(self, shell: SandboxShell | Future[SandboxShell] | None,
                 overlay: Overlay | None) -> None:
@@ -242,8 +247,12 @@ class SandboxRuntime:
         return ToolResult(text, result.error_kind, was_cut or result.truncated)
 
     def _run(self, command: str, timeout_s: float) -> CommandOutcome:
-        self._dirty = True
         started = time.monotonic()  # the time limit counts from the start of the call
+        with self._lock:
+            return self._run_locked(command, timeout_s, started)
+
+    def _run_locked(self, command: str, timeout_s: float, started: float) -> CommandOutcome:
+        self._dirty = True
         self.start()
         assert self._shell is not None
         budget = self._episode_deadline - started
@@ -281,6 +290,7 @@ class SandboxRuntime:
                                   " bytes; redirect it to a file and read parts of it]", *notes),
                             "execution_error")
         if out.out_of_memory:
+            notes += self._free_tmp()
             raise ToolError(_join(text, f"[the command ran out of memory: the limit is "
                                   f"{lim.memory_mb} MiB]", *notes), "execution_error")
         if out.process_limit:
@@ -299,9 +309,31 @@ class SandboxRuntime:
             notes.insert(0, f"[exit code {out.exit_code}]")
         return _join(text, *notes)
 
+    def _free_tmp(self) -> list[str]:
+        """After an out-of-memory kill: files in ``/tmp`` are memory charged to the sandbox that
+        no process holds, so when they fill it every later shell would be killed before it ran.
+        Then the sandbox is restarted (an empty ``/tmp``; the workspace is kept)."""
+        with self._lock:
+            if self._shell is None or not self._shell.alive:
+                return []
+            reply = self._shell.call({"op": "tmp_usage"}, 5.0)
+            used = (reply or {}).get("used", 0)
+            if reply is not None and used < (self.limits.memory_mb << 20) // 2:
+                return ["[files count against the memory limit too: if commands are killed "
+                        "before they run, empty large files with write_file (content \"\")]"]
+            self._stop()
+            self._shell_restarts += 1
+        return [f"[files in /tmp held {used >> 20} MiB, which counts against the memory limit: the "
+                "sandbox was restarted with an empty /tmp; files in /workspace are kept, the "
+                "working directory and variables are reset]"]
+
     def file_request(self, request: dict[str, Any]) -> dict[str, Any]:
         """A file tool's request to the sandbox's supervisor (which resolves paths inside the
         workspace without following symlinks); a failure to answer is a :class:`ToolError`."""
+        with self._lock:
+            return self._file_request_locked(request)
+
+    def _file_request_locked(self, request: dict[str, Any]) -> dict[str, Any]:
         self._dirty = True
         self.start()
         assert self._shell is not None
@@ -323,8 +355,9 @@ class SandboxRuntime:
         ``meta["limit_exceeded"]`` says which limit (graders score it 0).
         """
         assert self._overlay is not None
-        self._freeze()
-        changes = read_changes(self._overlay.upper, self._overlay.lower, self.limits)
+        with self._lock:
+            self._freeze()
+            changes = read_changes(self._overlay.upper, self._overlay.lower, self.limits)
         meta: dict[str, Any] = {"snapshot": str(self._lower), "skipped": changes.skipped,
                                 "shell_restarts": self._shell_restarts}
         if changes.limit_exceeded is not None:
