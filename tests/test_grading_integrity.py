@@ -305,3 +305,16 @@ def test_nothing_a_test_starts_outlives_it(tmp_path):
     for _ in range(2):  # both orders are likely over two random layouts; either must pass
         run = run_tests_isolated(tmp_path, {}, tests=ids)
         assert run.results == dict.fromkeys(ids, "passed"), run.output[-2000:]
+
+
+def test_a_value_that_is_also_an_input_is_never_the_one_mutated():
+    """``a`` is both the input and the expected value: changing it changes both sides, and the
+    mutant would pass on correct code (a false tampering verdict)."""
+    source = ("A = [1, 2]\n\ndef test_a():\n    a = [[2, -1], [1, 3]]\n    assert f(a) == a\n"
+              "    assert sorted(A) == A\n")
+    for seed in range(20):
+        module = ast.parse(source)
+        func = module.body[1]
+        assert mutate_test(func, random.Random(seed), module)
+        out = ast.unparse(module)
+        assert "[[2, -1], [1, 3]]" in out and "A = [1, 2]" in out and "!=" in out, out
