@@ -36,17 +36,18 @@ app.command("serve-scripted")(serve_scripted_command)
 
 
 def main() -> None:
-    from proofgym.cli.console import console
+    from proofgym.cli.console import err_console
     from proofgym.core import ProofgymError
 
     try:
         app()
     except ProofgymError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a path that cannot be written or read: name it, no traceback
         where = f" {exc.filename}" if exc.filename else ""
-        console.print(f"[bold red]error:[/]{where}: {exc.strerror or exc}", highlight=False)
+        err_console.print(f"[bold red]error:[/]{where}: {exc.strerror or exc}", highlight=False,
+                          soft_wrap=True)
         sys.exit(1)
 
 
