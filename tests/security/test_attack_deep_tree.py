@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from tests.conftest import REPO, require_tool
 from tests.security.conftest import bash, python_inside
 
@@ -35,6 +36,18 @@ for _ in range({depth}):
 open('bottom.txt', 'w').write('deep')
 print('BUILT', len(os.getcwd()))
 """
+
+
+@pytest.fixture
+def rt():
+    """Building thousands of nested directories on a disk-backed overlay (as an ordinary user)
+    takes seconds: a time limit that never cuts the build short."""
+    require_tool("bwrap")
+    runtime = SandboxRuntime(limits=SandboxLimits(command_timeout_s=120.0))
+    try:
+        yield runtime
+    finally:
+        runtime.close()
 
 
 @pytest.mark.parametrize("depth", [1200, 3000])
