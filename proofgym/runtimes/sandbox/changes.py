@@ -46,14 +46,15 @@ def _skipped(rel: bytes) -> bool:
     return bool(_SKIPPED_PARTS.intersection(rel.split(b"/"))) or rel.endswith(b".pyc")
 
 
-def _opaque(fd: int) -> bool:
-    for name in ("trusted.overlay.opaque", "user.overlay.opaque"):
-        try:
-            if os.getxattr(fd, name) == b"y":
-                return True
-        except OSError:
-            continue
-    return False
+def _opaque(fd: int, userxattr: bool) -> bool:
+    """Whether the overlay marked this upper directory opaque. Only the namespace the overlay
+    itself uses counts: on a root-mounted overlay ``user.overlay.opaque`` is an ordinary xattr
+    the agent may set (it would delete every file under the directory from the artifact)."""
+    name = "user.overlay.opaque" if userxattr else "trusted.overlay.opaque"
+    try:
+        return os.getxattr(fd, name) == b"y"
+    except OSError:
+        return False
 
 
 def _lower_files(lower: bytes, rel: bytes) -> list[bytes]:
@@ -82,8 +83,9 @@ def _unchanged(lower: bytes, rel: bytes, content: bytes) -> bool:
 
 
 class _Walk:
-    def __init__(self, lower: Path, limits: SandboxLimits) -> None:
+    def __init__(self, lower: Path, limits: SandboxLimits, userxattr: bool) -> None:
         self.lower = os.fsencode(lower)
+        self.userxattr = userxattr
         self.limits = limits
         self.files: dict[bytes, bytes | None] = {}
         self.skipped: list[bytes] = []
@@ -138,7 +140,7 @@ class _Walk:
             self.skipped.append(rel)
             return
         try:
-            opaque = _opaque(fd)
+            opaque = _opaque(fd, self.userxattr)
             self.directory(fd, rel, depth)
         finally:
             os.close(fd)
@@ -183,16 +185,21 @@ class _Walk:
                              "(artifact_max_files)")
 
 
-def read_changes(upper: Path, lower: Path, limits: SandboxLimits | None = None) -> Changes:
+def read_changes(upper: Path, lower: Path, limits: SandboxLimits | None = None, *,
+                 userxattr: bool | None = None) -> Changes:
     """Files written, created (new content) or deleted (``None``) relative to ``lower``, the
     paths left out (symlinks, special files), and which artifact limit was exceeded, if any.
+    ``userxattr`` says the overlay was mounted with ``userxattr`` (default: as :mod:`bwrap`
+    mounts it, i.e. when not root).
 
     A file rewritten with its original content is not a change; caches (``__pycache__``,
     ``.pytest_cache``, ``*.pyc``) are left out. Read a stopped sandbox: no process may still
     write to ``upper`` (a running one could only make the result inconsistent, never make it
     include a file outside ``upper``).
     """
-    walk = _Walk(lower, limits or SandboxLimits())
+    if userxattr is None:  # how bwrap.spawn mounts it: user.* xattrs only without root
+        userxattr = os.geteuid() != 0
+    walk = _Walk(lower, limits or SandboxLimits(), userxattr)
     fd = os.open(upper, _DIR_FLAGS)
     try:
         walk.directory(fd, b"")

@@ -101,6 +101,7 @@ class SandboxRuntime:
         # a snapshot taken from another thread waits for the running call (which ends with
         # every process of the call killed) instead of reading a workspace still being written
         self._lock = threading.RLock()
+        self._retiring: Future[None] | None = None
         self.reset()
         if snapshot is not None:
             self.use_snapshot(snapshot)
@@ -144,13 +145,14 @@ class SandboxRuntime:
         if self.prestart:
             overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._spare = (overlay, self._background.submit(self._boot, overlay))
-        # after the spare's boot in the queue: the next reset waits on the spare, not on this
-        self._retire(old_shell or old_pending, old_overlay)
+        # after the spare's boot in the queue: the next reset waits on the spare, not on this;
+        # the new episode's first call waits for it (see _settle())
+        self._retiring = self._retire(old_shell or old_pending, old_overlay)
 
     def _retire(self, shell: SandboxShell | Future[SandboxShell] | None,
-                overlay: Overlay | None) -> None:
+                overlay: Overlay | None) -> Future[None] | None:
         """Kill a sandbox (running, or still booting) and delete its changes, off the caller's
-        path."""
+        path (the returned future, when it runs in the background)."""
         def job() -> None:
             sh = self._pending_shell(shell) if isinstance(shell, Future) else shell
             if sh is not None:
@@ -158,11 +160,11 @@ class SandboxRuntime:
             if overlay is not None:
                 remove_tree(overlay.upper.parent)
         if shell is None and overlay is None:
-            return
+            return None
         if self._closed or not self.prestart:
             job()
-        else:
-            self._background.submit(job)
+            return None
+        return self._background.submit(job)
 
     @staticmethod
     def _pending_shell(future: Future[SandboxShell] | None) -> SandboxShell | None:
@@ -251,8 +253,16 @@ class SandboxRuntime:
         with self._lock:
             return self._run_locked(command, timeout_s, started)
 
+    def _settle(self) -> None:
+        """The previous episode's processes and files share this runtime's memory cgroup: they
+        are gone before this episode's first tool call runs (the agent's first turn hides it)."""
+        retiring, self._retiring = self._retiring, None
+        if retiring is not None:
+            retiring.result()
+
     def _run_locked(self, command: str, timeout_s: float, started: float) -> CommandOutcome:
         self._dirty = True
+        self._settle()
         self.start()
         assert self._shell is not None
         budget = self._episode_deadline - started
@@ -335,6 +345,7 @@ class SandboxRuntime:
 
     def _file_request_locked(self, request: dict[str, Any]) -> dict[str, Any]:
         self._dirty = True
+        self._settle()
         self.start()
         assert self._shell is not None
         reply = self._shell.call(request, self.limits.command_timeout_s)

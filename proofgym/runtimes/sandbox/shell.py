@@ -128,6 +128,7 @@ class SandboxShell:
         self._send_raw(supervisor_source())
         # the counters only move while a command runs: each call's "after" is the next "before"
         self._last_counters = self._counters()
+        self._counted = False
 
     # ------------------------------------------------------------------ start
     def wait_ready(self, timeout_s: float = 20.0) -> None:
@@ -170,7 +171,9 @@ class SandboxShell:
     def run(self, command: str, timeout_s: float) -> CommandOutcome:
         """Run ``command`` in a fresh ``bash -c`` (in the working directory and with the
         variables the previous call left)."""
-        before = self._last_counters
+        # a spare's counters were read when it booted, before the previous episode ran
+        before = self._last_counters if self._counted else self._counters()
+        self._counted = True
         reply = self.call({"op": "run", "cmd": command.encode("utf-8", "surrogateescape").replace(b"\0", b""),
                            "timeout": float(timeout_s), "max_out": self.max_output_bytes},
                           timeout_s + _GRACE_S)
