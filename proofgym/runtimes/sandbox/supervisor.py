@@ -43,7 +43,12 @@ _UNSAFE_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "LD_PRELOAD", 
 # (also `exit N` inside the command) the working directory and exported variables are written
 # to fd 3; the supervisor parses them as data, never as code. What the saving prints is dropped:
 # it is not the command's output. (`export -p` and `printf` are builtins: saving forks nothing.)
-WRAPPER = r"""builtin cd -- "$1" 2>/dev/null || builtin cd /workspace
+# The shell first makes itself (and so every process of the agent) the OOM killer's first
+# choice, before the supervisor: files on a tmpfs are charged to the sandbox but held by no
+# process. It does so itself because only it is dumpable (the supervisor's /proc view of a child
+# it just spawned could still be root-owned), and nothing of the agent runs before it.
+WRAPPER = r"""builtin echo 1000 2>/dev/null >/proc/self/oom_score_adj
+builtin cd -- "$1" 2>/dev/null || builtin cd /workspace
 builtin trap '{ builtin printf "%s\0" "$PWD"; builtin export -p; } >&3 2>/dev/null' EXIT
 IFS= builtin read -r -d '' -u 4 __pg_cmd
 builtin exec 4<&-
@@ -210,14 +215,6 @@ class Runner:
             for fd in (out_w, st_w, cmd_r):
                 os.close(fd)
         self.job = Job(pid, out_r, st_r, cmd_w, note)
-        # The agent's processes (they inherit this) are the OOM killer's first choice, before
-        # this supervisor: files on a tmpfs are charged to the sandbox but held by no process.
-        # The shell is still waiting for its command, so nothing of the agent runs before it.
-        try:
-            with open(f"/proc/{pid}/oom_score_adj", "wb", buffering=0) as f:
-                f.write(b"1000")
-        except OSError as exc:
-            self.job.note = note or f"could not raise the shell's oom_score_adj ({exc.strerror})"
 
     def discard(self):
         """Forget the waiting shell (it was killed with every other process)."""
