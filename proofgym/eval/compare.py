@@ -67,7 +67,10 @@ def compare(runs: Sequence[str | Path | RunRecord], *, by: Sequence[str] = (),
         check = _contract_check(ra, rb, rules, names[i], names[j])
         checks.append(check)
         warnings.extend(check["warnings"])
-        if check["blocking"] and not allow_differences:
+        if check["blocking"] and allow_differences:
+            warnings.append(f"{names[i]} vs {names[j]}: compared although their contracts differ in "
+                            + ", ".join(d["path"] for d in check["blocking"][:6]) + " (--allow-differences)")
+        elif check["blocking"]:
             shown = "; ".join(f"{d['path']}: {d['a']!r} -> {d['b']!r}" for d in check["blocking"][:6])
             raise ComparisonError(
                 f"{names[i]} and {names[j]} are not comparable: their contracts differ in "
