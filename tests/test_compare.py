@@ -202,3 +202,13 @@ def test_compare_html_renders_in_chromium_with_no_external_request(runs, cli, tm
     assert "McNemar exact p" in dom and "0 / 0 / 10" in dom and dom.count("broken: <code>") == N
     assert "&lt;img src=" in dom and "<img" not in dom
     assert page_requests(net_log) == []
+
+
+def test_cli_errors_say_what_is_wrong(runs, cli, tmp_path):
+    proc = cli("compare", str(runs["ref"]), str(tmp_path / "nope"), check=False)
+    assert proc.returncode == 2 and "is not a run" in proc.stderr and "Traceback" not in proc.stderr
+    proc = cli("compare", str(runs["ref"]), check=False)
+    assert proc.returncode == 2 and "at least two runs" in proc.stderr
+    (tmp_path / "file").write_text("")
+    proc = cli("compare", str(runs["ref"]), str(runs["wrong"]), "--out", str(tmp_path / "file"), check=False)
+    assert proc.returncode == 2 and "is a file" in proc.stderr
