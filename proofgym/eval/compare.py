@@ -108,8 +108,6 @@ def _contract_check(ra: RunRecord, rb: RunRecord, rules: list, na: str, nb: str)
             raise ComparisonError(f"cannot read a contract ({na} vs {nb}): {exc}") from None
         out["contract_a"], out["contract_b"] = ca.id, cb.id
         for d in apply_parity(diff_contracts(ca, cb), rules):
-            # the task selection (`tasks.split`) is checked per task below; a different split is
-            # a different set of tasks only where the pairing finds none in common
             blocking = d.category in BLOCKING and not d.allowed
             row = {"category": d.category, "path": d.path, "a": d.a, "b": d.b, "reason": d.reason,
                    "blocking": blocking}

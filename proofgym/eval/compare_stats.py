@@ -54,8 +54,8 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, confidence: floa
     """Mean of ``b[i] - a[i]`` and its paired percentile bootstrap interval
     (``scipy.stats.bootstrap(..., paired=True)``), seeded so equal inputs give equal intervals.
 
-    When every difference is the same value the bootstrap distribution is a single point and the
-    interval is that point (scipy would warn about degenerate data and return NaN).
+    When every difference is the same value every resample has that mean, so the interval is that
+    point (computed without resampling).
     """
     if len(a) != len(b):
         raise ValueError(f"paired samples need equal lengths, got {len(a)} and {len(b)}")
