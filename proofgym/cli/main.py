@@ -12,6 +12,7 @@ import sys
 import typer
 
 import proofgym  # noqa: F401 - registers the bundled environments with Gymnasium
+from proofgym.cli.compare_cmd import compare_command
 from proofgym.cli.contract_cmd import contract_app
 from proofgym.cli.envs_cmd import envs_command
 from proofgym.cli.eval_cmd import eval_command
@@ -32,6 +33,7 @@ app.add_typer(splits_app, name="splits")
 app.command("validate")(validate_command)
 app.command("export")(export_command)
 app.command("report")(report_command)
+app.command("compare")(compare_command)
 app.command("serve-scripted")(serve_scripted_command)
 
 
