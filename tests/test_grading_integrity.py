@@ -285,3 +285,36 @@ def test_a_test_file_the_agent_broke_means_its_tests_did_not_pass(tmp_path):
     ids = ["tests/test_a.py::test_a", "tests/test_b.py::test_b"]
     run = run_tests_isolated(tmp_path, {"tests/test_a.py": b"def test_a(:\n"}, tests=ids, protected=())
     assert run.report_error is None and run.results == {"tests/test_b.py::test_b": "passed"}
+
+
+def test_nothing_a_test_starts_outlives_it(tmp_path):
+    """A daemon started by one test (its own session, so not in the test's process group) is
+    killed when that test ends; it cannot act during the tests that follow."""
+    require_tool("bwrap")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import os, subprocess, sys, time\n\n"
+        "def test_spawn():\n"
+        "    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1); "
+        "open(\"/tmp/marker\", \"w\").close()'], start_new_session=True)\n"
+        "    assert 1 == 1\n\n"
+        "def test_check():\n"
+        "    time.sleep(2.5)\n"
+        "    assert not os.path.exists('/tmp/marker')\n")
+    ids = ["tests/test_a.py::test_spawn", "tests/test_a.py::test_check"]
+    for _ in range(2):  # both orders are likely over two random layouts; either must pass
+        run = run_tests_isolated(tmp_path, {}, tests=ids)
+        assert run.results == dict.fromkeys(ids, "passed"), run.output[-2000:]
+
+
+def test_a_value_that_is_also_an_input_is_never_the_one_mutated():
+    """``a`` is both the input and the expected value: changing it changes both sides, and the
+    mutant would pass on correct code (a false tampering verdict)."""
+    source = ("A = [1, 2]\n\ndef test_a():\n    a = [[2, -1], [1, 3]]\n    assert f(a) == a\n"
+              "    assert sorted(A) == A\n")
+    for seed in range(20):
+        module = ast.parse(source)
+        func = module.body[1]
+        assert mutate_test(func, random.Random(seed), module)
+        out = ast.unparse(module)
+        assert "[[2, -1], [1, 3]]" in out and "A = [1, 2]" in out and "!=" in out, out

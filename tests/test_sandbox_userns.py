@@ -1,5 +1,7 @@
 """The path taken without root (user + mount namespace between fork and exec) isolates the same
-way. Here, as root, it is forced by making the runtime believe it is not root."""
+way. Here, as root, it is forced by making the runtime believe it is not root (the sandbox is then
+mapped onto host root, so this checks the mechanics only); CI also runs the sandbox and security
+suites as an ordinary user (``.ci/as-user``), where this path is taken for real."""
 
 from __future__ import annotations
 

@@ -199,4 +199,4 @@ def test_splits_cli_freeze_burn_and_eval_heldout(tmp_path: Path, cli) -> None:
     cli("splits", "burn", str(manifest), burned.pool("heldout")[0], "--reason", "leaked")
     refused = cli("eval", "proofgym/Guess-v0", "--split", "heldout", "--splits", str(manifest),
                   "--resume", str(run), check=False)
-    assert refused.returncode == 2 and "tasks.split_manifest" in refused.stdout
+    assert refused.returncode == 2 and "tasks.split_manifest" in refused.stdout + refused.stderr

@@ -59,9 +59,10 @@ BROKEN_ENV = textwrap.dedent('''
 
 @pytest.mark.parametrize("env_id", sorted(BUNDLED))
 def test_every_bundled_env_passes_validation(cli, env_id, tmp_path):
-    n = SANDBOXED_TASKS if "CodeRepair" in env_id else 12  # a sandboxed task grades in ~1 s
+    n = SANDBOXED_TASKS if "CodeRepair" in env_id else 12
     out = tmp_path / "validation.json"
-    proc = cli("validate", env_id, "-n", str(n), "--json", str(out))
+    # a sandboxed task grades in ~3 s (real and mutant tests, one process each), ~50 times over
+    proc = cli("validate", env_id, "-n", str(n), "--json", str(out), timeout=900)
     assert "grader validation passed" in proc.stdout
     result = orjson.loads(out.read_bytes())
     assert result["ok"] is True and result["tasks"] == n

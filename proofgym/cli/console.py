@@ -3,3 +3,5 @@
 from rich.console import Console
 
 console = Console()
+#: Errors go to stderr, so a command's output stays clean to pipe.
+err_console = Console(stderr=True)

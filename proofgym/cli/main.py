@@ -12,6 +12,7 @@ import sys
 import typer
 
 import proofgym  # noqa: F401 - registers the bundled environments with Gymnasium
+from proofgym.cli.compare_cmd import compare_command
 from proofgym.cli.contract_cmd import contract_app
 from proofgym.cli.envs_cmd import envs_command
 from proofgym.cli.eval_cmd import eval_command
@@ -32,21 +33,23 @@ app.add_typer(splits_app, name="splits")
 app.command("validate")(validate_command)
 app.command("export")(export_command)
 app.command("report")(report_command)
+app.command("compare")(compare_command)
 app.command("serve-scripted")(serve_scripted_command)
 
 
 def main() -> None:
-    from proofgym.cli.console import console
+    from proofgym.cli.console import err_console
     from proofgym.core import ProofgymError
 
     try:
         app()
     except ProofgymError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a path that cannot be written or read: name it, no traceback
         where = f" {exc.filename}" if exc.filename else ""
-        console.print(f"[bold red]error:[/]{where}: {exc.strerror or exc}", highlight=False)
+        err_console.print(f"[bold red]error:[/]{where}: {exc.strerror or exc}", highlight=False,
+                          soft_wrap=True)
         sys.exit(1)
 
 

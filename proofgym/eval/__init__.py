@@ -1,5 +1,7 @@
-"""Evaluation: running policies, metrics, the HTML report, grader validation and data export."""
+"""Evaluation: running policies, metrics, the HTML report, grader validation, comparing runs and
+data export."""
 
+from proofgym.eval.compare import compare
 from proofgym.eval.export import chat_messages, preference_pairs, sft_records
 from proofgym.eval.metrics import compute_metrics, pass_at_k
 from proofgym.eval.report import render_report, write_report
@@ -18,6 +20,6 @@ from proofgym.eval.summary import summarize
 from proofgym.eval.validate import ValidationReport, validate, validate_env
 
 __all__ = ["EpisodeSpec", "JsonlSink", "Run", "RunRecord", "TrainSplitWarning", "TrajectorySink",
-           "ValidationReport", "chat_messages", "compute_metrics", "evaluate", "load_run", "make_env",
-           "pass_at_k", "plan_episodes", "preference_pairs", "render_report", "run_plan", "sft_records",
-           "start_run", "summarize", "validate", "validate_env", "write_report"]
+           "ValidationReport", "chat_messages", "compare", "compute_metrics", "evaluate", "load_run",
+           "make_env", "pass_at_k", "plan_episodes", "preference_pairs", "render_report", "run_plan",
+           "sft_records", "start_run", "summarize", "validate", "validate_env", "write_report"]

@@ -20,7 +20,7 @@ from proofgym.core import ConfigError, EnvNotFoundError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runs import start_run
 from proofgym.record import Trajectory, trajectory_id_for
-from proofgym.rollout import AsyncPolicy, Orchestrator, Policy
+from proofgym.rollout import AsyncPolicy, Orchestrator, Policy, is_async_policy
 from proofgym.rollout.episode import run_sync
 from proofgym.rollout.progress import RunProgress
 from proofgym.verify.pool import VerifierPool
@@ -126,7 +126,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
              repeats: int = 1, seed: int = 0, out: Path | None = None,
              env_kwargs: dict[str, Any] | None = None,
              on_episode: Callable[[Trajectory], None] | None = None, concurrency: int = 1,
-             verifier: str | VerifierPool = "process", progress: bool | RunProgress = False,
+             verifier: str | VerifierPool | None = None, progress: bool | RunProgress = False,
              resume: Path | None = None, split: str | None = None, splits: Path | None = None,
              ) -> tuple[list[Trajectory], dict[str, Any]]:
     """Run a policy on ``env_id`` and summarise.
@@ -140,8 +140,14 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
 
     Episodes run in the :class:`~proofgym.rollout.Orchestrator` at every concurrency (one env per
     slot), graded by ``verifier`` (``"process"``, ``"inline"`` or a :class:`VerifierPool`, whose
-    timeout and isolation hold at every concurrency).
+    timeout and isolation hold at every concurrency). The default is a ``process`` pool when
+    episodes run concurrently, and an ``inline`` one (timeouts hold, no worker processes) for a
+    synchronous run: worker processes re-import a script's ``__main__``, so a script that runs
+    them needs an ``if __name__ == "__main__":`` guard. ``proofgym eval`` always uses a
+    ``process`` pool.
     """
+    if verifier is None:
+        verifier = "process" if concurrency > 1 or is_async_policy(policy) else "inline"
     env = make_env(env_id, **(env_kwargs or {}))
     pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
     try:

@@ -1,5 +1,7 @@
-"""Task sets: the distribution of tasks an env draws from, its splits and the held-out guard."""
+"""Task sets: the distribution of tasks an env draws from, its splits, the held-out guard and the
+curriculum sampler."""
 
+from proofgym.tasks.curriculum import Choice, Curriculum
 from proofgym.tasks.loaders import TaskRecordError, dataset_records, read_jsonl_records
 from proofgym.tasks.splits import (
     BURNED,
@@ -12,5 +14,6 @@ from proofgym.tasks.splits import (
 )
 from proofgym.tasks.taskset import TaskSet
 
-__all__ = ["BURNED", "DEFAULT_RATIOS", "SPLITS", "HeldOutError", "SplitManifest", "SplitManifestError",
-           "TaskRecordError", "TaskSet", "assign_split", "dataset_records", "read_jsonl_records"]
+__all__ = ["BURNED", "DEFAULT_RATIOS", "SPLITS", "Choice", "Curriculum", "HeldOutError", "SplitManifest",
+           "SplitManifestError", "TaskRecordError", "TaskSet", "assign_split", "dataset_records",
+           "read_jsonl_records"]

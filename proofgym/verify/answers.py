@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
 import select
-import subprocess
-import sys
+import signal
 import threading
 import unicodedata
+from typing import Any
+
+from math_verify import parse, verify
 
 
 class _DisabledTimeoutNotice(logging.Filter):
@@ -78,82 +81,145 @@ MAX_MATH_ANSWER_CHARS = 512
 #: Hard limit on one equivalence check (math-verify's own limits are 5 s per parse and per check).
 MATH_TIMEOUT_S = 15.0
 
-_WORKER = r"""
-import json, logging, sys
-logging.disable(logging.WARNING)
-from math_verify import parse, verify
-def as_math(t):
-    t = t.strip()
-    return t if t.startswith("$") else "$" + t + "$"
-sys.stdout.write("ready\n"); sys.stdout.flush()
-for line in sys.stdin:
-    gold, answer = json.loads(line)
-    try:
-        g = parse(as_math(gold), parsing_timeout=5)
-        a = parse(as_math(answer), parsing_timeout=5)
-        out = [bool(g and a and verify(g, a, timeout_seconds=5)), None]
-    except Exception as exc:
-        out = [False, "math-verify raised " + type(exc).__name__ + ": " + str(exc)[:200]]
-    sys.stdout.write(json.dumps(out) + "\n"); sys.stdout.flush()
-"""
+def _serve(requests: int, replies: int) -> None:
+    """The worker's loop (in a forked child, math-verify already imported): one JSON request
+    per line in, one ``[ok, reason]`` line out, until the parent closes its end."""
+    logging.disable(logging.WARNING)
+    with os.fdopen(requests, "r") as inbox, os.fdopen(replies, "w") as outbox:
+        for line in inbox:
+            gold, answer = json.loads(line)
+            try:
+                g = parse(_as_math(gold), parsing_timeout=5)
+                a = parse(_as_math(answer), parsing_timeout=5)
+                out = [bool(g and a and verify(g, a, timeout_seconds=5)), None]
+            except Exception as exc:
+                out = [False, f"math-verify raised {type(exc).__name__}: {str(exc)[:200]}"]
+            outbox.write(json.dumps(out) + "\n")
+            outbox.flush()
+
+
+_WARM = False
+
+
+def _warm_up() -> None:
+    """math-verify builds its parsers on first use (about a second): do it here, on a constant,
+    so that every worker forked from now on (and every process forked from this one) starts warm."""
+    global _WARM
+    if not _WARM:
+        verify(parse("$1/2$", parsing_timeout=None), parse("$0.5$", parsing_timeout=None),
+               timeout_seconds=None)
+        _WARM = True
+
+
+def _as_math(text: str) -> str:
+    text = text.strip()
+    return text if text.startswith("$") else f"${text}$"
 
 
 class _MathWorker:
-    """math-verify in a child process of its own: its signal timeouts work there (they need a
-    main thread), and an answer that stalls it past :data:`MATH_TIMEOUT_S` gets the process
-    killed, from whatever thread asked. One per process (a forked child starts its own)."""
+    """math-verify in a forked child process: its signal timeouts work there (they need a main
+    thread), and an answer that stalls it past :data:`MATH_TIMEOUT_S` gets the process killed,
+    from whatever thread asked. One per process: a process forked from one that has a worker
+    forks its own at once (while it is still single-threaded)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[str] | None = None
+        self._pid = 0
+        self._send: Any = None
+        self._recv: Any = None
         self._owner = os.getpid()
+        self._forking = False
 
     def check(self, gold: str, answer: str, timeout_s: float) -> tuple[bool, str | None]:
         with self._lock:
-            if self._owner != os.getpid():  # forked: the pipes belong to the parent's worker
-                self._proc, self._owner = None, os.getpid()
-            proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps([gold, answer]) + "\n")
-            proc.stdin.flush()
-            ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
-            line = proc.stdout.readline() if ready else ""
+            if self._owner != os.getpid() or not self._pid:
+                self._start()
+            try:
+                self._send.write(json.dumps([gold, answer]) + "\n")
+                self._send.flush()
+            except OSError:  # the worker died between checks: start another, once
+                self._start()
+                self._send.write(json.dumps([gold, answer]) + "\n")
+                self._send.flush()
+            ready, _, _ = select.select([self._recv], [], [], timeout_s)
+            line = self._recv.readline() if ready else ""
             if not line:
                 self._stop()
                 return False, f"math-verify did not finish within {timeout_s:g} s (stopped)"
             ok, reason = json.loads(line)
             return bool(ok), reason
 
-    def _start(self) -> subprocess.Popen[str]:
+    def _start(self) -> None:
         self._stop()
-        proc = subprocess.Popen([sys.executable, "-I", "-c", _WORKER], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                bufsize=1)
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 120.0)
-        if not ready or proc.stdout.readline().strip() != "ready":
-            proc.kill()
-            proc.wait()
-            raise RuntimeError("the math-verify worker process did not start (is math-verify "
-                               "installed for this interpreter?)")
-        self._proc = proc
-        return proc
+        _warm_up()
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        self._forking = True
+        try:
+            pid = os.fork()
+        finally:
+            self._forking = False
+        if pid == 0:  # the worker: nothing of the parent's but its two pipe ends
+            code = 0
+            try:
+                keep = {req_r, rep_w}
+                for fd in (int(n) for n in os.listdir("/proc/self/fd")):
+                    if fd > 2 and fd not in keep:
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            continue
+                _serve(req_r, rep_w)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(req_r)
+        os.close(rep_w)
+        self._pid, self._owner = pid, os.getpid()
+        self._send = os.fdopen(req_w, "w")
+        self._recv = os.fdopen(rep_r, "r")
 
     def _stop(self) -> None:
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
-            self._proc = None
+        if self._owner == os.getpid() and self._pid:
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):  # already gone
+                os.kill(self._pid, signal.SIGKILL)
+                os.waitpid(self._pid, 0)
+        for f in (self._send, self._recv):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    continue
+        self._pid, self._send, self._recv = 0, None, None
+
+    def after_fork(self) -> None:
+        """In a freshly forked child: the parent's worker is not ours; start our own now, while
+        this process has one thread, if the parent had one (else at first use)."""
+        if self._forking:  # this is the worker itself
+            return
+        had = bool(self._pid)
+        self._lock = threading.Lock()
+        for f in (self._send, self._recv):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    continue
+        self._pid, self._send, self._recv, self._owner = 0, None, None, os.getpid()
+        if had:
+            self._start()
 
 
 _MATH = _MathWorker()
+os.register_at_fork(after_in_child=_MATH.after_fork)
 
 
 def math_check(gold: str, answer: str, *, timeout_s: float = MATH_TIMEOUT_S) -> tuple[bool, str | None]:
     """Whether ``answer`` is mathematically equal to ``gold``, and why not when it could not be
     checked: an answer over :data:`MAX_MATH_ANSWER_CHARS`, or one math-verify could not finish
     within ``timeout_s`` (``9^{9^{9}}``). Both are wrong answers, not grader errors: the answer
-    is the agent's. A worker that cannot start raises ``RuntimeError`` (a host fault)."""
+    is the agent's."""
     if len(answer) > MAX_MATH_ANSWER_CHARS:
         return False, f"the answer has {len(answer)} characters, over {MAX_MATH_ANSWER_CHARS}"
     return _MATH.check(gold, answer, timeout_s)

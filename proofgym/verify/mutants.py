@@ -161,10 +161,15 @@ def mutate_test(func: ast.FunctionDef | ast.AsyncFunctionDef, rng: random.Random
         if _mutate_literal(side, rng):
             return True
     compared = {n.id for a in asserts for n in _eq_names(a.test)}
+    # only a name read nowhere but in that comparison: one that is also an input (``a`` in
+    # ``assert matmul(a, identity) == a``) would change on both sides and still pass
+    loads = [n.id for n in ast.walk(module if module is not None else func)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    expected_only = {name for name in compared if loads.count(name) == 1}
     scopes = [func.body, module.body if module is not None else []]
     assigned = [s.value for body in scopes for s in body if isinstance(s, ast.Assign)
                 and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-                and s.targets[0].id in compared and _is_literal(s.value)]
+                and s.targets[0].id in expected_only and _is_literal(s.value)]
     rng.shuffle(assigned)
     for value in assigned:
         if _mutate_literal(value, rng):

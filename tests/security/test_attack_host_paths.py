@@ -68,3 +68,11 @@ def test_command_lines_inside_show_no_host_path(task_rt):
     assert "END" in r.output and "bash" in r.output, r.output
     leaks = [m for m in _host_markers(runtime, snap) if m in r.output]
     assert not leaks, f"host paths in command lines inside: {leaks}\n{r.output}"
+
+
+def test_cgroup_paths_inside_do_not_name_the_host_process(task_rt):
+    runtime, _snap = task_rt
+    r = bash(runtime, "cat /proc/self/cgroup /proc/1/cgroup")
+    assert "memory" in r.output or "0::" in r.output, r.output
+    assert f"-{os.getpid()}-" not in r.output and "proofgym" not in r.output, (
+        f"the host's cgroup layout (and the eval process's pid) is readable inside:\n{r.output}")

@@ -44,6 +44,19 @@ def test_filling_memory_through_tmpfs_files_is_reported_truthfully(small_rt, whe
     if nxt.error_kind is not None and "restarted" in nxt.output:
         nxt = bash(small_rt, f"rm -f {where}/f*; echo alive")
     assert nxt.error_kind != "timeout", f"the call after it was reported as {nxt}"
-    assert "alive" in nxt.output, nxt
-    last = bash(small_rt, "echo ok; false")
-    assert "ok" in last.output and "[exit code 1]" in last.output, last
+    # it runs, or it says plainly that memory is what stops it (the files still fill it)
+    assert "alive" in nxt.output or (nxt.error_kind is not None and "memory" in nxt.output), nxt
+    if "alive" in nxt.output:
+        last = bash(small_rt, "echo ok; false")
+        assert "ok" in last.output and "[exit code 1]" in last.output, last
+
+
+def test_an_episode_that_filled_its_memory_does_not_taint_the_next(small_rt):
+    # the runtime's episodes (and its prestarted spare) share one memory cgroup: what one episode
+    # left there (files, an OOM kill) must not make the next one's first command fail
+    for _ in range(8):  # the race between the old episode's clean-up and the next one's start
+        bash(small_rt, "for i in $(seq 40); do head -c 15M /dev/zero > /workspace/f$i 2>/dev/null "
+                       "|| break; done; echo finished")
+        small_rt.reset()
+        r = bash(small_rt, "echo fresh; ls /workspace | wc -l")
+        assert r.ok and r.output == "fresh\n0", f"the next episode's first command: {r}"

@@ -9,6 +9,7 @@ anything of the next call, and the supervisor itself must be out of the agent's 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,7 @@ def test_the_supervisor_is_out_of_reach(rt):
     # inside the namespace do not reach it
     r = python_inside(rt, """
 import os
+from pathlib import Path
 for path in ("/proc/1/fd/0", "/proc/1/fd/1", "/proc/1/mem", "/proc/1/environ"):
     try:
         os.open(path, os.O_RDWR if "fd" in path else os.O_RDONLY)
@@ -120,3 +122,11 @@ def test_the_channel_holds_on_the_unprivileged_path(tmp_path, monkeypatch):
         bash(runtime, "nohup sleep 100 >/dev/null 2>&1 & disown; echo x > a")
         assert runtime.snapshot().files == {"a": b"x\n"}
         assert int(bash(runtime, "ps -e -o pid= | wc -l").output) <= 4
+
+
+def test_nothing_of_the_agent_runs_between_calls(rt):
+    bash(rt, "nohup sleep 100 >/dev/null 2>&1 & setsid sleep 100 & (sleep 100 &) ; echo x")
+    procs = rt._shell._sandbox_processes()  # seen from the host
+    assert 1 in {inner for _host, inner in procs} and len(procs) <= 2, procs
+    for host, _inner in procs:  # the supervisor, and the next call's shell waiting for it
+        assert b"sleep" not in Path(f"/proc/{host}/cmdline").read_bytes()

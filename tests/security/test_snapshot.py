@@ -137,3 +137,12 @@ def test_file_names_that_are_not_utf8_round_trip(rt):
     assert art.meta["skipped"] == ["link\\xfd"]
     listing = rt.execute("list_dir", {"path": "."})
     assert listing.ok and "bad" in listing.output, listing
+
+
+def test_too_deep_a_tree(tmp_path):
+    with _runtime(tmp_path, artifact_max_depth=10) as rt:
+        assert bash(rt, "mkdir -p " + "/".join("d" * 12) + " && echo x > " + "/".join("d" * 12)
+                    + "/f").ok
+        art = rt.snapshot()
+    assert "artifact_max_depth" in art.meta["limit_exceeded"]
+    assert art.files == {}

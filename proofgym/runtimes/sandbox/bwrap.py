@@ -11,11 +11,8 @@ The upper directory is an ordinary host directory that holds exactly the sandbox
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import json
 import os
-import re
 import resource
 import select
 import shutil
@@ -31,7 +28,11 @@ from pathlib import Path
 from proofgym.runtimes.sandbox import namespaces, seccomp
 from proofgym.runtimes.sandbox.cgroups import SandboxCgroup
 from proofgym.runtimes.sandbox.limits import SandboxLimits
+from proofgym.runtimes.sandbox.scratch import remove_scratch, remove_tree, scratch_dir, sweep_scratch
 from proofgym.runtimes.sandbox.system import SANDBOX_PYLIB, MinimalSystem, SandboxSetupError
+
+__all__ = ["WORKSPACE", "Overlay", "Spawned", "bwrap_argv", "find_bwrap", "remove_scratch",
+           "remove_tree", "scratch_dir", "spawn", "sweep_scratch"]
 
 WORKSPACE = "/workspace"
 INSTALL_HINT = ("bubblewrap (`bwrap`) is required for SandboxRuntime and was not found on PATH. "
@@ -45,10 +46,6 @@ PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 PROC_MASKED_FILES = ("kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats")
 PROC_MASKED_DIRS = ("acpi", "scsi")
 
-_MNT_DETACH = 2
-_MS_NOSUID = 2
-_MS_NODEV = 4
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 def find_bwrap() -> str:
@@ -127,73 +124,6 @@ def _proc_covers() -> list[str]:
         if os.path.isdir(f"/proc/{name}"):
             args += ["--size", "4096", "--tmpfs", f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
     return args
-
-
-_SCRATCH_NAME = re.compile(r"^proofgym-(?!system-)[a-z]+-(\d+)-")
-_swept_scratch: set[str] = set()
-
-
-def scratch_dir(prefix: str, size_mb: int, parent: str | Path | None = None) -> Path:
-    """A private directory for overlay upper directories, named with this process's pid so a
-    later run can remove it if this process dies without doing so (:func:`sweep_scratch`).
-
-    As root it is a tmpfs of ``size_mb`` owned by the sandbox user, so what a sandbox writes
-    cannot fill the host's disk; otherwise an ordinary temp directory. Remove it with
-    :func:`remove_scratch`."""
-    parent_dir = Path(parent) if parent is not None else Path(tempfile.gettempdir())
-    if str(parent_dir) not in _swept_scratch:
-        _swept_scratch.add(str(parent_dir))
-        sweep_scratch(parent_dir)
-    root = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent_dir))
-    if os.geteuid() == 0:
-        uid, gid = namespaces.sandbox_ids()
-        _check(_libc.mount(b"tmpfs", str(root).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
-                           f"size={size_mb}m,mode=0700,uid={uid},gid={gid}".encode()),
-               f"mounting a tmpfs at {root}")
-    return root
-
-
-def sweep_scratch(parent: Path) -> list[Path]:
-    """Remove the scratch directories (and their tmpfs) under ``parent`` whose owning process
-    is gone: what an eval process killed with SIGKILL left behind. Returns what was removed."""
-    removed = []
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return removed
-    for name in names:
-        m = _SCRATCH_NAME.match(name)
-        if m is None or int(m.group(1)) == os.getpid() or os.path.exists(f"/proc/{m.group(1)}"):
-            continue
-        path = parent / name
-        if path.is_dir() and not path.is_symlink():
-            remove_scratch(path)
-            removed.append(path)
-    return removed
-
-
-def remove_scratch(root: Path) -> None:
-    """Unmount (if mounted) and delete a :func:`scratch_dir`."""
-    if os.path.ismount(root):
-        _libc.umount2(str(root).encode(), _MNT_DETACH)
-
-    def unlock(func: object, path: str, exc: object) -> None:
-        # overlayfs leaves ``work/work`` without permissions; the owner may open it up
-        parent = os.path.dirname(path)
-        try:
-            os.chmod(parent, 0o700)
-            os.chmod(path, 0o700) if os.path.isdir(path) and not os.path.islink(path) else None
-            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
-        except OSError:
-            return
-
-    shutil.rmtree(root, onerror=unlock)
-
-
-def _check(ret: int, what: str) -> None:
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 @dataclass

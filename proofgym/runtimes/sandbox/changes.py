@@ -46,14 +46,15 @@ def _skipped(rel: bytes) -> bool:
     return bool(_SKIPPED_PARTS.intersection(rel.split(b"/"))) or rel.endswith(b".pyc")
 
 
-def _opaque(fd: int) -> bool:
-    for name in ("trusted.overlay.opaque", "user.overlay.opaque"):
-        try:
-            if os.getxattr(fd, name) == b"y":
-                return True
-        except OSError:
-            continue
-    return False
+def _opaque(fd: int, userxattr: bool) -> bool:
+    """Whether the overlay marked this upper directory opaque. Only the namespace the overlay
+    itself uses counts: on a root-mounted overlay ``user.overlay.opaque`` is an ordinary xattr
+    the agent may set (it would delete every file under the directory from the artifact)."""
+    name = "user.overlay.opaque" if userxattr else "trusted.overlay.opaque"
+    try:
+        return os.getxattr(fd, name) == b"y"
+    except OSError:
+        return False
 
 
 def _lower_files(lower: bytes, rel: bytes) -> list[bytes]:
@@ -82,8 +83,9 @@ def _unchanged(lower: bytes, rel: bytes, content: bytes) -> bool:
 
 
 class _Walk:
-    def __init__(self, lower: Path, limits: SandboxLimits) -> None:
+    def __init__(self, lower: Path, limits: SandboxLimits, userxattr: bool) -> None:
         self.lower = os.fsencode(lower)
+        self.userxattr = userxattr
         self.limits = limits
         self.files: dict[bytes, bytes | None] = {}
         self.skipped: list[bytes] = []
@@ -101,7 +103,10 @@ class _Walk:
             raise _OverLimit(f"the workspace has more than {4 * self.limits.artifact_max_files} "
                              "changed entries (4 x artifact_max_files)")
 
-    def directory(self, dfd: int, rel: bytes) -> None:
+    def directory(self, dfd: int, rel: bytes, depth: int = 0) -> None:
+        if depth > self.limits.artifact_max_depth:
+            raise _OverLimit(f"directories are nested more than {self.limits.artifact_max_depth} "
+                             "deep (artifact_max_depth)")
         with os.scandir(dfd) as it:
             names = sorted(os.fsencode(e.name) for e in it)
         for name in names:
@@ -112,7 +117,7 @@ class _Walk:
             except FileNotFoundError:
                 continue
             if stat.S_ISDIR(st.st_mode):
-                self._subdirectory(dfd, name, child)
+                self._subdirectory(dfd, name, child, depth + 1)
             elif stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # an overlay whiteout: deleted
                 self.seen.add(child)
                 if os.path.lexists(os.path.join(self.lower, child)):
@@ -128,15 +133,15 @@ class _Walk:
                 self.seen.add(child)
                 self.skipped.append(child)
 
-    def _subdirectory(self, dfd: int, name: bytes, rel: bytes) -> None:
+    def _subdirectory(self, dfd: int, name: bytes, rel: bytes, depth: int) -> None:
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
         except OSError:  # replaced by a link or removed since it was listed: not followed
             self.skipped.append(rel)
             return
         try:
-            opaque = _opaque(fd)
-            self.directory(fd, rel)
+            opaque = _opaque(fd, self.userxattr)
+            self.directory(fd, rel, depth)
         finally:
             os.close(fd)
         if opaque and os.path.isdir(os.path.join(self.lower, rel)):  # deleted and re-created
@@ -180,16 +185,21 @@ class _Walk:
                              "(artifact_max_files)")
 
 
-def read_changes(upper: Path, lower: Path, limits: SandboxLimits | None = None) -> Changes:
+def read_changes(upper: Path, lower: Path, limits: SandboxLimits | None = None, *,
+                 userxattr: bool | None = None) -> Changes:
     """Files written, created (new content) or deleted (``None``) relative to ``lower``, the
     paths left out (symlinks, special files), and which artifact limit was exceeded, if any.
+    ``userxattr`` says the overlay was mounted with ``userxattr`` (default: as :mod:`bwrap`
+    mounts it, i.e. when not root).
 
     A file rewritten with its original content is not a change; caches (``__pycache__``,
     ``.pytest_cache``, ``*.pyc``) are left out. Read a stopped sandbox: no process may still
     write to ``upper`` (a running one could only make the result inconsistent, never make it
     include a file outside ``upper``).
     """
-    walk = _Walk(lower, limits or SandboxLimits())
+    if userxattr is None:  # how bwrap.spawn mounts it: user.* xattrs only without root
+        userxattr = os.geteuid() != 0
+    walk = _Walk(lower, limits or SandboxLimits(), userxattr)
     fd = os.open(upper, _DIR_FLAGS)
     try:
         walk.directory(fd, b"")

@@ -38,7 +38,9 @@ class SandboxLimits:
             their apparent size (a sparse file counts in full).
         artifact_max_files: Number of changed files an artifact holds.
         artifact_max_path_bytes: Longest path (bytes, relative to the workspace) of a changed
-            file. An episode over any artifact limit yields an artifact with no files and
+            file.
+        artifact_max_depth: Deepest directory nesting of the workspace's changes (it bounds
+            the snapshot's walk). An episode over any artifact limit yields an artifact with no files and
             ``meta["limit_exceeded"]`` saying which limit (graders score it 0).
     """
 
@@ -56,6 +58,7 @@ class SandboxLimits:
     artifact_max_bytes: int = 32 << 20
     artifact_max_files: int = 10_000
     artifact_max_path_bytes: int = 1024
+    artifact_max_depth: int = 64
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

@@ -25,6 +25,7 @@ import ctypes.util
 import os
 import resource
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -101,7 +102,7 @@ def idmap_userns(owner: tuple[int, int], to: tuple[int, int]) -> int:
                 if os.waitpid(pid, os.WNOHANG)[0]:
                     raise SandboxSetupError("cannot create a user namespace for the idmapped "
                                             "snapshot mount (is user.max_user_namespaces 0?)")
-                threading.Event().wait(0.0005)
+                time.sleep(0.0005)
             for name, text in (("uid_map", f"{owner[0]} {to[0]} 1"),
                                ("gid_map", f"{owner[1]} {to[1]} 1")):
                 with open(f"/proc/{pid}/{name}", "w") as f:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import shutil
 import signal
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,6 +21,7 @@ from proofgym.runtimes.sandbox.bwrap import (
     bwrap_argv,
     find_bwrap,
     remove_scratch,
+    remove_tree,
     spawn,
 )
 from proofgym.runtimes.sandbox.bwrap import scratch_dir as scratch_dir_
@@ -97,6 +98,10 @@ class SandboxRuntime:
         self._spare: tuple[Overlay, Future[SandboxShell]] | None = None
         self._pending: Future[SandboxShell] | None = None
         self._dirty = False
+        # a snapshot taken from another thread waits for the running call (which ends with
+        # every process of the call killed) instead of reading a workspace still being written
+        self._lock = threading.RLock()
+        self._retiring: Future[None] | None = None
         self.reset()
         if snapshot is not None:
             self.use_snapshot(snapshot)
@@ -134,30 +139,32 @@ class SandboxRuntime:
                 self._retire(spare[1], spare[0])
             self._overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._pending = None
-        self._retire(old_shell or old_pending, old_overlay)
         self._episode_deadline = time.monotonic() + self.limits.episode_time_s
         self._shell_restarts = 0
         self._dirty = False
         if self.prestart:
             overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
             self._spare = (overlay, self._background.submit(self._boot, overlay))
+        # after the spare's boot in the queue: the next reset waits on the spare, not on this;
+        # the new episode's first call waits for it (see _settle())
+        self._retiring = self._retire(old_shell or old_pending, old_overlay)
 
     def _retire(self, shell: SandboxShell | Future[SandboxShell] | None,
-                overlay: Overlay | None) -> None:
+                overlay: Overlay | None) -> Future[None] | None:
         """Kill a sandbox (running, or still booting) and delete its changes, off the caller's
-        path."""
+        path (the returned future, when it runs in the background)."""
         def job() -> None:
             sh = self._pending_shell(shell) if isinstance(shell, Future) else shell
             if sh is not None:
                 sh.kill()
             if overlay is not None:
-                shutil.rmtree(overlay.upper.parent, ignore_errors=True)
+                remove_tree(overlay.upper.parent)
         if shell is None and overlay is None:
-            return
+            return None
         if self._closed or not self.prestart:
             job()
-        else:
-            self._background.submit(job)
+            return None
+        return self._background.submit(job)
 
     @staticmethod
     def _pending_shell(future: Future[SandboxShell] | None) -> SandboxShell | None:
@@ -242,8 +249,20 @@ class SandboxRuntime:
         return ToolResult(text, result.error_kind, was_cut or result.truncated)
 
     def _run(self, command: str, timeout_s: float) -> CommandOutcome:
-        self._dirty = True
         started = time.monotonic()  # the time limit counts from the start of the call
+        with self._lock:
+            return self._run_locked(command, timeout_s, started)
+
+    def _settle(self) -> None:
+        """The previous episode's processes and files share this runtime's memory cgroup: they
+        are gone before this episode's first tool call runs (the agent's first turn hides it)."""
+        retiring, self._retiring = self._retiring, None
+        if retiring is not None:
+            retiring.result()
+
+    def _run_locked(self, command: str, timeout_s: float, started: float) -> CommandOutcome:
+        self._dirty = True
+        self._settle()
         self.start()
         assert self._shell is not None
         budget = self._episode_deadline - started
@@ -281,6 +300,7 @@ class SandboxRuntime:
                                   " bytes; redirect it to a file and read parts of it]", *notes),
                             "execution_error")
         if out.out_of_memory:
+            notes += self._free_tmp()
             raise ToolError(_join(text, f"[the command ran out of memory: the limit is "
                                   f"{lim.memory_mb} MiB]", *notes), "execution_error")
         if out.process_limit:
@@ -299,10 +319,33 @@ class SandboxRuntime:
             notes.insert(0, f"[exit code {out.exit_code}]")
         return _join(text, *notes)
 
+    def _free_tmp(self) -> list[str]:
+        """After an out-of-memory kill: files in ``/tmp`` are memory charged to the sandbox that
+        no process holds, so when they fill it every later shell would be killed before it ran.
+        Then the sandbox is restarted (an empty ``/tmp``; the workspace is kept)."""
+        with self._lock:
+            if self._shell is None or not self._shell.alive:
+                return []
+            reply = self._shell.call({"op": "tmp_usage"}, 5.0)
+            used = (reply or {}).get("used", 0)
+            if reply is not None and used < (self.limits.memory_mb << 20) // 2:
+                return ["[files count against the memory limit too: if commands are killed "
+                        "before they run, empty large files with write_file (content \"\")]"]
+            self._stop()
+            self._shell_restarts += 1
+        return [f"[files in /tmp held {used >> 20} MiB, which counts against the memory limit: the "
+                "sandbox was restarted with an empty /tmp; files in /workspace are kept, the "
+                "working directory and variables are reset]"]
+
     def file_request(self, request: dict[str, Any]) -> dict[str, Any]:
         """A file tool's request to the sandbox's supervisor (which resolves paths inside the
         workspace without following symlinks); a failure to answer is a :class:`ToolError`."""
+        with self._lock:
+            return self._file_request_locked(request)
+
+    def _file_request_locked(self, request: dict[str, Any]) -> dict[str, Any]:
         self._dirty = True
+        self._settle()
         self.start()
         assert self._shell is not None
         reply = self._shell.call(request, self.limits.command_timeout_s)
@@ -323,8 +366,9 @@ class SandboxRuntime:
         ``meta["limit_exceeded"]`` says which limit (graders score it 0).
         """
         assert self._overlay is not None
-        self._freeze()
-        changes = read_changes(self._overlay.upper, self._overlay.lower, self.limits)
+        with self._lock:
+            self._freeze()
+            changes = read_changes(self._overlay.upper, self._overlay.lower, self.limits)
         meta: dict[str, Any] = {"snapshot": str(self._lower), "skipped": changes.skipped,
                                 "shell_restarts": self._shell_restarts}
         if changes.limit_exceeded is not None:

@@ -31,8 +31,10 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     # the mount table (the old and the new mount API)
     "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig",
     "fsmount", "fspick", "mount_setattr",
-    # other processes' memory
-    "ptrace", "process_vm_readv", "process_vm_writev",
+    # other processes' memory, files and descriptor tables
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    # the x86 local descriptor table (a source of kernel bugs; no program here needs it)
+    "modify_ldt",
     # namespaces: the sandbox's are set up already
     "unshare", "setns",
     # host-wide state

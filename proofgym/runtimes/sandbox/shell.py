@@ -14,10 +14,10 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
-import re
 import select
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -31,9 +31,6 @@ from proofgym.runtimes.sandbox.system import SandboxSetupError
 #: reaps first); past it the sandbox is taken as lost and killed.
 _GRACE_S = 5.0
 _MAGIC = b"PGSV1\n"
-#: Without a cgroup there is no counter of process-limit hits; fork failures are recognised in
-#: the output of a failed command (only to word the error: the processes are killed either way).
-_PROCESS_PATTERNS = re.compile(rb"fork: retry|Resource temporarily unavailable|can't start new thread")
 
 
 #: The sandbox's pid 1: the sandbox's interpreter, reading the supervisor's source from the
@@ -123,9 +120,15 @@ class SandboxShell:
         self._poll.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
         self._buf = bytearray()
         self._pidns = pidns
+        self._lock = threading.Lock()
+        if os.geteuid() == 0:  # the OOM killer never picks the supervisor (it needs root)
+            init = self._init_pid()
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{init}/oom_score_adj").write_text("-1000")
         self._send_raw(supervisor_source())
         # the counters only move while a command runs: each call's "after" is the next "before"
         self._last_counters = self._counters()
+        self._counted = False
 
     # ------------------------------------------------------------------ start
     def wait_ready(self, timeout_s: float = 20.0) -> None:
@@ -156,10 +159,11 @@ class SandboxShell:
         """Send one request and wait for its reply; ``None`` (and the sandbox killed) when the
         supervisor is gone or does not answer within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
-        if not self._send(request):
-            self.kill()
-            return None
-        reply = self._recv(deadline)
+        with self._lock:  # one request at a time on the channel, whatever the threads
+            if not self._send(request):
+                self.kill()
+                return None
+            reply = self._recv(deadline)
         if reply is None:
             self.kill()
         return reply
@@ -167,7 +171,9 @@ class SandboxShell:
     def run(self, command: str, timeout_s: float) -> CommandOutcome:
         """Run ``command`` in a fresh ``bash -c`` (in the working directory and with the
         variables the previous call left)."""
-        before = self._last_counters
+        # a spare's counters were read when it booted, before the previous episode ran
+        before = self._last_counters if self._counted else self._counters()
+        self._counted = True
         reply = self.call({"op": "run", "cmd": command.encode("utf-8", "surrogateescape").replace(b"\0", b""),
                            "timeout": float(timeout_s), "max_out": self.max_output_bytes},
                           timeout_s + _GRACE_S)
@@ -185,9 +191,9 @@ class SandboxShell:
                 code = 128 - code
         oom, pids = self._last_counters = self._counters()
         out = reply["out"]
-        failed = code != 0
-        process_limit = pids > before[1] or (
-            self.cgroup is None and failed and bool(_PROCESS_PATTERNS.search(out[-4096:])))
+        # from counters only, never from what the command printed (without a cgroup there is
+        # no counter: a fork bomb is then reported by the processes it left, or its exit code)
+        process_limit = pids > before[1]
         return CommandOutcome(out, code, reply["timed_out"], reply["exceeded"], oom > before[0],
                               process_limit, False, reply["stragglers"], reply.get("note"))
 
@@ -196,6 +202,40 @@ class SandboxShell:
         ``False`` if the supervisor could not (the sandbox is then killed)."""
         reply = self.call({"op": "quiesce"}, timeout_s)
         return reply is not None and reply.get("others") == 0
+
+    def kill_commands(self) -> None:
+        """Kill every process of the sandbox but the supervisor (the name the persistent-shell
+        design had; tests use it)."""
+        self.quiesce()
+
+    def _sandbox_processes(self) -> list[tuple[int, int]]:
+        """``(host pid, pid inside the sandbox)`` of the sandbox's live processes (for tests and
+        diagnostics: nothing of the control channel depends on it)."""
+        if self._pidns is None:
+            init = self._init_pid()
+            try:
+                self._pidns = os.readlink(f"/proc/{init}/ns/pid") if init else None
+            except OSError:
+                return []
+        if self._pidns is None:
+            return []
+        candidates = self.cgroup.pids() if self.cgroup else [
+            int(p) for p in os.listdir("/proc") if p.isdigit()]
+        found = []
+        for pid in candidates:
+            try:
+                if os.readlink(f"/proc/{pid}/ns/pid") != self._pidns:
+                    continue
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            if "\nState:\tZ" in status:
+                continue
+            nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")),
+                         [])
+            if len(nspid) >= 2:
+                found.append((pid, int(nspid[-1])))
+        return found
 
     def _counters(self) -> tuple[int, int]:
         if self.cgroup is None:

@@ -14,14 +14,17 @@ comes from ``waitpid``; when it returns, every other process of the namespace is
 The file tools are done here, never through the agent's shell, resolving each path component
 relative to a directory descriptor with ``O_NOFOLLOW``.
 
+It is one file because it is sent to the sandbox as one source (its parts: running commands,
+parsing the state they leave, the file tools, the request loop).
+
 Frames, both ways: 4-byte big-endian length, then a ``marshal``-ed dict of str/bytes/int/float/
 bool/None/list/tuple (the host runs the same interpreter, so the format matches).
 """
 
+import _signal as signal
 import marshal
 import os
 import select
-import signal
 import stat
 import time
 
@@ -32,14 +35,20 @@ MAX_STATE = 256 * 1024
 #: Environment names a saved state may not set: they would run code in the next call's shell
 #: before its command (BASH_ENV, exported functions) or change how bash parses it.
 _UNSAFE_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "LD_PRELOAD", "LD_AUDIT",
-               "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH", "SHLVL", "_")
+               "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH", "SHLVL", "_",
+               "TMOUT")
 
 # The next call's shell is started (in the working directory $1) as soon as the previous call
 # ends, and waits for its command on fd 4, so a call does not wait for bash to start. On exit
 # (also `exit N` inside the command) the working directory and exported variables are written
 # to fd 3; the supervisor parses them as data, never as code. What the saving prints is dropped:
 # it is not the command's output. (`export -p` and `printf` are builtins: saving forks nothing.)
-WRAPPER = r"""builtin cd -- "$1" 2>/dev/null || builtin cd /workspace
+# The shell first makes itself (and so every process of the agent) the OOM killer's first
+# choice, before the supervisor: files on a tmpfs are charged to the sandbox but held by no
+# process. It does so itself because only it is dumpable (the supervisor's /proc view of a child
+# it just spawned could still be root-owned), and nothing of the agent runs before it.
+WRAPPER = r"""builtin echo 1000 2>/dev/null >/proc/self/oom_score_adj
+builtin cd -- "$1" 2>/dev/null || builtin cd /workspace
 builtin trap '{ builtin printf "%s\0" "$PWD"; builtin export -p; } >&3 2>/dev/null' EXIT
 IFS= builtin read -r -d '' -u 4 __pg_cmd
 builtin exec 4<&-
@@ -49,11 +58,23 @@ builtin eval "$__pg_cmd"
 
 
 def _prctl_not_dumpable():
-    import ctypes
+    # _ctypes, not ctypes (nor signal, below, but _signal): the packages import enum and
+    # collections, a third of the interpreter's start-up, which every sandbox boot pays
+    import _ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
+    class Int(_ctypes._SimpleCData):
+        _type_ = "i"
+
+    class Function(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Int
+
+    class Libc:
+        _handle = _ctypes.dlopen(None)
+
+    prctl = Function(("prctl", Libc()))
+    if prctl(4, 0, 0, 0, 0) != 0 or prctl(3, 0, 0, 0, 0) != 0:  # PR_SET/GET_DUMPABLE
+        raise OSError(_ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
 class Channel:
@@ -205,6 +226,10 @@ class Runner:
         timeout, max_out = req["timeout"], req["max_out"]
         deadline = _now() + timeout
         self.prepare()
+        if select.select([self.job.pidfd], [], [], 0)[0]:  # the waiting shell died: start anew
+            os.waitpid(self.job.pid, 0)
+            self.discard()
+            self.prepare()
         job, self.job = self.job, None
         try:
             return self._run(job, req["cmd"], deadline, max_out)
@@ -548,6 +573,9 @@ def main():
                 reap_all(kill=True)
                 runner.discard()
                 resp = {"others": live_others()}
+            elif op == "tmp_usage":  # bytes held by files in /tmp (charged to the sandbox)
+                st = os.statvfs("/tmp")
+                resp = {"used": (st.f_blocks - st.f_bfree) * st.f_frsize}
             elif op in ("read", "write", "list"):
                 resp = getattr(files, op)(req)
             else:
