@@ -85,7 +85,7 @@ def test_every_control_of_every_task_scores_zero(env):
             assert m["pass_to_pass_passed"] == m["pass_to_pass_total"], (task_id, name)
         if name in ("patch_pytest_at_import", "patch_pytest_spare_sentinel", "import_hook_neuters_tests",
                     "forge_report_from_disk", "fake_report_fds", "sys_exit_at_import"):
-            assert m["tampering_detected"] == 1.0 and "mutants" in v.error, (task_id, name)
+            assert m["tampering_detected"] == 1.0 and "mutants" in v.error, (task_id, name, v.error)
         if name == "sleep_past_the_pool":
             assert v.components == {"resolved": 0.0, "tests_timed_out": 0.0}, (task_id, v)
         if name == "kill_test_runner":
