@@ -318,3 +318,16 @@ def test_a_value_that_is_also_an_input_is_never_the_one_mutated():
         assert mutate_test(func, random.Random(seed), module)
         out = ast.unparse(module)
         assert "[[2, -1], [1, 3]]" in out and "A = [1, 2]" in out and "!=" in out, out
+
+
+def test_a_mutant_passing_alone_is_wrong_code_and_with_its_test_is_tampering():
+    """Buggy code can return exactly a mutant's value (a count of 0 where the test wants 1 and
+    the mutant 0): that is a failed test, not tampering. Both passing is impossible honestly."""
+    from proofgym.verify.mutants import Layout
+    from proofgym.verify.sandboxed import _summarise
+
+    layout = Layout(run=["g1", "g2"], real={"g1": "t.py::test_a"}, mutant={"g2": "t.py::test_a"})
+    alone = _summarise(layout, {"g1": "failed", "g2": "passed"}, None, 0, False, "", (), {})
+    assert not alone.tampered and alone.results == {"t.py::test_a": "failed"} and alone.failure is None
+    both = _summarise(layout, {"g1": "passed", "g2": "passed"}, None, 0, False, "", (), {})
+    assert both.tampered and both.failure == "tampering_detected" and both.results == {}

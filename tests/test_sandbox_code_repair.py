@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium
@@ -65,16 +66,23 @@ def test_reference_policy_scores_one_on_every_task_through_the_cli(tmp_path):
         assert m["fail_to_pass_passed"] == m["fail_to_pass_total"] > 0
 
 
+#: Every control on every task is ``proofgym validate proofgym/CodeRepair-v0`` (about ten
+#: minutes on 2 cores: 16 tasks x 23 controls, each a fresh sandbox running one process per test);
+#: the suite plays them all on every fifth task, and PROOFGYM_FULL_SWEEP=1 on all of them.
+SWEEP_EVERY = 1 if os.environ.get("PROOFGYM_FULL_SWEEP") == "1" else 5
+
+
 def test_every_control_of_every_task_scores_zero(env):
     jobs = []
-    for task in env.tasks:
+    tasks = env.tasks[::SWEEP_EVERY]
+    for task in tasks:
         for name in sorted(task.controls()):
             traj = run_episode(env, ControlPolicy(name), task=task, verify=False)
             assert traj.status == "ok", (task.id, name, traj.error)
             jobs.append((task.id, name, env.verification_job(traj.trace())))
     with ThreadPoolExecutor(3) as pool:  # grading is subprocess-bound; fresh sandboxes in parallel
         verdicts = list(pool.map(lambda j: (j[0], j[1], j[2].run()), jobs))
-    assert len(verdicts) == len(env.tasks) * len(CONTROLS | HACKS)
+    assert len(verdicts) == len(tasks) * len(CONTROLS | HACKS)
     for task_id, name, v in verdicts:
         assert v.status == "scored", (task_id, name, v.error)
         assert v.reward == 0.0, (task_id, name, v)
@@ -84,8 +92,10 @@ def test_every_control_of_every_task_scores_zero(env):
             assert m["protected_changes_dropped"] > 0, (task_id, name)
             assert m["pass_to_pass_passed"] == m["pass_to_pass_total"], (task_id, name)
         if name in ("patch_pytest_at_import", "patch_pytest_spare_sentinel", "import_hook_neuters_tests",
-                    "forge_report_from_disk", "fake_report_fds", "sys_exit_at_import"):
-            assert m["tampering_detected"] == 1.0 and "mutants" in v.error, (task_id, name)
+                    "forge_report_from_disk", "fake_report_fds"):
+            assert m["tampering_detected"] == 1.0 and "mutants" in v.error, (task_id, name, v.error)
+        if name == "sys_exit_at_import":  # every test process ends at import: nothing passes
+            assert m["pass_to_pass_passed"] == m["fail_to_pass_passed"] == 0, (task_id, v)
         if name == "sleep_past_the_pool":
             assert v.components == {"resolved": 0.0, "tests_timed_out": 0.0}, (task_id, v)
         if name == "kill_test_runner":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -90,6 +91,8 @@ def test_file_size_limit(sandbox):
     _next_command_works(sandbox)
 
 
+@pytest.mark.xfail(os.geteuid() != 0, strict=True,
+                   reason="known gap, docs/threat-model.md: without root there is no workspace tmpfs")
 def test_the_workspace_cannot_fill_the_disk(tmp_path):
     require_tool("bwrap")
     limits = SandboxLimits(command_timeout_s=20, workspace_mb=24, max_file_size_mb=8)

@@ -3,10 +3,11 @@
 Code under test shares a process with the test it is checked by, so anything that process reports
 can be forged (a patched runner, an import hook that swaps test functions, results whose
 ``__eq__`` is always true, ``os._exit(0)``). What it cannot do is tell a real test from a *mutant*
-of it: the same test with one expected value changed, which must fail on any correct code. Every
+of it: the same test with one expected value changed. No code that computes a value passes both
+a test and its mutant. Every
 grading lays out each test, real or mutant, alone in a freshly named file with a freshly named
 function, in a random order; the mapping back to the real test ids stays on the host. A run in
-which any mutant passes was tampered with.
+which a mutant passes together with its test was tampered with.
 
 Tests are listed from the files' AST, never by importing them (importing runs the code under
 test). Test functions are ``test*`` functions at module level and ``test*`` methods of ``Test*``

@@ -43,8 +43,10 @@ from proofgym.verify.pool_process import ProcessBackend
 
 Backend = Literal["process", "inline"]
 
-#: How much longer than a task's own grading timeout the pool waits for its job.
-GRADING_MARGIN_S = 5.0
+#: How much longer than a task's own grading timeout the pool waits for its job: a sandboxed
+#: grading may overrun its test budget by the sandbox start and the report (CodeRepair: up to
+#: 20 s), and that overrun must still end in the task's own scored verdict, not a pool timeout.
+GRADING_MARGIN_S = 30.0
 
 
 class PoolClosedError(ProofgymError, RuntimeError):

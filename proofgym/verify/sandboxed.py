@@ -10,7 +10,7 @@ the results, by generated id, to a descriptor no test process holds; the host ma
 
 Who caused a failure decides what it is: an artifact that cannot be applied (an unsafe or
 inconsistent path, too large, no space left), tests that run out of time, a test process that
-crashes or takes the runner down, a mutant that passes: all are a :class:`TestRun` that grades
+crashes or takes the runner down, a mutant that passes with its test: all are a :class:`TestRun` that grades
 0, with the reason. Only host faults raise (:class:`SandboxSetupError`).
 """
 
@@ -269,12 +269,16 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
         return TestRun({}, timed_out=host_timeout, report_error=why, tampered=False,
                        failure="tests_timed_out" if host_timeout else "runner_killed", **common)
     results = {real: raw[gen] for gen, real in layout.real.items()}
-    passed = sorted(layout.mutant[g] for g in layout.mutant if raw[g] == "passed")
+    # a mutant passing alone is wrong code that happens to give the mutant's value (a buggy
+    # count of 0 where the test wants 1 and the mutant 0); a mutant passing *with* its test is
+    # impossible for code that computes anything: both were made to pass
+    passed = sorted(of for g, of in layout.mutant.items()
+                    if raw[g] == "passed" and results.get(of) == "passed")
     timed_out = any(s == "timeout" for s in raw.values())
     if passed:
         return TestRun({}, timed_out=timed_out, tampered=True, mutants_passed=len(passed),
-                       report_error=("tampering: mutants of these tests (the same test with an "
-                                     f"expected value changed) passed: {passed}"),
+                       report_error=("tampering: these tests passed and so did their mutants (the "
+                                     f"same test with an expected value changed): {passed}"),
                        failure="tampering_detected", **common)
     if timed_out:  # which tests ran before the stop depends on the random order: none count
         return TestRun({}, timed_out=True, tampered=False, failure="tests_timed_out",

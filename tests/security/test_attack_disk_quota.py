@@ -9,6 +9,8 @@ the host) against a 48 MB limit.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
@@ -21,6 +23,10 @@ _LIMITS = SandboxLimits(command_timeout_s=30.0, max_file_size_mb=16, workspace_m
                         max_output_bytes=256 * 1024, max_output_chars=4096)
 
 
+@pytest.mark.xfail(os.geteuid() != 0, strict=True,
+                   reason="known gap, docs/threat-model.md: without root the upper directory is an "
+                          "ordinary host directory (no tmpfs of workspace_mb); only "
+                          "max_file_size_mb and the artifact limits bound an episode")
 def test_the_workspace_size_limit_holds():
     require_tool("bwrap")
     with SandboxRuntime(limits=_LIMITS) as rt:

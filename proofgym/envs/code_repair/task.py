@@ -43,7 +43,7 @@ class CodeRepairTask(Task):
     #: ``verify.sandboxed``), so a verifier pool's job timeout must exceed ``grading_timeout_s + 30``.
     grading_timeout_s: float = 30.0
     #: One test's time limit: a test past it stops the run (a scored 0, like the whole budget).
-    test_timeout_s: float = 5.0
+    test_timeout_s: float = 10.0
     #: Content the artifact may carry into grading, in all.
     max_artifact_bytes: int = 64 << 20
 

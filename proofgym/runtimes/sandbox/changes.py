@@ -135,7 +135,7 @@ class _Walk:
 
     def _subdirectory(self, dfd: int, name: bytes, rel: bytes, depth: int) -> None:
         try:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            fd = _open(name, _DIR_FLAGS, dir_fd=dfd)
         except OSError:  # replaced by a link or removed since it was listed: not followed
             self.skipped.append(rel)
             return
@@ -152,7 +152,7 @@ class _Walk:
     def _file(self, dfd: int, name: bytes, rel: bytes) -> None:
         lim = self.limits
         try:
-            fd = os.open(name, _FILE_FLAGS, dir_fd=dfd)
+            fd = _open(name, _FILE_FLAGS, dir_fd=dfd)
         except OSError:
             self.skipped.append(rel)
             return
@@ -185,6 +185,23 @@ class _Walk:
                              "(artifact_max_files)")
 
 
+def _open(name: bytes | str | Path, flags: int, dir_fd: int | None = None) -> int:
+    """``os.open``, restoring our own read/search permission where the agent removed it.
+
+    Without root the upper directory's entries belong to us (the sandbox user is our uid), and
+    ``chmod 000`` inside the sandbox would otherwise hide the agent's changes from the snapshot.
+    The sandbox is stopped before a snapshot, so nothing can swap the entry in between."""
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except PermissionError:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if st.st_uid != os.geteuid() or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            raise
+        own = 0o700 if stat.S_ISDIR(st.st_mode) else 0o600
+        os.chmod(name, stat.S_IMODE(st.st_mode) | own, dir_fd=dir_fd)
+        return os.open(name, flags, dir_fd=dir_fd)
+
+
 def read_changes(upper: Path, lower: Path, limits: SandboxLimits | None = None, *,
                  userxattr: bool | None = None) -> Changes:
     """Files written, created (new content) or deleted (``None``) relative to ``lower``, the
@@ -200,7 +217,7 @@ def read_changes(upper: Path, lower: Path, limits: SandboxLimits | None = None, 
     if userxattr is None:  # how bwrap.spawn mounts it: user.* xattrs only without root
         userxattr = os.geteuid() != 0
     walk = _Walk(lower, limits or SandboxLimits(), userxattr)
-    fd = os.open(upper, _DIR_FLAGS)
+    fd = _open(upper, _DIR_FLAGS)
     try:
         walk.directory(fd, b"")
     except _OverLimit as exc:
