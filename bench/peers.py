@@ -14,14 +14,18 @@ proofgym runs through ``proofgym eval`` itself (a fresh interpreter, the wall ti
 command), and in process (``proofgym.eval.evaluate`` with a fresh grader pool, timed the same
 way) to show what the CLI adds. The peers run each in its own virtualenv (never vendored here):
 
-* ``verifiers`` 0.4 (``VENVS/verifiers04``), its v1 Taskset/Harness API: bench/verifiers04_side.py;
 * ``inspect_ai`` (``VENVS/inspect``): ``inspect eval bench/inspect_arith.py`` with its
   OpenAI-compatible provider pointed at the scripted server, ``--max-connections`` = concurrency.
 
-    python -m venv /work/wt/venvs/verifiers04 && /work/wt/venvs/verifiers04/bin/pip install 'verifiers>=0.4'
     python -m venv /work/wt/venvs/inspect && /work/wt/venvs/inspect/bin/pip install inspect_ai openai
 
 Each side's time is the wall time of its whole command, start-up included, as a user sees it.
+Not yet here: ``verifiers`` 0.4. Its v1 API runs every rollout through a Harness program (the
+``null`` harness launches a chat program as a uv script in a Runtime, its model traffic through
+an interception proxy) and finds tasksets as installed plugin packages; the adapter (a Taskset
+package installed into its venv, run with ``vf-eval``) is still to be written. The 0.2.1
+``SingleTurnEnv`` adapter this file had was dropped with it (git history, bench/verifiers_side.py).
+
 The server answers every task in one message, ``\\boxed{answer}``; proofgym grades with
 math-verify, the peers with their own scorers (noted in the table). A missing venv skips its row
 with a message.
@@ -117,42 +121,30 @@ def _tasks_file(tmp: str, n: int) -> str:
     return path
 
 
-def verifiers_side(venv: Path, base_url: str, n: int, c: int) -> dict[str, float] | str:
-    python = venv / "bin" / "python"
-    if not python.exists():
-        return f"no virtualenv at {venv} (see --help)"
-    with tempfile.TemporaryDirectory() as tmp:
-        tasks = _tasks_file(tmp, n)
-        started = time.perf_counter()
-        proc = subprocess.run([str(python), str(HERE / "verifiers04_side.py"), tasks, base_url, str(c)],
-                              capture_output=True, text=True, timeout=1800,
-                              env={**os.environ, "OPENAI_API_KEY": "EMPTY"})
-        wall = time.perf_counter() - started
-    if proc.returncode != 0:
-        return f"failed: {proc.stderr.strip()[-1500:]}"
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {**result, "wall_s": wall}
-
-
 def inspect_side(venv: Path, base_url: str, n: int, c: int) -> dict[str, float] | str:
     inspect = venv / "bin" / "inspect"
     if not inspect.exists():
         return f"no virtualenv at {venv} (see --help)"
     with tempfile.TemporaryDirectory() as tmp:
         tasks = _tasks_file(tmp, n)
-        env = {**os.environ, "OPENAI_API_KEY": "EMPTY", "OPENAI_BASE_URL": base_url,
-               "PEERS_TASKS": tasks, "INSPECT_DISPLAY": "none"}
-        argv = [str(inspect), "eval", str(HERE / "inspect_arith.py"), "--model", "openai/scripted",
-                "--model-base-url", base_url, "--max-connections", str(c), "--max-samples", str(c),
+        env = {**os.environ, "PEERS_TASKS": tasks, "SCRIPTED_BASE_URL": base_url,
+               "SCRIPTED_API_KEY": "EMPTY"}
+        argv = [str(inspect), "eval", "inspect_arith.py",  # relative: inspect globs it from cwd
+                "--model", "openai-api/scripted/scripted",
+                "--max-connections", str(c), "--max-samples", str(c),
                 "--max-retries", "0", "--log-dir", os.path.join(tmp, "logs"), "--log-format", "json",
-                "--display", "none", "--no-log-samples"]
+                "--display", "none"]
         started = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env, cwd=HERE)
         wall = time.perf_counter() - started
         if proc.returncode != 0:
             return f"failed: {(proc.stderr or proc.stdout).strip()[-1500:]}"
         logs = sorted(Path(tmp, "logs").glob("*.json"))
         log = json.loads(logs[-1].read_text())
+    if log.get("status") != "success":
+        error = log.get("error") or {}
+        return (f"inspect eval ended {log.get('status')}: {error.get('message')} "
+                f"{(error.get('traceback') or '')[-800:]}")
     results = log.get("results") or {}
     scores = results.get("scores") or [{}]
     accuracy = next(iter((scores[0].get("metrics") or {}).values()), {}).get("value")
@@ -180,10 +172,6 @@ def main() -> None:
                 ("proofgym eval (CLI, math-verify)", proofgym_cli(base_url, n, c)),
                 ("proofgym evaluate() in process", proofgym_in_process(base_url, n, c)),
             ]
-            vf = verifiers_side(args.venvs / "verifiers04", base_url, n, c)
-            name = f"verifiers {vf.get('version', '0.4')} v1 Taskset+Harness" if isinstance(vf, dict) \
-                else "verifiers 0.4"
-            sides.append((name, vf))
             ins = inspect_side(args.venvs / "inspect", base_url, n, c)
             sides.append((f"inspect_ai {ins.get('version', '')} (inspect eval)" if isinstance(ins, dict)
                           else "inspect_ai", ins))
