@@ -198,7 +198,7 @@ def main() -> None:
         assert isinstance(inproc, dict)
         cli_gap = ours["wall_s"] / inproc["wall_s"] - 1
         verdicts.append(f"{row}-bound: CLI wall {ours['wall_s']:.2f} s vs in process {inproc['wall_s']:.2f} s"
-                        f" (+{cli_gap:.0%}; target <= 10%: {'met' if cli_gap <= 0.10 else 'NOT met'})")
+                        f" ({cli_gap:+.0%}; target <= 10%: {'met' if cli_gap <= 0.10 else 'NOT met'})")
         if row == "model":
             verdicts.append(f"model-bound: proofgym CLI at {ours_eps / ideal:.1%} of ideal (target >= 90%: "
                             f"{'met' if ours_eps / ideal >= 0.9 else 'NOT met'})")

@@ -340,7 +340,7 @@ def main() -> None:
         cli, inproc = cli_row
         gap = cli["wall_s"] / inproc["wall_s"] - 1
         row(f"`proofgym eval` vs evaluate() in process ({args.cli_episodes} Arith episodes, "
-            f"c={args.concurrency})", f"{cli['wall_s']:.2f} s vs {inproc['wall_s']:.2f} s (+{gap:.0%})",
+            f"c={args.concurrency})", f"{cli['wall_s']:.2f} s vs {inproc['wall_s']:.2f} s ({gap:+.0%})",
             "<= +10%", gap <= 0.10)
     console.print(targets)
     console.print(f"(overheads: medians of 7 runs of 300 episodes) bare loop {over['bare_us']:.1f} us/step; "
