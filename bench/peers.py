@@ -1,19 +1,39 @@
-"""proofgym against the `verifiers` library on the same work: single-turn Arith tasks answered by
-the same scripted OpenAI-compatible server, at the same concurrency.
+"""proofgym against its peers' current releases on the same work: single-turn Arith tasks answered
+by the same scripted OpenAI-compatible server, at the same concurrency.
 
-    python bench/peers.py [--episodes 1000] [--concurrency 64] [--latency 0.1]
-                          [--verifiers-python PATH]
+    python bench/peers.py [--rows framework,model] [--venvs /work/wt/venvs]
 
-verifiers 0.2.1 (its ``SingleTurnEnv`` API; 0.4 replaced it) pins its own openai client range, so
-it runs in its own interpreter: ``--verifiers-python`` (or ``PEERS_PYTHON``) points at a Python
-with it installed (``python -m venv .venv-peers && .venv-peers/bin/pip install 'verifiers==0.2.1'``).
-Both sides grade with math-verify on the boxed answer; both get a warm-up batch first.
+Two rows (the issue's targets):
+
+* framework-bound: 1,000 episodes at concurrency 64, 100 ms per model call (target: proofgym
+  >= 3x each peer);
+* model-bound: 500 episodes at concurrency 16, 200 ms per model call (target: proofgym >= 90%
+  of ideal = concurrency / latency).
+
+proofgym runs through ``proofgym eval`` itself (a fresh interpreter, the wall time of the whole
+command), and in process (``proofgym.eval.evaluate`` with a fresh grader pool, timed the same
+way) to show what the CLI adds. The peers run each in its own virtualenv (never vendored here):
+
+* ``inspect_ai`` (``VENVS/inspect``): ``inspect eval bench/inspect_arith.py`` with its
+  OpenAI-compatible provider pointed at the scripted server, ``--max-connections`` = concurrency.
+
+    python -m venv /work/wt/venvs/inspect && /work/wt/venvs/inspect/bin/pip install inspect_ai openai
+
+Each side's time is the wall time of its whole command, start-up included, as a user sees it.
+Not yet here: ``verifiers`` 0.4. Its v1 API runs every rollout through a Harness program (the
+``null`` harness launches a chat program as a uv script in a Runtime, its model traffic through
+an interception proxy) and finds tasksets as installed plugin packages; the adapter (a Taskset
+package installed into its venv, run with ``vf-eval``) is still to be written. The 0.2.1
+``SingleTurnEnv`` adapter this file had was dropped with it (git history, bench/verifiers_side.py).
+
+The server answers every task in one message, ``\\boxed{answer}``; proofgym grades with
+math-verify, the peers with their own scorers (noted in the table). A missing venv skips its row
+with a message.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import subprocess
@@ -28,89 +48,166 @@ from rich.console import Console
 from rich.table import Table
 from workload import ServerProcess
 
-from proofgym.envs.arith import arith_tasks
-from proofgym.envs.arith import make_env as arith_env
-from proofgym.eval import plan_episodes
-from proofgym.rollout import OpenAIPolicy, Orchestrator
-from proofgym.verify.pool import VerifierPool
-
-console = Console(width=130)
+console = Console(width=140)
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+N_TASKS = 400  # proofgym/Arith-v0's default task set, served by the scripted server
+ROWS = {"framework": (1000, 64, 0.1), "model": (500, 16, 0.2)}
 
 
-async def proofgym_side(base_url: str, n: int, concurrency: int, transport: str) -> dict[str, float]:
-    ids = arith_tasks(n).ids
-    policy = OpenAIPolicy("scripted", base_url=base_url, timeout_s=60, transport=transport)
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            "OPENAI_API_KEY": "EMPTY", "PEERS_API_KEY": "EMPTY"}
+
+
+def proofgym_cli(base_url: str, n: int, c: int) -> dict[str, float]:
+    """``proofgym eval`` in a fresh interpreter; wall time of the whole command."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run"
+        argv = [sys.executable, "-m", "proofgym.cli.main", "eval", "proofgym/Arith-v0",
+                "--policy", "openai:scripted", "--base-url", base_url, "-n", str(n), "-c", str(c),
+                "--grader-jobs", str(c), "--out", str(out)]
+        started = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=1200)
+        wall = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise SystemExit(f"proofgym eval failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        summary = json.loads((out / "summary.json").read_text())
+    return {"episodes": summary["episodes"], "wall_s": wall, "mean_reward": summary["mean_reward"]}
+
+
+def proofgym_in_process(base_url: str, n: int, c: int) -> dict[str, float]:
+    """The same run through ``evaluate`` in an interpreter that has already imported proofgym:
+    a fresh grader pool and run directory, timed from the call to its return."""
+    code = f"""
+import json, sys, tempfile, time
+from pathlib import Path
+import proofgym
+from proofgym.eval import evaluate
+from proofgym.rollout import make_policy
+from proofgym.verify.pool import VerifierPool
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        policy = make_policy("openai:scripted", base_url={base_url!r}, api_key="EMPTY")
+        with VerifierPool("process", processes=2, max_in_flight={c}) as pool:
+            _, summary = evaluate("proofgym/Arith-v0", policy, episodes={n}, concurrency={c},
+                                  verifier=pool, out=Path(tmp) / "run")
+        wall = time.perf_counter() - started
+    print(json.dumps({{"episodes": summary["episodes"], "wall_s": wall,
+                      "mean_reward": summary["mean_reward"]}}))
+"""
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(code)
     try:
-        with VerifierPool("process", processes=2, max_in_flight=concurrency) as pool:
-            def orchestrator() -> Orchestrator:
-                return Orchestrator(lambda: arith_env(n_tasks=n, use_calculator=False), policy,
-                                    concurrency=concurrency, verifier=pool)
-
-            await orchestrator().run(plan_episodes(ids, episodes=min(concurrency, n), seed=10**6))
-            started = time.perf_counter()
-            results = await orchestrator().run(plan_episodes(ids, episodes=n))
-            wall = time.perf_counter() - started
-    finally:
-        await policy.aclose()
-    rewards = [t.reward for t in results]
-    return {"episodes": len(results), "wall_s": wall,
-            "mean_reward": sum(r or 0.0 for r in rewards) / len(rewards),
-            "errors": sum(t.status == "error" or t.reward is None for t in results)}
-
-
-def verifiers_side(python: str, base_url: str, n: int, concurrency: int) -> dict[str, float]:
-    tasks = [{"prompt": t.get_spec().prompt, "answer": t.answer} for t in arith_tasks(n)]
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(tasks, f)
-    try:
-        proc = subprocess.run([python, str(HERE / "verifiers_side.py"), f.name, base_url, str(concurrency)],
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run([sys.executable, f.name], capture_output=True, text=True, env=_env(),
+                              timeout=1200)
     finally:
         os.unlink(f.name)
     if proc.returncode != 0:
-        raise SystemExit(f"the verifiers side failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"in-process proofgym failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _tasks_file(tmp: str, n: int) -> str:
+    from proofgym.envs.arith import arith_tasks
+
+    tasks = list(arith_tasks(N_TASKS))
+    rows = [{"id": f"{tasks[i % N_TASKS].id}#{i // N_TASKS}", "prompt": tasks[i % N_TASKS].get_spec().prompt,
+             "answer": str(tasks[i % N_TASKS].answer)} for i in range(n)]
+    path = os.path.join(tmp, "tasks.json")
+    with open(path, "w") as f:
+        json.dump(rows, f)
+    return path
+
+
+def inspect_side(venv: Path, base_url: str, n: int, c: int) -> dict[str, float] | str:
+    inspect = venv / "bin" / "inspect"
+    if not inspect.exists():
+        return f"no virtualenv at {venv} (see --help)"
+    with tempfile.TemporaryDirectory() as tmp:
+        tasks = _tasks_file(tmp, n)
+        env = {**os.environ, "PEERS_TASKS": tasks, "SCRIPTED_BASE_URL": base_url,
+               "SCRIPTED_API_KEY": "EMPTY"}
+        argv = [str(inspect), "eval", "inspect_arith.py",  # relative: inspect globs it from cwd
+                "--model", "openai-api/scripted/scripted",
+                "--max-connections", str(c), "--max-samples", str(c),
+                "--max-retries", "0", "--log-dir", os.path.join(tmp, "logs"), "--log-format", "json",
+                "--display", "none"]
+        started = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env, cwd=HERE)
+        wall = time.perf_counter() - started
+        if proc.returncode != 0:
+            return f"failed: {(proc.stderr or proc.stdout).strip()[-1500:]}"
+        logs = sorted(Path(tmp, "logs").glob("*.json"))
+        log = json.loads(logs[-1].read_text())
+    if log.get("status") != "success":
+        error = log.get("error") or {}
+        return (f"inspect eval ended {log.get('status')}: {error.get('message')} "
+                f"{(error.get('traceback') or '')[-800:]}")
+    results = log.get("results") or {}
+    scores = results.get("scores") or [{}]
+    accuracy = next(iter((scores[0].get("metrics") or {}).values()), {}).get("value")
+    version = log.get("eval", {}).get("packages", {}).get("inspect_ai", "?")
+    return {"episodes": results.get("completed_samples", results.get("total_samples", 0)), "wall_s": wall,
+            "mean_reward": accuracy if accuracy is not None else float("nan"), "version": version}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--episodes", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--latency", type=float, default=0.1, help="model latency per call (s)")
-    parser.add_argument("--verifiers-python", default=os.environ.get("PEERS_PYTHON", sys.executable))
+    parser.add_argument("--rows", default="framework,model", help="framework, model or both")
+    parser.add_argument("--venvs", type=Path, default=Path(os.environ.get("PEERS_VENVS", "/work/wt/venvs")))
+    parser.add_argument("--episodes", type=int, default=None, help="override the rows' episode counts")
     args = parser.parse_args()
-    check = subprocess.run([args.verifiers_python, "-c", "import verifiers.envs.singleturn_env"],
-                           capture_output=True, text=True)
-    if check.returncode != 0:
-        raise SystemExit(f"{args.verifiers_python} cannot import verifiers' SingleTurnEnv; install "
-                         "verifiers==0.2.1 in its own virtualenv and pass --verifiers-python (see --help)")
     started = time.perf_counter()
-    n, c = args.episodes, args.concurrency
-    console.print(f"{n} single-turn Arith episodes, concurrency {c}, model latency "
-                  f"{args.latency * 1000:.0f} ms; ideal {c / args.latency:.0f} episodes/s; "
-                  f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    with ServerProcess("arith", n, args.latency) as base_url:
-        peer = verifiers_side(args.verifiers_python, base_url, n, c)
-        ours = asyncio.run(proofgym_side(base_url, n, c, "openai"))
-        lean = asyncio.run(proofgym_side(base_url, n, c, "aiohttp"))
-    table = Table(title="same tasks, same scripted server, same concurrency")
-    for col in ("framework", "episodes", "wall s", "episodes/s", "mean reward", "vs verifiers"):
-        table.add_column(col, justify="left" if col == "framework" else "right")
-    peer_eps = peer["episodes"] / peer["wall_s"]
-    for name, r in ((f"verifiers {peer['version']} SingleTurnEnv", peer),
-                    ("proofgym (openai SDK transport)", ours),
-                    ("proofgym (aiohttp transport)", lean)):
-        eps = r["episodes"] / r["wall_s"]
-        table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{eps:.1f}", f"{r['mean_reward']:.3f}",
-                      f"{eps / peer_eps:.2f}x")
-    console.print(table)
-    ratio = (ours["episodes"] / ours["wall_s"]) / peer_eps
-    verdict = "met" if ratio >= 1.0 else "NOT met"
-    console.print(f"target proofgym >= 1.0x verifiers (same openai SDK client): {ratio:.2f}x -> {verdict}; "
-                  f"bench wall time {time.perf_counter() - started:.0f} s; "
-                  f"load average {os.getloadavg()[0]:.1f}")
+    console.print(f"load average at start {os.getloadavg()} on {os.cpu_count()} cores")
+    verdicts: list[str] = []
+    for row in args.rows.split(","):
+        n, c, latency = ROWS[row]
+        n = args.episodes or n
+        ideal = c / latency
+        with ServerProcess("arith", N_TASKS, latency) as base_url:
+            sides: list[tuple[str, dict[str, float] | str]] = [
+                ("proofgym eval (CLI, math-verify)", proofgym_cli(base_url, n, c)),
+                ("proofgym evaluate() in process", proofgym_in_process(base_url, n, c)),
+            ]
+            ins = inspect_side(args.venvs / "inspect", base_url, n, c)
+            sides.append((f"inspect_ai {ins.get('version', '')} (inspect eval)" if isinstance(ins, dict)
+                          else "inspect_ai", ins))
+        table = Table(title=f"{row}-bound: {n} single-turn Arith episodes, concurrency {c}, "
+                            f"{latency * 1000:.0f} ms per model call; ideal {ideal:.0f} episodes/s")
+        for col in ("framework", "episodes", "wall s", "episodes/s", "of ideal", "mean reward",
+                    "proofgym CLI vs it"):
+            table.add_column(col, justify="left" if col == "framework" else "right")
+        ours = sides[0][1]
+        assert isinstance(ours, dict)
+        ours_eps = ours["episodes"] / ours["wall_s"]
+        for name, r in sides:
+            if isinstance(r, str):
+                table.add_row(name, "-", "-", "-", "-", "-", r[:60])
+                console.print(f"[red]{name}: {r}[/]")
+                continue
+            eps = r["episodes"] / r["wall_s"]
+            table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{eps:.1f}", f"{eps / ideal:.1%}",
+                          f"{r['mean_reward']:.3f}", f"{ours_eps / eps:.2f}x")
+            if name.startswith(("verifiers", "inspect")) and row == "framework":
+                verdicts.append(f"framework-bound: proofgym CLI {ours_eps / eps:.2f}x {name.split()[0]} "
+                                f"(target >= 3x: {'met' if ours_eps / eps >= 3 else 'NOT met'})")
+        inproc = sides[1][1]
+        assert isinstance(inproc, dict)
+        cli_gap = ours["wall_s"] / inproc["wall_s"] - 1
+        verdicts.append(f"{row}-bound: CLI wall {ours['wall_s']:.2f} s vs in process {inproc['wall_s']:.2f} s"
+                        f" ({cli_gap:+.0%}; target <= 10%: {'met' if cli_gap <= 0.10 else 'NOT met'})")
+        if row == "model":
+            verdicts.append(f"model-bound: proofgym CLI at {ours_eps / ideal:.1%} of ideal (target >= 90%: "
+                            f"{'met' if ours_eps / ideal >= 0.9 else 'NOT met'})")
+        console.print(table)
+        console.print(f"load average now {os.getloadavg()}")
+    for v in verdicts:
+        console.print(v)
+    console.print(f"bench wall time {time.perf_counter() - started:.0f} s; load average {os.getloadavg()} "
+                  f"on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

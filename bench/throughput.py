@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from peers import proofgym_cli, proofgym_in_process
 from rich.console import Console
 from rich.table import Table
 from workload import CALLS_PER_EPISODE, ServerProcess, ledger_env, ledger_tasks, rss_mb
@@ -226,6 +227,8 @@ def main() -> None:
     parser.add_argument("--memory-episodes", type=int, default=10_000)
     parser.add_argument("--sweep-episodes", type=int, default=300,
                         help="episodes per row of the grader-wait sweep and the math-verify rows (0: skip)")
+    parser.add_argument("--cli-episodes", type=int, default=1000,
+                        help="episodes of the `proofgym eval` vs in-process row (0: skip)")
     parser.add_argument("--in-process-only", action="store_true",
                         help="only the overhead and memory measurements, as JSON (used internally)")
     args = parser.parse_args()
@@ -277,6 +280,14 @@ def main() -> None:
                 math_rows.append(("inline" if inline_mode else "out of band", asyncio.run(
                     arith_math_verify(arith_url, args.sweep_episodes, args.concurrency, inline_mode))))
 
+    cli_row: tuple[dict[str, float], dict[str, float]] | None = None
+    if args.cli_episodes:
+        # The whole `proofgym eval` command (a fresh interpreter) against `evaluate()` in an
+        # interpreter that has imported proofgym; both with a fresh grader pool and run directory.
+        with ServerProcess("arith", 400, args.latency) as arith_url:
+            cli_row = (proofgym_cli(arith_url, args.cli_episodes, args.concurrency),
+                       proofgym_in_process(arith_url, args.cli_episodes, args.concurrency))
+
     table = Table(title="rollout throughput (scripted OpenAI-compatible server over HTTP)")
     for col in ("mode", "episodes", "wall s", "episodes/s", "slots busy", "efficiency vs ideal",
                 "vs floor"):
@@ -325,6 +336,12 @@ def main() -> None:
     row(f"RSS growth over {args.memory_episodes:,} episodes after warm-up",
         f"{mem['growth_mb']:.1f} MB ({mem['before_mb']:.0f} -> {mem['after_mb']:.0f})", "<= 20 MB",
         mem["growth_mb"] <= 20)
+    if cli_row is not None:
+        cli, inproc = cli_row
+        gap = cli["wall_s"] / inproc["wall_s"] - 1
+        row(f"`proofgym eval` vs evaluate() in process ({args.cli_episodes} Arith episodes, "
+            f"c={args.concurrency})", f"{cli['wall_s']:.2f} s vs {inproc['wall_s']:.2f} s ({gap:+.0%})",
+            "<= +10%", gap <= 0.10)
     console.print(targets)
     console.print(f"(overheads: medians of 7 runs of 300 episodes) bare loop {over['bare_us']:.1f} us/step; "
                   "orchestrator at concurrency 64: "
