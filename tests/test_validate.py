@@ -24,7 +24,7 @@ from proofgym.envs import BUNDLED
 from proofgym.eval.validate import validate, validate_env
 from tests.conftest import REPO
 
-SANDBOXED_TASKS = 2
+SANDBOXED_TASKS = 1
 
 # A deliberately broken task family, importable by the CLI subprocess too (written to a tmp module).
 BROKEN_ENV = textwrap.dedent('''

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import gymnasium
@@ -32,6 +33,17 @@ class BundledFactory:
         env = load_env_creator(self.entry_point)(**kwargs)
         env.render_mode = check_render_mode(render_mode)
         return env
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The factory's own parameters plus ``render_mode``, so callers that look for one
+        (``tasks=``, shared by a run's envs) see it through the wrapper."""
+        own = inspect.signature(load_env_creator(self.entry_point))
+        extra = inspect.Parameter("render_mode", inspect.Parameter.KEYWORD_ONLY, default=None)
+        params = [p for p in own.parameters.values() if p.name != "render_mode"]
+        var_kw = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+        rest = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        return own.replace(parameters=[*rest, extra, *var_kw])
 
     def __repr__(self) -> str:
         return self.entry_point

@@ -15,6 +15,8 @@ from typing import Any
 
 from math_verify import parse, verify
 
+from proofgym.core.errors import ProofgymError
+
 
 class _DisabledTimeoutNotice(logging.Filter):
     """math-verify warns, once per call, when its signal timeout is off (outside a main thread);
@@ -46,7 +48,7 @@ def boxed_contents(text: str) -> list[str]:
     return found
 
 
-class HedgedAnswer(ValueError):
+class HedgedAnswer(ProofgymError, ValueError):
     """The message commits to more than one distinct final answer."""
 
 

@@ -17,10 +17,11 @@ from fractions import Fraction
 from typing import Any
 
 from proofgym.core import Trace, Verdict
+from proofgym.core.errors import ProofgymError
 from proofgym.verify.answers import HedgedAnswer, extract_final_answer, math_check, normalize_text
 
 
-class GraderSpecError(ValueError):
+class GraderSpecError(ProofgymError, ValueError):
     """A grader spec (from a task file) that names no known grader or lacks an option."""
 
 

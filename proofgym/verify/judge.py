@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proofgym.core import Trace, Verdict
+from proofgym.core.errors import ProofgymError
 from proofgym.verify.rubric import Component
 
 JUDGE_PROMPTS: Mapping[str, Mapping[str, str]] = {
@@ -46,7 +47,7 @@ _GRADE = re.compile(r"GRADE:\s*\**\s*(CORRECT|INCORRECT)\b", re.IGNORECASE)
 _TAG = re.compile(r"</?\s*(question|reference|response)\s*>", re.IGNORECASE)
 
 
-class JudgeError(RuntimeError):
+class JudgeError(ProofgymError, RuntimeError):
     """The judge's server returned no reply."""
 
 

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from proofgym.core.errors import ProofgymError
+
 _WORDS_A = ("basic", "edge", "empty", "nested", "unicode", "large", "mixed", "repeated", "single",
             "quoted", "invalid", "default", "reversed", "boundary", "sorted", "missing", "extra",
             "long", "short", "simple", "plain", "odd", "even", "first", "last", "many", "zero")
@@ -36,7 +38,7 @@ _NEGATE = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: a
            ast.Gt: ast.LtE, ast.LtE: ast.Gt}
 
 
-class TestSourceError(ValueError):
+class TestSourceError(ProofgymError, ValueError):
     """A test file that cannot be parsed, or a wanted test id that is not in its file."""
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import orjson
 
+from proofgym.core.errors import ProofgymError
+
 CORPUS_PATH = Path(__file__).with_name("data") / "corpus.jsonl.gz"
 #: The order fields are rendered in a document: facts that questions ask about sit past the long
 #: ``Depends`` line, so they are often in the second window of ``open``.
@@ -26,7 +28,7 @@ _ORDER = "name != ?, bm25(docs, 10.0, 4.0, 1.0), rowid"
 _TERM = re.compile(r"[^\W_]+")  # letters and digits, as FTS5's unicode61 tokenizer splits
 
 
-class SearchError(ValueError):
+class SearchError(ProofgymError, ValueError):
     """A query the engine cannot run (no terms): the caller's mistake, said plainly."""
 
 

@@ -31,6 +31,7 @@ from proofgym.core import (
     TraceStep,
     TurnCompleteAction,
 )
+from proofgym.core.errors import ProofgymError
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.tools import Tool
 
@@ -40,7 +41,7 @@ EnvSource = str | Callable[..., UniversalVerifiableEnv]
 _RESERVED = frozenset({"reset", "get_reward"})
 
 
-class MultiTurnNotSupported(ValueError):
+class MultiTurnNotSupported(ProofgymError, ValueError):
     """The env's tasks answer the agent with new user messages, which TRL's rollout cannot feed
     back (it ends a rollout at the first reply without tool calls)."""
 

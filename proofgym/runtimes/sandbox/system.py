@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from proofgym.core.errors import ProofgymError
+
 #: Packages the tests of a Python repository need: pytest and what it imports.
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 
@@ -56,7 +58,7 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime")
 _LAYOUT = b"layout 2: sys/ + empty/\n"
 
 
-class SandboxSetupError(RuntimeError):
+class SandboxSetupError(ProofgymError, RuntimeError):
     """The host cannot provide what the sandbox needs (missing tool, package or kernel feature)."""
 
 
