@@ -4,9 +4,10 @@
 
 Rows (medians):
   * episode reset, 1,000 and 10,000 file snapshots: ``reset()`` until a shell is ready, vs
-    ``shutil.copytree`` of the same tree (the copy-per-episode design). Warm = the prestarted
-    spare sandbox is ready (the previous episode lasted longer than a sandbox boot); cold = no
-    spare (``prestart=False``).
+    ``shutil.copytree`` of the same tree (the copy-per-episode design). Cold (no spare,
+    ``prestart=False``) is the headline, like-for-like with the copy; warm (the prestarted spare is
+    ready because the previous episode lasted longer than a boot) is reported without a ratio,
+    since the copy gets no such head start.
   * tool round trip ``bash: true`` through the persistent shell vs a fresh ``bwrap`` (with the
     same overlay, mounts and limits) per command.
   * isolated verification: ``run_tests_isolated`` on a bundled task with its reference fix, vs
@@ -130,12 +131,13 @@ def main() -> None:
         for n_files in (1_000, 10_000):
             tree = make_tree(scratch / f"tree{n_files}", n_files)
             warm, cold, copy = bench_reset(tree, scratch, 30)
-            ok = warm <= 15 and (n_files < 10_000 or copy / warm >= 10)
-            rows.append((f"episode reset, {n_files:,} files (warm spare)", warm,
-                         f"copytree {copy:.1f} ms", copy / warm,
-                         "<= 15 ms" + (", >= 10x" if n_files == 10_000 else ""), ok))
+            # cold is the headline: the copytree baseline gets no background head start, so a
+            # warm row (spare booted while the previous episode ran) would not be like-for-like
             rows.append((f"episode reset, {n_files:,} files (cold, prestart=False)", cold,
-                         f"copytree {copy:.1f} ms", copy / cold, "(reported, no target)", None))
+                         f"copytree {copy:.1f} ms", copy / cold, "<= 20 ms", cold <= 20))
+            rows.append((f"episode reset, {n_files:,} files (warm spare; baseline has no head "
+                         "start)", warm, f"copytree {copy:.1f} ms", None, "(reported, no target)",
+                         None))
         persistent, fresh = bench_round_trip(scratch / "tree1000", scratch, 300)
         rows.append(("tool round trip `bash: true`", persistent, f"fresh bwrap {fresh:.1f} ms",
                      fresh / persistent, "<= 2 ms, >= 5x", persistent <= 2 and fresh / persistent >= 5))
