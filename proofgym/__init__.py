@@ -17,16 +17,15 @@ from proofgym.core import (
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.envs import register_envs
 from proofgym.runtimes import Artifact, InProcessRuntime, Runtime
+from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from proofgym.tasks import TaskSet
 from proofgym.tools import Tool, ToolError, ToolRegistry, ToolResult, tool
 from proofgym.version import __version__
 
 register_envs()
 
-#: Heavier parts, imported on first use (the openai client and math-verify take seconds to load;
-#: the sandbox's modules are a third of proofgym's own import time, unused by most runs).
-_LAZY = {"SandboxLimits": "proofgym.runtimes.sandbox", "SandboxRuntime": "proofgym.runtimes.sandbox",
-         "Orchestrator": "proofgym.rollout.orchestrator", "OpenAIPolicy": "proofgym.rollout.openai_policy",
+#: Heavier parts, imported on first use (the openai client and math-verify take seconds to load).
+_LAZY = {"Orchestrator": "proofgym.rollout.orchestrator", "OpenAIPolicy": "proofgym.rollout.openai_policy",
          "VerifierPool": "proofgym.verify.pool", "Rubric": "proofgym.verify.rubric"}
 
 
