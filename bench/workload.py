@@ -126,6 +126,10 @@ def _serve(kind: str, n_tasks: int, latency_s: float, ports: Any) -> None:
     if kind == "ledger":
         tasks = ledger_tasks(n_tasks)
         script = ReferenceScript(tasks)
+    elif kind == "code_repair":  # each task's reference fix, written with the file tools
+        from proofgym.envs.code_repair import code_repair_tasks
+
+        script = ReferenceScript(code_repair_tasks())
     else:  # arith answered directly (single turn, no tool): the peers comparison
         from proofgym.envs.arith import arith_tasks
 
