@@ -216,6 +216,26 @@ class _Spawner:
                 self._control, self._owner = ours, os.getpid()
             return self._control
 
+    def release(self, cgroup_procs: Sequence[str]) -> None:
+        """The cgroup is about to be removed: the spawner's helper in it (if any) exits, and
+        this returns once it has."""
+        with self._lock:
+            control = self._control if self._owner == os.getpid() else None
+        if control is None:  # no spawner here, so no helper in any cgroup
+            return
+        reply, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with reply:
+            with remote:
+                try:
+                    socket.send_fds(control, [marshal.dumps({"op": "release",
+                                                             "cgroup_procs": list(cgroup_procs)})],
+                                    [remote.fileno()])
+                except OSError:  # the spawner is gone, and its helpers with it
+                    return
+            reply.settimeout(10.0)
+            with contextlib.suppress(OSError):
+                reply.recv(8)
+
     def send(self, data: bytes, fds: Sequence[int]) -> None:
         for attempt in (False, True):
             control = self._connection(restart=attempt)
@@ -229,6 +249,12 @@ class _Spawner:
 
 
 _spawner = _Spawner()
+
+
+def release_cgroup(cgroup_procs: Sequence[str]) -> None:
+    """Before a sandbox cgroup is removed: the spawner's helper in it exits (see
+    :class:`proofgym.runtimes.sandbox.spawner.Loop`)."""
+    _spawner.release(cgroup_procs)
 
 
 def start(plan: dict[str, Any], *, stdin: int | None, stdout: int | None, stderr: int | None,

@@ -151,8 +151,13 @@ def _attach_lower(lower, idmap_fd):
 def setup(plan, idmap_fd):
     """Everything between ``fork`` and ``exec``, as described in the module's docstring."""
     privileged = plan["privileged"]
+    # born in the cgroup when a helper forked us; otherwise join it before anything else
+    cgroup_procs = () if tuple(plan["cgroup_procs"]) == _joined else plan["cgroup_procs"]
+    if _joined:
+        with contextlib.suppress(OSError):  # the helper's -1000 is not the sandbox's
+            _write("/proc/self/oom_score_adj", b"0")
     if privileged:
-        for path in plan["cgroup_procs"]:  # before anything else: nothing runs unaccounted
+        for path in cgroup_procs:  # before anything else: nothing runs unaccounted
             _write(path, b"0")
         _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     else:
@@ -179,7 +184,7 @@ def setup(plan, idmap_fd):
             _check(_libc.mount(b"merged", publish + b"/workspace", None, _MS_BIND, None),
                    "showing the workspace to the sandbox user")
     if not privileged:
-        for path in plan["cgroup_procs"]:
+        for path in cgroup_procs:
             _write(path, b"0")
     for res, value in plan["rlimits"]:
         resource.setrlimit(res, (value, value))
@@ -242,52 +247,152 @@ def _reply(sock, data, fds=()):
         socket.send_fds(sock, [data], list(fds))
 
 
-def _start(request, fds, children):
-    plan = marshal.loads(request)
-    reply = socket.socket(fileno=fds[0])
-    try:
-        idmap_fd = idmap_userns(*plan["idmap"]) if plan["idmap"] else -1
-        pid = os.fork()
-    except OSError as exc:
-        _reply(reply, b"E" + str(exc).encode(errors="replace")[:2000])
-        reply.close()
+#: The cgroup this process has joined: set in a per-cgroup helper (see :class:`Loop`).
+_joined = ()
+
+
+class Loop:
+    """The request loop, of the spawner and of its per-cgroup helpers.
+
+    Moving a process into a cgroup waits for an RCU grace period (milliseconds) when no other
+    move happened just before, which is the case for a sandbox started every few hundred
+    milliseconds. So from the second sandbox of a cgroup on, the spawner forwards the requests
+    for it to a helper (its fork) that joined that cgroup once; the helper's children are born
+    in it. The host releases the helper before it removes the cgroup (``op: release``); the
+    cgroup's process cap counts it (see ``cgroups.create``).
+    """
+
+    def __init__(self, control):
+        self.control = control
+        self.children = {}  # pidfd -> (pid, reply socket)
+        self.helpers = {}  # cgroup key -> (socket, pid)
+        self.seen = set()  # cgroup keys asked for once
+        self.poller = select.poll()
+        self.poller.register(control.fileno(), select.POLLIN)
+
+    def run(self):
+        while True:
+            for fd, _ in self.poller.poll():
+                if fd == self.control.fileno():
+                    self._request()
+                elif fd in self.children:
+                    self._reap(fd)
+                else:
+                    self._helper_gone(fd)
+
+    def _request(self):
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(self.control, 1 << 20, _MAX_FDS)
+        except InterruptedError:
+            return
+        if not msg:  # the host process (or the spawner) is gone: so are we, and every bwrap
+            os._exit(0)
+        plan = marshal.loads(msg)
+        key = tuple(plan["cgroup_procs"])
+        if plan.get("op") == "release":
+            self.seen.discard(key)
+            self._drop(key)
+            reply = socket.socket(fileno=fds[0])
+            _reply(reply, b"D")
+            reply.close()
+            return
+        if key and not _joined:
+            if key in self.seen:
+                helper = self.helpers.get(key) or self._new_helper(key)
+                if helper is not None and self._forward(key, helper, msg, fds):
+                    return
+            self.seen.add(key)
+        self._start(plan, fds)
+
+    def _start(self, plan, fds):
+        reply = socket.socket(fileno=fds[0])
+        try:
+            idmap_fd = idmap_userns(*plan["idmap"]) if plan["idmap"] else -1
+            pid = os.fork()
+        except OSError as exc:
+            _reply(reply, b"E" + str(exc).encode(errors="replace")[:2000])
+            reply.close()
+            for fd in fds[1:]:
+                os.close(fd)
+            return
+        if pid == 0:
+            child(plan, fds, idmap_fd)
         for fd in fds[1:]:
             os.close(fd)
-        return None
-    if pid == 0:
-        child(plan, fds, idmap_fd)
-    for fd in fds[1:]:
-        os.close(fd)
-    pidfd = os.pidfd_open(pid)
-    _reply(reply, b"P" + pid.to_bytes(8, "big"), [pidfd])
-    children[pidfd] = (pid, reply)
-    return pidfd
+        pidfd = os.pidfd_open(pid)
+        _reply(reply, b"P" + pid.to_bytes(8, "big"), [pidfd])
+        self.children[pidfd] = (pid, reply)
+        self.poller.register(pidfd, select.POLLIN)
+
+    def _reap(self, pidfd):
+        pid, reply = self.children.pop(pidfd)
+        self.poller.unregister(pidfd)
+        _, status = os.waitpid(pid, 0)
+        os.close(pidfd)
+        _reply(reply, b"S" + status.to_bytes(4, "big", signed=True))
+        reply.close()
+
+    # ------------------------------------------------------------ helpers
+    def _new_helper(self, key):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            pid = os.fork()
+        except OSError:
+            ours.close()
+            theirs.close()
+            return None
+        if pid == 0:
+            _helper_main(theirs, key)
+        theirs.close()
+        self.helpers[key] = (ours, pid)
+        self.poller.register(ours.fileno(), select.POLLIN)
+        return ours, pid
+
+    def _forward(self, key, helper, msg, fds):
+        try:
+            socket.send_fds(helper[0], [msg], fds)
+        except OSError:  # the helper died: start this sandbox here, and a new helper next time
+            self._drop(key)
+            return False
+        for fd in fds:
+            os.close(fd)
+        return True
+
+    def _drop(self, key):
+        helper = self.helpers.pop(key, None)
+        if helper is not None:
+            self.poller.unregister(helper[0].fileno())
+            helper[0].close()  # end of file: the helper exits
+            os.waitpid(helper[1], 0)
+
+    def _helper_gone(self, fd):
+        for key, (sock, _pid) in list(self.helpers.items()):
+            if sock.fileno() == fd:
+                self._drop(key)
+                return
+        self.poller.unregister(fd)
+
+
+def _helper_main(control, key):
+    """A per-cgroup helper: joins the cgroup, then serves the requests forwarded to it."""
+    global _joined
+    try:
+        keep = control.fileno()
+        os.closerange(3, keep)  # none of the spawner's sockets, pidfds or namespaces
+        os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        _idmaps.clear()
+        with contextlib.suppress(OSError):  # as root: the sandbox's OOM kills never pick us
+            _write("/proc/self/oom_score_adj", b"-1000")
+        for path in key:
+            _write(path, b"0")
+        _joined = key
+        Loop(control).run()
+    finally:
+        os._exit(1)
 
 
 def main():
-    control = socket.socket(fileno=int(sys.argv[1]))
-    children = {}  # pidfd -> (pid, reply socket)
-    poller = select.poll()
-    poller.register(control.fileno(), select.POLLIN)
-    while True:
-        for fd, _ in poller.poll():
-            if fd == control.fileno():
-                try:
-                    msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 20, _MAX_FDS)
-                except InterruptedError:
-                    continue
-                if not msg:  # the host process is gone: so are we (and, with us, every bwrap)
-                    os._exit(0)
-                pidfd = _start(msg, fds, children)
-                if pidfd is not None:
-                    poller.register(pidfd, select.POLLIN)
-            else:
-                pid, reply = children.pop(fd)
-                poller.unregister(fd)
-                _, status = os.waitpid(pid, 0)
-                os.close(fd)
-                _reply(reply, b"S" + status.to_bytes(4, "big", signed=True))
-                reply.close()
+    Loop(socket.socket(fileno=int(sys.argv[1]))).run()
 
 
 if __name__ == "__main__":
