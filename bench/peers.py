@@ -45,7 +45,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -194,6 +196,17 @@ def verifiers_side(venv: Path, base_url: str, n: int, c: int) -> dict[str, float
     return {"episodes": n, "wall_s": wall, "mean_reward": sum(rewards) / n, "version": version}
 
 
+def measure(server: ServerProcess, run: Callable[..., dict[str, float] | str],
+            *args: Any) -> dict[str, float] | str:
+    """One side, with the scripted server's CPU per episode while it ran (the server is one
+    process: if it were the bottleneck, it would cap every side alike)."""
+    before = server.cpu_s()
+    result = run(*args)
+    if isinstance(result, dict) and result["episodes"]:
+        result["server_ms"] = (server.cpu_s() - before) / result["episodes"] * 1000
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -211,33 +224,36 @@ def main() -> None:
         n, c, latency = ROWS[row]
         n = args.episodes or (n // 5 if args.quick else n)
         ideal = c / latency
-        with ServerProcess("arith", N_TASKS, latency) as base_url:
-            sides: list[tuple[str, dict[str, float] | str]] = [
-                ("proofgym eval (CLI, math-verify)", proofgym_cli(base_url, n, c)),
-                ("proofgym evaluate() in process", proofgym_in_process(base_url, n, c)),
-            ]
-            vf = verifiers_side(args.venvs / "vf04", base_url, n, c)
-            sides.append((f"verifiers {vf.get('version', '')} (vf-eval, null harness)"
-                          if isinstance(vf, dict) else "verifiers 0.4", vf))
-            ins = inspect_side(args.venvs / "inspect", base_url, n, c)
-            sides.append((f"inspect_ai {ins.get('version', '')} (inspect eval)" if isinstance(ins, dict)
-                          else "inspect_ai", ins))
+        server = ServerProcess("arith", N_TASKS, latency)
+        with server as base_url:
+            sides: list[tuple[str, dict[str, float] | str]] = []
+
+            for name, run, *where in (("proofgym eval (CLI, math-verify)", proofgym_cli),
+                                      ("proofgym evaluate() in process", proofgym_in_process),
+                                      ("verifiers (vf-eval, null harness)", verifiers_side,
+                                       args.venvs / "vf04"),
+                                      ("inspect_ai (inspect eval)", inspect_side, args.venvs / "inspect")):
+                sides.append((name, measure(server, run, *where, base_url, n, c)))
+        # the peers' names with the versions that ran
+        sides = [(name.replace(" (", f" {r['version']} (", 1) if isinstance(r, dict) and "version" in r
+                  else name, r) for name, r in sides]
         table = Table(title=f"{row}-bound: {n} single-turn Arith episodes, concurrency {c}, "
                             f"{latency * 1000:.0f} ms per model call; ideal {ideal:.0f} episodes/s")
         for col in ("framework", "episodes", "wall s", "episodes/s", "of ideal", "mean reward",
-                    "proofgym CLI vs it"):
+                    "server CPU/episode", "proofgym CLI vs it"):
             table.add_column(col, justify="left" if col == "framework" else "right")
         ours = sides[0][1]
         assert isinstance(ours, dict)
         ours_eps = ours["episodes"] / ours["wall_s"]
         for name, r in sides:
             if isinstance(r, str):
-                table.add_row(name, "-", "-", "-", "-", "-", r[:60])
+                table.add_row(name, "-", "-", "-", "-", "-", "-", r[:60])
                 console.print(f"[red]{name}: {r}[/]")
                 continue
             eps = r["episodes"] / r["wall_s"]
             table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{eps:.1f}", f"{eps / ideal:.1%}",
-                          f"{r['mean_reward']:.3f}", f"{ours_eps / eps:.2f}x")
+                          f"{r['mean_reward']:.3f}", f"{r.get('server_ms', float('nan')):.2f} ms",
+                          f"{ours_eps / eps:.2f}x")
             if name.startswith(("verifiers", "inspect")) and row == "framework":
                 verdicts.append(f"framework-bound: proofgym CLI {ours_eps / eps:.2f}x {name.split()[0]} "
                                 f"(target >= 3x: {'met' if ours_eps / eps >= 3 else 'NOT met'})")

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from proofgym import (
@@ -161,6 +163,11 @@ class ServerProcess:
     def __exit__(self, *exc: object) -> None:
         self._process.terminate()
         self._process.join(timeout=10)
+
+    def cpu_s(self) -> float:
+        """CPU seconds the server process has used so far (user + system)."""
+        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb() -> float:
