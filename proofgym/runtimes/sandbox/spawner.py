@@ -267,6 +267,7 @@ class Loop:
         self.children = {}  # pidfd -> (pid, reply socket)
         self.helpers = {}  # cgroup key -> (socket, pid)
         self.seen = set()  # cgroup keys asked for once
+        self.direct = set()  # cgroup keys a helper could not join
         self.poller = select.poll()
         self.poller.register(control.fileno(), select.POLLIN)
 
@@ -291,12 +292,13 @@ class Loop:
         key = tuple(plan["cgroup_procs"])
         if plan.get("op") == "release":
             self.seen.discard(key)
+            self.direct.discard(key)
             self._drop(key)
             reply = socket.socket(fileno=fds[0])
             _reply(reply, b"D")
             reply.close()
             return
-        if key and not _joined:
+        if key and not _joined and key not in self.direct:
             if key in self.seen:
                 helper = self.helpers.get(key) or self._new_helper(key)
                 if helper is not None and self._forward(key, helper, msg, fds):
@@ -344,6 +346,11 @@ class Loop:
         if pid == 0:
             _helper_main(theirs, key)
         theirs.close()
+        if ours.recv(1) != b"J":  # it could not join the cgroup: start that cgroup's sandboxes here
+            ours.close()
+            os.waitpid(pid, 0)
+            self.direct.add(key)
+            return None
         self.helpers[key] = (ours, pid)
         self.poller.register(ours.fileno(), select.POLLIN)
         return ours, pid
@@ -386,6 +393,7 @@ def _helper_main(control, key):
         for path in key:
             _write(path, b"0")
         _joined = key
+        control.send(b"J")
         Loop(control).run()
     finally:
         os._exit(1)
