@@ -397,7 +397,8 @@ def main() -> None:
             f"c={args.concurrency})", f"{cli['wall_s']:.2f} s vs {inproc['wall_s']:.2f} s ({gap:+.0%})",
             "<= +10%", gap <= 0.10)
     console.print(targets)
-    console.print(f"(overheads: medians of 7 runs of 300 episodes) bare loop {over['bare_us']:.1f} us/step; "
+    console.print(f"(overheads: medians of {3 if args.quick else 7} runs of 300 episodes) bare loop "
+                  f"{over['bare_us']:.1f} us/step; "
                   "orchestrator at concurrency 64: "
                   f"{over['c64_us']:.1f} us/step of wall time (zero-latency policy)")
     console.print(f"bench wall time {time.perf_counter() - bench_started:.0f} s; load average "
