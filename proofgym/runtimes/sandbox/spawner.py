@@ -27,6 +27,8 @@ The child does, in order:
 The overlay's options name its layers relative to the episode directory (``lowerdir=lower``),
 so ``/proc/self/mountinfo`` inside the sandbox shows no host path.
 
+It is one file because it runs as one program (``-I`` puts no directory of proofgym on its path).
+
 Protocol. The host holds the other end of the ``SOCK_SEQPACKET`` socket given as ``FD``; each
 message is a ``marshal``-ed request dict with descriptors attached: the per-request reply
 socket, the child's stdin/stdout/stderr, the setup-error pipe, then the descriptors to keep at
