@@ -129,3 +129,29 @@ def test_a_failed_setup_is_a_clear_error(tmp_path):
             spawn(argv, overlay=overlay, limits=FAST_LIMITS, cgroup=None, stdin=subprocess.DEVNULL)
     finally:
         remove_scratch(root)
+
+
+def test_kill_from_another_thread_ends_a_wait(tmp_path):
+    """``wait()`` in one thread, ``kill()`` in another (as Popen allows): the kill is not held
+    up by the waiting thread."""
+    require_tool("bwrap")
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    root = scratch_dir("proofgym-spawn-", 64, parent=tmp_path)
+    try:
+        overlay = Overlay.create(snap, root / "a")
+        argv = bwrap_argv(find_bwrap(), MinimalSystem.default(), FAST_LIMITS, ["sleep", "60"],
+                          workspace=overlay.merged)
+        proc = spawn(argv, overlay=overlay, limits=FAST_LIMITS, cgroup=None,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL).proc
+        codes: list[int] = []
+        waiter = threading.Thread(target=lambda: codes.append(proc.wait(timeout=60)))
+        waiter.start()
+        killer = threading.Thread(target=proc.kill)
+        killer.start()
+        killer.join(timeout=30)
+        assert not killer.is_alive(), "kill() waited for wait()"
+        waiter.join(timeout=30)
+        assert codes == [-signal.SIGKILL]
+    finally:
+        remove_scratch(root)

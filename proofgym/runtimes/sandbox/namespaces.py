@@ -97,7 +97,8 @@ class SandboxProcess:
         self.returncode: int | None = None
         self._pidfd = pidfd
         self._reply = reply
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # reading the status (held while waiting for it)
+        self._pidfd_lock = threading.Lock()  # using or closing the pidfd (never held long)
 
     def _collect(self, timeout: float | None) -> bool:
         """Read the exit status the spawner sends once it has reaped the process; ``False`` if
@@ -123,9 +124,10 @@ class SandboxProcess:
 
     def _release(self) -> None:
         self._reply.close()
-        if self._pidfd >= 0:
-            os.close(self._pidfd)
-            self._pidfd = -1
+        with self._pidfd_lock:
+            if self._pidfd >= 0:
+                os.close(self._pidfd)
+                self._pidfd = -1
 
     def poll(self) -> int | None:
         self._collect(0)
@@ -138,7 +140,8 @@ class SandboxProcess:
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
-        with self._lock, contextlib.suppress(ProcessLookupError):
+        # not under the status lock: another thread may be waiting for the exit this causes
+        with self._pidfd_lock, contextlib.suppress(ProcessLookupError):
             if self._pidfd >= 0:
                 signal.pidfd_send_signal(self._pidfd, sig)
 
