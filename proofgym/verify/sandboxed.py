@@ -16,6 +16,7 @@ crashes or takes the runner down, a mutant that passes with its test: all are a 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -25,9 +26,9 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from proofgym.core import Verdict
@@ -53,6 +54,7 @@ ALWAYS_PROTECTED = (*CONFIG_FILES, "conftest.py", "sitecustomize.py", "usercusto
 DEFAULT_PROTECTED = ("tests", "test", *ALWAYS_PROTECTED)
 _MAX_REPORT = 16 << 20
 _KEEP_OUTPUT = 32_768
+_MAX_MESSAGE = 2048
 _STARTUP_S = 20.0  # the host's deadline is the test budget plus this (runner start, report)
 _CLEANUP = ThreadPoolExecutor(1, thread_name_prefix="proofgym-grade-cleanup")
 _RUNNER = (Path(__file__).with_name("sandbox_runner.py")).read_text()
@@ -125,6 +127,9 @@ class TestRun:
     mutants_passed: int = 0
     unmutable: tuple[str, ...] = ()
     failure: str | None = None
+    #: Real test id -> the tail of its failure report (assertion text, traceback), for tests
+    #: that did not pass; informative only (the code under test can write it), bounded in size.
+    messages: Mapping[str, str] = field(default_factory=dict)
 
 
 def _rejected(reason: str, dropped: Sequence[str], t0: float) -> TestRun:
@@ -167,14 +172,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     snapshot = Path(snapshot).resolve()
     limits = limits or SandboxLimits()
     hidden = dict(hidden or {})
-    protected = (*protected, *ALWAYS_PROTECTED)
-    allowed: dict[str, bytes | None] = {}
-    dropped: list[str] = []
-    for path, content in changes.items():
-        if not _safe_relpath(path) or is_protected(path, protected):
-            dropped.append(path)
-        else:
-            allowed[path] = content
+    allowed, dropped = split_changes(changes, protected)
     budget = max_artifact_bytes if max_artifact_bytes is not None else (limits.workspace_mb << 20) // 2
     problem = check_artifact(allowed, max_bytes=budget)
     if problem is not None:
@@ -201,6 +199,68 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
     manifest = {"run": layout.run, "config": config, "budget_s": timeout_s,
                 "test_timeout_s": test_timeout_s or timeout_s}
+    read_fd, write_fd = os.pipe()
+    runner = ["/opt/python/bin/python3", "-I", "-B", "-c", _RUNNER, str(write_fd),
+              json.dumps(manifest)]
+    try:
+        with grading_sandbox(snapshot, allowed, extra, command=runner, limits=limits,
+                             packages=packages, pass_fds=(write_fd,)) as proc:
+            t1 = time.perf_counter()
+            os.close(write_fd)
+            write_fd = -1
+            report, output, host_timeout = _collect(proc, read_fd, timeout_s + _STARTUP_S)
+            t2 = time.perf_counter()
+    except ArtifactRejected as exc:
+        return _rejected(str(exc), dropped, t0)
+    finally:
+        for fd in (read_fd, write_fd):
+            if fd >= 0:
+                os.close(fd)
+    t3 = time.perf_counter()
+    timings = {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,
+               "total_s": time.perf_counter() - t0}
+    if not report.startswith(_READY):
+        if host_timeout:
+            raise SandboxSetupError(f"the grading runner did not start within {_STARTUP_S + timeout_s:.0f} s")
+        raise SandboxSetupError("the grading runner failed before running any test (exit "
+                                f"{proc.returncode if proc else None}): {output[-2000:]}")
+    raw, error, messages = parse_report(report[len(_READY):], layout.run)
+    run = _summarise(layout, raw, error, proc.returncode if proc else None, host_timeout, output,
+                     dropped, timings)
+    if run.results:
+        run = replace(run, messages={real: messages[gen] for gen, real in layout.real.items()
+                                     if gen in messages})
+    return run
+
+
+
+class ArtifactRejected(Exception):
+    """Internal: the artifact could not be written into the grading workspace (its fault)."""
+
+
+def split_changes(changes: Mapping[str, bytes | None], protected: Sequence[str]
+                  ) -> tuple[dict[str, bytes | None], list[str]]:
+    """The changes grading applies, and the paths it drops (unsafe or protected)."""
+    protected = (*protected, *ALWAYS_PROTECTED)
+    allowed: dict[str, bytes | None] = {}
+    dropped: list[str] = []
+    for path, content in changes.items():
+        if not _safe_relpath(path) or is_protected(path, protected):
+            dropped.append(path)
+        else:
+            allowed[path] = content
+    return allowed, dropped
+
+
+@contextlib.contextmanager
+def grading_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
+                    extra: Mapping[str, bytes], *, command: Sequence[str],
+                    limits: SandboxLimits, packages: Sequence[str], pass_fds: Sequence[int] = (),
+                    stdin: int | None = subprocess.DEVNULL,
+                    stderr: int | None = subprocess.STDOUT) -> Iterator[subprocess.Popen[bytes]]:
+    """A fresh sandbox over ``snapshot`` plus ``allowed`` then ``extra`` (the grader's files),
+    running ``command``; killed and tidied on exit. Raises :class:`ArtifactRejected` when the
+    changes cannot be written (their fault), :class:`SandboxSetupError` for host faults."""
     bwrap = find_bwrap()
     system = MinimalSystem.default(tuple(packages))
     root = scratch_dir("proofgym-grade-", limits.workspace_mb)
@@ -208,7 +268,6 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     if cgroup is None and os.geteuid() == 0:
         remove_scratch(root)
         raise SandboxSetupError("grading as root needs a writable cgroup hierarchy to cap processes")
-    read_fd = write_fd = -1
     proc = spawned = None
     try:
         overlay = Overlay.create(snapshot, root)
@@ -218,43 +277,23 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         except OSError as exc:
             if exc.errno not in _AGENT_OS_ERRORS:
                 raise
-            return _rejected(f"the artifact cannot be applied: {exc.strerror} ({exc.filename})",
-                             dropped, t0)
-        read_fd, write_fd = os.pipe()
-        runner = ["/opt/python/bin/python3", "-I", "-B", "-c", _RUNNER, str(write_fd),
-                  json.dumps(manifest)]
-        command = runner if not deleted else [  # without root, no whiteouts: delete in there
+            raise ArtifactRejected(f"the artifact cannot be applied: {exc.strerror} "
+                                   f"({exc.filename})") from None
+        command = list(command) if not deleted else [  # without root, no whiteouts: delete in there
             "bash", "--noprofile", "--norc", "-c",
-            "rm -f -- " + " ".join(ansi_c_quote(p) for p in deleted) + "; exec \"$@\"", "bash", *runner]
+            "rm -f -- " + " ".join(ansi_c_quote(p) for p in deleted) + "; exec \"$@\"", "bash",
+            *command]
         argv = bwrap_argv(bwrap, system, limits, command, workspace=overlay.merged)
-        t1 = time.perf_counter()
-        spawned = spawn(argv, overlay=overlay, limits=limits, cgroup=cgroup, pass_fds=(write_fd,),
-                        stdin=subprocess.DEVNULL)
+        spawned = spawn(argv, overlay=overlay, limits=limits, cgroup=cgroup, pass_fds=pass_fds,
+                        stdin=stdin, stderr=stderr)
         proc = spawned.proc
-        os.close(write_fd)
-        write_fd = -1
-        report, output, host_timeout = _collect(proc, read_fd, timeout_s + _STARTUP_S)
-        t2 = time.perf_counter()
+        yield proc
     finally:
-        for fd in (read_fd, write_fd):
-            if fd >= 0:
-                os.close(fd)
         if proc is not None and proc.poll() is None:
             _kill(proc)
         if spawned is not None:
             spawned.detach_mount()
         _CLEANUP.submit(_clean_up, cgroup, root)  # the grade does not wait for the tidying
-    t3 = time.perf_counter()
-    timings = {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,
-               "total_s": time.perf_counter() - t0}
-    if not report.startswith(_READY):
-        if host_timeout:
-            raise SandboxSetupError(f"the grading runner did not start within {_STARTUP_S + timeout_s:.0f} s")
-        raise SandboxSetupError("the grading runner failed before running any test (exit "
-                                f"{proc.returncode if proc else None}): {output[-2000:]}")
-    raw, error = parse_report(report[len(_READY):], layout.run)
-    return _summarise(layout, raw, error, proc.returncode if proc else None, host_timeout, output,
-                      dropped, timings)
 
 
 def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_code: int | None,
@@ -287,21 +326,27 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
     return TestRun(results, timed_out=False, report_error=None, tampered=False, **common)
 
 
-def parse_report(data: bytes, expected: Sequence[str]) -> tuple[dict[str, str], str | None]:
-    """The runner's results by generated test id, or why the report is not valid (it must be one
-    JSON object naming exactly the tests that were to run)."""
+def parse_report(data: bytes, expected: Sequence[str]
+                 ) -> tuple[dict[str, str], str | None, dict[str, str]]:
+    """The runner's results and failure messages by generated test id, or why the report is not
+    valid (it must be one JSON object naming exactly the tests that were to run)."""
     if not data.strip():
-        return {}, "the runner wrote no results (it was killed or stopped before the end)"
+        return {}, "the runner wrote no results (it was killed or stopped before the end)", {}
     if len(data) > _MAX_REPORT:
-        return {}, "the report is larger than the limit"
+        return {}, "the report is larger than the limit", {}
     try:
-        results = json.loads(data)["results"]
-    except (ValueError, KeyError, TypeError) as exc:
-        return {}, f"the report is not the runner's JSON ({exc})"
+        report = json.loads(data)
+        results = report["results"]
+        messages = report.get("messages", {})
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return {}, f"the report is not the runner's JSON ({exc})", {}
     if not isinstance(results, dict) or set(results) != set(expected) or \
             not set(results.values()) <= _STATUSES:
-        return {}, "the report does not list exactly the tests that were to run"
-    return results, None
+        return {}, "the report does not list exactly the tests that were to run", {}
+    if not isinstance(messages, dict) or not set(messages) <= set(expected) or \
+            not all(isinstance(m, str) for m in messages.values()):
+        return {}, "the report's messages do not belong to the tests that were to run", {}
+    return results, None, {k: m[-_MAX_MESSAGE:] for k, m in messages.items()}
 
 
 def _snapshot_paths(snapshot: Path) -> list[str]:
