@@ -39,8 +39,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proofgym.envs.code_repair.task import CodeRepairTask  # noqa: E402
-from proofgym.verify import sandboxed  # noqa: E402
+from proofgym.envs.code_repair.task import CodeRepairTask
+from proofgym.verify import sandboxed
 
 TARGET = 0.5
 _CPUACCT = Path("/sys/fs/cgroup/cpuacct")

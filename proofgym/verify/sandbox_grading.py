@@ -34,9 +34,9 @@ from proofgym.verify.sandboxed import (
     DEFAULT_PROTECTED,
     ArtifactRejected,
     TestRun,
-    _kill,
     check_artifact,
     grading_sandbox,
+    kill_sandbox,
     run_tests_isolated,
     split_changes,
 )
@@ -205,7 +205,7 @@ def _communicate(proc: subprocess.Popen[bytes], data: bytes,
         except subprocess.TimeoutExpired:
             timed_out = True
     if timed_out:
-        _kill(proc)
+        kill_sandbox(proc)
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None and not stream.closed:
             stream.close()
