@@ -13,12 +13,18 @@ It uses the standard library and pytest only, and never imports code from the wo
   the same user), then runs each test in a forked child that closes the report descriptor before
   any test code runs; a child reports only through its exit status. After each test every other
   process of the sandbox is killed, so nothing the code under test starts outlives its test.
-* The parent alone writes the results, as one JSON object, to the report descriptor.
+* The parent alone writes the results, as one JSON object, to the report descriptor. A test
+  process's failure message comes back on a pipe of its own: informative text, never a result.
+* It may be started ahead of its grading (:mod:`proofgym.verify.warm_runners`): it loads pytest,
+  says ``ready``, then reads its one job from a pipe (the manifest and the files to write) and
+  writes those files into ``/workspace`` itself, each path component opened with ``O_NOFOLLOW``
+  from a directory descriptor, before any test runs.
 
 A child's exit status is forgeable by the code it runs; that is what the mutants are for.
 """
 
 import contextlib
+import errno
 import json
 import os
 import select
@@ -119,8 +125,8 @@ def _read_job(fd: int):
 
 
 #: What writing the artifact can run into that is the artifact's doing (too large, no space).
-_AGENT_ERRNOS = {28, 122, 27, 36, 21, 20, 17, 39, 40}  # ENOSPC EDQUOT EFBIG ENAMETOOLONG EISDIR
-# ENOTDIR EEXIST ENOTEMPTY ELOOP
+_AGENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENAMETOOLONG, errno.EISDIR,
+                 errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP}
 
 
 def _write_files(files) -> str | None:
