@@ -115,8 +115,9 @@ def _read_job(fd: int):
     data = b"".join(chunks)
     if not data:
         return None
-    line, _, body = data.partition(b"\n")
-    head = json.loads(line)
+    cut = data.index(b"\n")
+    head = json.loads(data[:cut])
+    body = memoryview(data)[cut + 1:]  # slices of a view: the files are not copied again
     files, offset = [], 0
     for path, size in head["files"]:
         files.append((path, None if size is None else body[offset:offset + size]))
