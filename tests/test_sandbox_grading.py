@@ -140,3 +140,12 @@ def test_a_grading_after_another_over_the_same_snapshot_takes_a_prebooted_runner
     spare = WARM._spares.get(next(k for k in WARM._spares if k[0] == str(snap)), []) \
         if any(k[0] == str(snap) for k in WARM._spares) else []
     assert all(r.booted.proc.poll() is None for r in spare)  # only unused runners wait
+
+
+def test_two_gradings_that_differ_only_in_their_reason_are_the_same_grade():
+    from proofgym.eval.validate import verdict_difference
+
+    a = Verdict(0.0, {"resolved": 0.0}, reason="assert <Obj at 0x7f01> == 3")
+    b = Verdict(0.0, {"resolved": 0.0}, reason="assert <Obj at 0x7f99> == 3")
+    assert verdict_difference(a, b) is None
+    assert verdict_difference(a, Verdict(1.0, {"resolved": 1.0}, reason=a.reason)) is not None
