@@ -7,8 +7,8 @@ runner (:mod:`proofgym.verify.sandbox_runner`) has loaded pytest and waits on a 
 job. Nothing of the job's, or the agent's, has been in it: a spare differs from a sandbox booted
 on demand only in when it was booted. Each runner serves exactly one grading and is then torn
 down, so no state (a process, a file in ``/tmp``, an import cache, a ``sys.modules`` entry)
-passes from one grading to the next. Spares are few (at most the CPU count in all, one per
-snapshot), expire after a minute unused, and are torn down at exit.
+passes from one grading to the next. Spares are few (one per snapshot, :data:`MAX_SPARES` per
+process), expire after a minute unused, and are torn down at exit.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from proofgym.verify.grading_workspace import Booted
 
 #: Spares kept per key (snapshot, limits, packages, configuration file).
 SPARES_PER_KEY = 1
+#: Spares kept by one process in all (each verifier pool worker has its own); the environment
+#: variable ``PROOFGYM_GRADING_SPARES`` overrides it (0: none, every grading boots its own).
+MAX_SPARES = 2
 #: Seconds a spare may wait unused before it is torn down.
 IDLE_S = 60.0
 _READY = b"ready\n"
@@ -71,7 +74,7 @@ class WarmRunners:
 
     def __init__(self, max_spares: int | None = None) -> None:
         self.max_spares = max_spares if max_spares is not None else \
-            int(os.environ.get("PROOFGYM_GRADING_SPARES", os.cpu_count() or 1))
+            int(os.environ.get("PROOFGYM_GRADING_SPARES", MAX_SPARES))
         self._lock = threading.Lock()
         self._spares: dict[Hashable, list[Runner]] = {}
         self._booting = 0
