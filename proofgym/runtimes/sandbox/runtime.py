@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.runtimes.artifact import Artifact
-from proofgym.runtimes.sandbox import cgroups
+from proofgym.runtimes.sandbox import cgroups, seccomp
 from proofgym.runtimes.sandbox.bwrap import (
     WORKSPACE,
     Overlay,
@@ -87,6 +87,9 @@ class SandboxRuntime:
         self.sandbox, chosen = select_tools(self, tools)  # bad tools fail before any setup
         self.tools = ToolRegistry(chosen)
         self.bwrap = find_bwrap()
+        # built once per process: without libseccomp this fails here, at setup, and not as a
+        # tool error at the episode's first call
+        seccomp.filter_program()
         self.system = MinimalSystem.default(tuple(packages))
         self._root = scratch_dir_(prefix="proofgym-sandbox-", size_mb=self.limits.workspace_mb,
                                   parent=scratch_dir)
