@@ -38,8 +38,11 @@ def eval_command(
         "-G", "--repeats", min=1, help="Attempts per task, recorded as a group.")] = 1,
     verifier: Annotated[str, typer.Option(
         help="process (out of band, crash-isolated) | inline (in the episode's slot)")] = "process",
-    grader_processes: Annotated[int, typer.Option(min=1, help="Grader worker processes.")] = 2,
-    grader_jobs: Annotated[int, typer.Option(min=1, help="Grading jobs in flight at once.")] = 64,
+    grader_processes: Annotated[int | None, typer.Option(
+        min=1, help="Grader worker processes [default: the CPU count].")] = None,
+    grader_jobs: Annotated[int | None, typer.Option(
+        min=1, help="Grading jobs in flight at once [default: the CPU count; raise it for graders "
+                    "that mostly wait, e.g. an LLM judge].")] = None,
     grader_timeout: Annotated[float, typer.Option(help="Seconds a grading job may take.")] = 60.0,
     max_error_rate: Annotated[float, typer.Option(
         min=0.0, max=1.0, help="Largest share of unscored episodes (grader or episode errors) a "

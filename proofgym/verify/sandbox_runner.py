@@ -18,6 +18,7 @@ It uses the standard library and pytest only, and never imports code from the wo
 A child's exit status is forgeable by the code it runs; that is what the mutants are for.
 """
 
+import contextlib
 import json
 import os
 import select
@@ -26,6 +27,7 @@ import sys
 import time
 
 PASSED, FAILED, ERROR, SKIPPED = 0, 1, 2, 3
+MESSAGE_BYTES = 2048  # the tail of a failing test's report kept as its message
 _STATUS = {PASSED: "passed", FAILED: "failed", ERROR: "error", SKIPPED: "skipped"}
 _SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 _STDLIB_PRELOAD = (
@@ -52,24 +54,27 @@ def main() -> None:
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     _non_dumpable()
     _preload()
-    config = _configure(manifest.get("config") or _empty_config())
+    session = _configure(manifest.get("config") or _empty_config())
     os.write(report_fd, b"ready\n")
     deadline = time.monotonic() + float(manifest["budget_s"])
     per_test = float(manifest["test_timeout_s"])
     results = {}
+    messages = {}
     stopped = None
     for node in manifest["run"]:
         if stopped is not None:
             results[node] = "not_run"
             continue
         remaining = deadline - time.monotonic()
-        status = _run_one(node, config, min(remaining, per_test), report_fd) if remaining > 0 \
-            else "timeout"
+        status, message = _run_one(node, session, min(remaining, per_test), report_fd) \
+            if remaining > 0 else ("timeout", "")
         results[node] = status
+        if message and status != "passed":
+            messages[node] = message
         _kill_others()
         if status == "timeout":  # the test command's time limit: what is left does not run
             stopped = node
-    report = {"results": results, "stopped_at": stopped}
+    report = {"results": results, "messages": messages, "stopped_at": stopped}
     data = json.dumps(report).encode()
     view = memoryview(data)
     while view:
@@ -102,22 +107,29 @@ def _preload() -> None:
 
 
 def _configure(ini: str):
-    """pytest's configuration, parsed once here and inherited by every test process (parsing it
-    per test would double the run's time). It is parsed for an empty private directory, so no
-    ``conftest.py`` is imported in this process; each test process points it at its one test,
-    and pytest imports the conftests of that test's directories (under ``/workspace``) there."""
+    """A pytest session, configured and started once here and inherited by every test process
+    (doing it per test would double the run's time). The configuration is parsed for an empty
+    private directory, so no ``conftest.py`` is imported in this process (configuring and
+    starting a session runs pytest's own plugins only); each test process points the session at
+    its one test, and pytest imports the conftests of that test's directories (under
+    ``/workspace``) there."""
     import gc
 
     from _pytest.config import _prepareconfig
+    from _pytest.main import Session
 
     os.makedirs("/tmp/proofgym-empty", exist_ok=True)
     config = _prepareconfig(["-c", ini, "--rootdir=/workspace", "--confcutdir=/workspace",
                              "-p", "no:cacheprovider", "-q", "--tb=short", "--import-mode=append",
                              "/tmp/proofgym-empty"])
+    config._do_configure()
+    session = Session.from_config(config)
+    session.exitstatus = 0
+    config.hook.pytest_sessionstart(session=session)
     sys.stdout.flush()
     sys.stderr.flush()
     gc.freeze()  # the parent's objects stay out of every test process's collections
-    return config
+    return session
 
 
 def _empty_config() -> str:
@@ -127,14 +139,18 @@ def _empty_config() -> str:
     return path
 
 
-def _run_one(node: str, config, timeout: float, report_fd: int) -> str:
+def _run_one(node: str, session, timeout: float, report_fd: int) -> tuple[str, str]:
+    """The test's status, and its failure message (its own words: informative, never trusted)."""
+    msg_r, msg_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = ERROR
         try:
             os.close(report_fd)
+            os.close(msg_r)
+            os.set_blocking(msg_w, False)  # a test that filled the pipe loses its message only
             os.setpgid(0, 0)
-            code = _child(node, config)
+            code = _child(node, session, msg_w)
         except BaseException:  # shown in the run's output; the test counts as an error
             import traceback
 
@@ -142,17 +158,40 @@ def _run_one(node: str, config, timeout: float, report_fd: int) -> str:
             sys.stderr.flush()
         finally:
             os._exit(code)
-    return _wait(pid, timeout)
+    os.close(msg_w)
+    try:
+        status = _wait(pid, timeout)
+        os.set_blocking(msg_r, False)
+        try:
+            message = os.read(msg_r, MESSAGE_BYTES).decode("utf-8", errors="replace")
+        except BlockingIOError:
+            message = ""
+    finally:
+        os.close(msg_r)
+    return status, message
 
 
-def _child(node: str, config) -> int:
+def _child(node: str, session, msg_fd: int) -> int:
+    """Collect and run one test in the inherited session (``_pytest.main._main`` for one node)."""
     sys.path.append("/workspace")  # appended: nothing in the workspace shadows a loaded module
+    config = session.config
     rec = _Recorder()
     config.pluginmanager.register(rec, "proofgym-recorder")
     config.args = [node]
-    config.hook.pytest_cmdline_main(config=config)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        config.hook.pytest_collection(session=session)
+        config.hook.pytest_runtestloop(session=session)
+    except session.Failed:
+        rec.worst("failed")
+    except session.Interrupted as exc:
+        rec.worst("error", str(exc))
+    finally:
+        config.hook.pytest_sessionfinish(session=session, exitstatus=session.exitstatus)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if rec.message:  # a full pipe (the test's own doing) costs the test its message only
+            with contextlib.suppress(OSError):
+                os.write(msg_fd, rec.message.encode("utf-8", errors="replace")[-MESSAGE_BYTES:])
     if rec.items != 1 or rec.outcome is None:
         return ERROR
     return {"passed": PASSED, "failed": FAILED, "error": ERROR, "skipped": SKIPPED}[rec.outcome]
@@ -162,21 +201,28 @@ class _Recorder:
     def __init__(self) -> None:
         self.items = 0
         self.outcome = None
+        self.message = ""
 
     def pytest_collection_finish(self, session) -> None:
         self.items = len(session.items)
 
     def pytest_collectreport(self, report) -> None:
         if report.failed:
-            self._worst("error")
+            self.worst("error", report.longreprtext)
 
     def pytest_runtest_logreport(self, report) -> None:
+        text = report.longreprtext if report.failed else ""
         if report.when == "call":
-            self._worst("passed" if report.passed else "failed" if report.failed else "skipped")
+            self.worst("passed" if report.passed else "failed" if report.failed else "skipped", text)
         elif report.failed:
-            self._worst("error")
+            self.worst("error", text)
         elif report.skipped:
-            self._worst("skipped")
+            self.worst("skipped")
+
+    def worst(self, status: str, message: str = "") -> None:
+        if message and not self.message:
+            self.message = message
+        self._worst(status)
 
     def _worst(self, status: str) -> None:
         if self.outcome is None or _SEVERITY[status] > _SEVERITY[self.outcome]:
