@@ -55,6 +55,17 @@ def test_a_mapping_is_written_once_and_reused(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
 
 
+def test_the_snapshot_is_readable_by_others_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        root = materialize({"pkg/mod.py": "X = 1\n"}, cache_dir=tmp_path / "c")
+    finally:
+        os.umask(old)
+    assert (root / "pkg").stat().st_mode & 0o777 == 0o755
+    assert (root / "pkg" / "mod.py").stat().st_mode & 0o777 == 0o644
+    assert root.stat().st_mode & 0o777 == 0o755
+
+
 def test_a_directory_is_used_as_it_is(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     assert materialize(tmp_path / "d", cache_dir=tmp_path / "c") == (tmp_path / "d").resolve()

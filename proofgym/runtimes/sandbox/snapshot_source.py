@@ -237,11 +237,12 @@ def _store(files: Mapping[str, tuple[bytes, bool]], dirs: set[str], cache: Path)
     try:
         os.chmod(tmp, 0o755)  # the sandbox's unprivileged uid reads it
         for name in sorted(dirs, key=lambda d: d.count("/")):
-            os.mkdir(tmp / name, 0o755)
+            os.mkdir(tmp / name)
+            os.chmod(tmp / name, 0o755)  # explicit: a umask of 077 would hide it from the sandbox
         for name, (content, executable) in files.items():
-            fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                         0o755 if executable else 0o644)
+            fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o755 if executable else 0o644)
                 f.write(content)
         try:
             os.rename(tmp, target)  # atomic: the snapshot appears whole or not at all
