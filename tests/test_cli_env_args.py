@@ -115,6 +115,7 @@ def test_validate_concurrency_progress_and_wall_time(typed_env: Path) -> None:
                      r"concurrency 3", proc.stdout)
     report = orjson.loads((typed_env / "v.json").read_bytes())
     assert report["concurrency"] == 3 and report["wall_time_s"] > 0 and report["tasks"] == 10
+    assert report["env_kwargs"] == {"n": 10}
 
 
 def test_every_failure_is_listed_or_written_to_a_named_file(typed_env: Path) -> None:
@@ -141,4 +142,5 @@ def test_concurrent_validation_gives_the_same_report(typed_env: Path) -> None:
     assert three["concurrency"] == 3 and one["concurrency"] == 1
     for report in (one, three):
         report.pop("wall_time_s"), report.pop("concurrency")
+    assert one["env_kwargs"] == {"n": 6, "hedge": True}
     assert one == three and not one["ok"]

@@ -77,6 +77,7 @@ class ValidationReport:
     checks: list[CheckResult]
     wall_time_s: float | None = None
     concurrency: int = 1
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -89,6 +90,8 @@ class ValidationReport:
     def to_dict(self) -> dict[str, Any]:
         return {"env_id": self.env_id, "tasks": self.tasks, "ok": self.ok,
                 "wall_time_s": self.wall_time_s, "concurrency": self.concurrency,
+                "env_kwargs": {k: v if isinstance(v, (str, int, float, bool, type(None), list, dict))
+                               else str(v) for k, v in self.env_kwargs.items()},
                 "checks": [c.to_dict() for c in self.checks]}
 
 
@@ -258,7 +261,9 @@ def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] |
             envs.append(make_env(env_id, **env_kwargs, **shared))
         if on_start is not None:
             on_start(len(tasks))
-        return validate_env(envs, tasks, env_id=env_id, on_task=on_task)
+        report = validate_env(envs, tasks, env_id=env_id, on_task=on_task)
+        report.env_kwargs = env_kwargs
+        return report
     finally:
         for e in envs:
             e.close()
