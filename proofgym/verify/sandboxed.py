@@ -154,7 +154,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     manifest = {"run": layout.run, "budget_s": timeout_s,
                 "test_timeout_s": test_timeout_s or timeout_s}
     job = encode_job(manifest, [*allowed.items(), *extra.items()])
-    key = (str(snapshot), config, limits, tuple(packages))
+    key = (_identity(snapshot), config, limits, tuple(packages))
     runner = WARM.take(key, lambda: _boot_runner(snapshot, config, limits, packages))
     t1 = time.perf_counter()
     proc = runner.booted.proc
@@ -188,6 +188,14 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         run = replace(run, messages={real: _real_names(messages[gen], gen, real)
                                      for gen, real in layout.real.items() if gen in messages})
     return run
+
+
+def _identity(snapshot: Path) -> tuple[str, int, int, int]:
+    """The snapshot directory a spare was booted over, not just its path: a tree moved to or
+    rebuilt at the same path (a new inode, or at least a new change time) gets its own runner,
+    never one that still holds the old tree."""
+    st = snapshot.stat()
+    return str(snapshot), st.st_dev, st.st_ino, st.st_ctime_ns
 
 
 def _boot_runner(snapshot: Path, config: str | None, limits: SandboxLimits,
