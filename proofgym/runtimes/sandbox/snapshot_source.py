@@ -16,6 +16,7 @@ the total size is bounded.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -37,6 +38,9 @@ SnapshotSource: TypeAlias = str | Path | bytes | Mapping[str, bytes | str]
 #: Archives and mappings larger than this (content bytes in all) are refused.
 MAX_SNAPSHOT_BYTES = 512 << 20
 MAX_SNAPSHOT_FILES = 100_000
+#: Longest name of a snapshot entry (bytes, all of it and per component): Linux holds 255 per
+#: component and 4096 per path, and the cache directory's own path comes in front.
+MAX_NAME_BYTES, MAX_COMPONENT_BYTES = 3072, 255
 _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 
 
@@ -98,7 +102,13 @@ def _clean_name(name: str, where: str) -> str:
         return ""  # the archive's root directory itself ("." or "./")
     if ".." in parts:
         raise SnapshotSourceError(f"{where}: file name {name!r} leaves the snapshot (uses ..)")
-    return "/".join(parts)
+    clean = "/".join(parts)
+    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in parts)
+    if longest > MAX_COMPONENT_BYTES or len(clean.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        raise SnapshotSourceError(f"{where}: file name {name[:80]!r}... is too long (at most "
+                                  f"{MAX_COMPONENT_BYTES} bytes per component and "
+                                  f"{MAX_NAME_BYTES} in all)")
+    return clean
 
 
 Tree = tuple[dict[str, tuple[bytes, bool]], set[str]]  # file -> (content, executable); dirs
@@ -122,6 +132,7 @@ def _read_mapping(source: Mapping[str, bytes | str], max_bytes: int) -> Tree:
         if clean in files:
             raise SnapshotSourceError(f"snapshot mapping: {name!r} names the same file as another key")
         files[clean] = (bytes(content), False)
+        _check_count(files, set(), "snapshot mapping")
     return _checked(files, set(), "snapshot mapping")
 
 
@@ -141,6 +152,7 @@ def _read_archive(data: bytes, where: str, max_bytes: int) -> Tree:
             if member.isdir():
                 if name:
                     dirs.add(name)
+                    _check_count(files, dirs, where)
                 continue
             if not member.isreg():
                 kind = "link" if member.issym() or member.islnk() else "special file"
@@ -171,6 +183,7 @@ def _read_zip(data: bytes, where: str, max_bytes: int) -> Tree:
             if info.is_dir():
                 if name:
                     dirs.add(name)
+                    _check_count(files, dirs, where)
                 continue
             if stat.S_IFMT(mode) and not stat.S_ISREG(mode):  # no type bits: a plain file
                 raise SnapshotSourceError(f"{where}: member {info.filename!r} is a link or special "
@@ -201,7 +214,14 @@ def _checked(files: dict[str, tuple[bytes, bool]], dirs: set[str], where: str) -
     clash = dirs & files.keys()
     if clash:
         raise SnapshotSourceError(f"{where}: {sorted(clash)[0]!r} is both a file and a directory")
+    _check_count(files, dirs, where)
     return files, dirs
+
+
+def _check_count(files: Mapping[str, object], dirs: set[str], where: str) -> None:
+    """Empty files and directories hold no bytes: the size bound alone never stops them."""
+    if len(files) + len(dirs) > MAX_SNAPSHOT_FILES:
+        raise SnapshotSourceError(f"{where}: more than {MAX_SNAPSHOT_FILES} files and directories")
 
 
 # ------------------------------------------------------------------------------------ writing
@@ -250,7 +270,11 @@ def _store(files: Mapping[str, tuple[bytes, bool]], dirs: set[str], cache: Path)
             if not target.is_dir():
                 raise
             shutil.rmtree(tmp)  # another writer stored the same content first
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # under a long cache path
+            raise SnapshotSourceError(f"a snapshot file name is too long to store under the cache "
+                                      f"{cache}: {exc.filename}; use a shorter "
+                                      "PROOFGYM_SNAPSHOT_CACHE") from None
         raise
     return target
