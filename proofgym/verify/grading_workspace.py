@@ -135,6 +135,7 @@ def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
     (their fault), :class:`SandboxSetupError` for host faults."""
     bwrap = find_bwrap()
     system = MinimalSystem.default(tuple(packages))
+    allowed = _yield_to(allowed, extra)
     root = scratch_dir("proofgym-grade-", limits.workspace_mb)
     cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes)
     if cgroup is None and os.geteuid() == 0:
@@ -176,6 +177,20 @@ def grading_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
         yield booted.proc
     finally:
         booted.close()
+
+
+def _yield_to(allowed: Mapping[str, bytes | None], extra: Mapping[str, bytes]
+              ) -> dict[str, bytes | None]:
+    """The artifact's changes without those in the way of a grader's file: the same path (a
+    deletion would remove the grader's file, or leave a whiteout it cannot be written over), a
+    file where the grader's file needs a directory, or a path under the grader's file."""
+    if not extra:
+        return dict(allowed)
+    taken = set(extra)
+    parents = {str(p) for path in extra for p in PurePosixPath(path).parents}
+    return {path: content for path, content in allowed.items()
+            if path not in taken and path not in parents
+            and not any(str(p) in taken for p in PurePosixPath(path).parents)}
 
 
 def _apply(upper: Path, snapshot: Path, files: Mapping[str, bytes | None]) -> list[str]:

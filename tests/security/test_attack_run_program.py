@@ -101,3 +101,24 @@ def test_the_program_writes_nothing_outside_its_sandbox(snap: Path, tmp_path: Pa
     assert not any(token in name for name in set(os.listdir("/tmp")) - host_tmp)
     assert not Path(f"/usr/{token}").exists() and not Path(f"/{token}").exists()
     assert not (tmp_path / token).exists()
+
+
+@pytest.mark.parametrize("changes", [
+    {"check.py": None},  # a deletion of the grader's file (a whiteout as root, rm -f without)
+    {"check.py": b"print('agent wins')\n"},
+    {"check.py/inner.py": b"x = 1\n"},  # a directory where the grader's file goes
+    {"pkg": None},  # the grader's file's directory deleted
+    {"pkg/extra.py": None, "pkg/mod.py": b"VALUE = 'agent'\n"},
+])
+def test_the_artifact_cannot_displace_or_delete_a_graders_file(snap: Path, changes):
+    require_tool("bwrap")
+    (snap / "check.py").write_text("print('snapshot stub')\n")
+    (snap / "pkg").mkdir()
+    (snap / "pkg" / "mod.py").write_text("VALUE = 'snapshot'\n")
+    (snap / "pkg" / "extra.py").write_text("WHO = 'snapshot'\n")
+    hidden = {"check.py": b"from pkg.extra import WHO\nprint('hidden', WHO)\n",
+              "pkg/extra.py": b"WHO = 'grader'\n"}
+    run = run_program(snap, changes, argv=["python3", "check.py"], hidden=hidden, timeout_s=30)
+    # raised before the fix: PermissionError opening the whiteout (as root); without root the
+    # deletion ran after the grader's file was written and removed it
+    assert run.ok and run.stdout_text == "hidden grader\n", run
