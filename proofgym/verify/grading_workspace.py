@@ -61,9 +61,12 @@ def is_protected(path: str, protected: Iterable[str]) -> bool:
 
 
 def _safe_relpath(path: str) -> bool:
+    """A relative path in its one canonical spelling: no ``..``, and no empty or ``.`` component
+    (``a//b``, ``a/``, ``./a``), which the runner would otherwise meet as a name ``''``."""
+    if not isinstance(path, str) or not path or "\x00" in path:
+        return False
     p = PurePosixPath(path)
-    return bool(path) and "\x00" not in path and not p.is_absolute() and ".." not in p.parts \
-        and p.parts[:1] != (".",)
+    return path != "." and not p.is_absolute() and ".." not in p.parts and p.as_posix() == path
 
 
 def check_artifact(changes: Mapping[str, bytes | None], *, max_bytes: int) -> str | None:

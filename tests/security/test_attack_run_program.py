@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from proofgym.runtimes.sandbox import SandboxLimits
-from proofgym.verify.sandbox_grading import MAX_PROGRAM_OUTPUT, run_program
+from proofgym.verify.sandbox_grading import MAX_PROGRAM_OUTPUT, run_program, run_pytest
 from proofgym.verify.sandboxed import files_under
 from tests.conftest import require_tool
 
@@ -122,3 +122,18 @@ def test_the_artifact_cannot_displace_or_delete_a_graders_file(snap: Path, chang
     # raised before the fix: PermissionError opening the whiteout (as root); without root the
     # deletion ran after the grader's file was written and removed it
     assert run.ok and run.stdout_text == "hidden grader\n", run
+
+
+@pytest.mark.parametrize("path", ["a//b.py", "lib/", "app.py/", "./app.py", "a/./b.py", "."])
+def test_a_change_under_a_non_canonical_name_is_dropped_not_a_grader_error(snap: Path, path: str):
+    """Changes given as a mapping whose keys the agent chose (a submit tool, a patch): a name
+    spelled with an empty or ``.`` component reached the runner as the name ``''`` and the
+    grading raised ``SandboxSetupError`` (a grader error the agent caused)."""
+    require_tool("bwrap")
+    (snap / "app.py").write_text("def add(a, b):\n    return a - b\n")
+    hidden = {"tests/test_h.py": b"from app import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}
+    run = run_pytest(snap, {path: b"def add(a, b):\n    return a + b\n"},
+                     tests=["tests/test_h.py::test_add"], hidden=hidden, mutants=False, timeout_s=30)
+    assert run.dropped == (path,) and run.results == {"tests/test_h.py::test_add": "failed"}, run
+    program = run_program(snap, {path: b"x = 1\n"}, argv=["true"], timeout_s=30)
+    assert program.ok and program.dropped == (path,), program
