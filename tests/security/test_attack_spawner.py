@@ -104,7 +104,7 @@ def test_no_sandbox_process_holds_a_descriptor_of_the_spawner_or_its_helpers(rt:
     assert host_pids and not {h for h, _ in host_pids} & set(privileged)
 
 
-def test_every_process_of_the_second_sandbox_is_unprivileged(rt: SandboxRuntime):
+def test_every_process_of_the_second_sandbox_is_unprivileged_and_oom_killable(rt: SandboxRuntime):
     if os.geteuid() != 0:
         pytest.skip("as an ordinary user the sandbox's uid is not host root to begin with")
     rt.reset()
@@ -120,6 +120,8 @@ def test_every_process_of_the_second_sandbox_is_unprivileged(rt: SandboxRuntime)
             continue
         assert 0 not in uids, (host_pid, uids)
         assert _cap_eff(host_pid) == 0, host_pid
+        # the helper that forked it is exempt from the OOM killer (-1000); a sandbox never is
+        assert int(Path(f"/proc/{host_pid}/oom_score_adj").read_text()) >= 0, host_pid
 
 
 def _cmdline(pid: int) -> bytes | None:
