@@ -26,7 +26,9 @@ register_envs()
 
 #: Heavier parts, imported on first use (the openai client and math-verify take seconds to load).
 _LAZY = {"Orchestrator": "proofgym.rollout.orchestrator", "OpenAIPolicy": "proofgym.rollout.openai_policy",
-         "VerifierPool": "proofgym.verify.pool", "Rubric": "proofgym.verify.rubric"}
+         "VerifierPool": "proofgym.verify.pool", "Rubric": "proofgym.verify.rubric",
+         **dict.fromkeys(("run_pytest", "run_program", "TestRun", "ProgramRun"),
+                         "proofgym.verify.sandbox_grading")}
 
 
 def __getattr__(name: str) -> object:
@@ -43,6 +45,7 @@ __all__ = [
     "Limits",
     "OpenAIPolicy",
     "Orchestrator",
+    "ProgramRun",
     "Rubric",
     "Runtime",
     "SandboxLimits",
@@ -50,6 +53,7 @@ __all__ = [
     "Task",
     "TaskSet",
     "TaskSpec",
+    "TestRun",
     "Tool",
     "ToolCallAction",
     "ToolError",
@@ -62,5 +66,7 @@ __all__ = [
     "VerificationJob",
     "VerifierPool",
     "__version__",
+    "run_program",
+    "run_pytest",
     "tool",
 ]

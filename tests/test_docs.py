@@ -67,7 +67,7 @@ def driver_for(page: Path) -> str:
 
 def test_the_docs_exist_and_have_runnable_examples():
     assert {p.name for p in DOCS} >= {"index.md", "writing-a-task.md", "running-an-eval.md",
-                                      "training-with-trl.md"}
+                                      "training-with-trl.md", "sandboxed-tasks.md"}
     runnable = [b for p in DOCS for b in blocks(p) if "no-run" not in b[0]]
     skipped = [b for p in DOCS for b in blocks(p) if "no-run" in b[0]]
     assert len(runnable) >= 15 and len(skipped) <= 3

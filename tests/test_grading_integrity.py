@@ -71,7 +71,7 @@ def test_agent_caused_grader_failures_are_scored_zero_with_the_cause():
     }
     for name, (files, meta) in cases.items():
         v = _job(task, {**task.solution_files, **files}, meta).run()
-        assert v.status == "scored" and v.reward == 0.0 and v.error, (name, v)
+        assert v.status == "scored" and v.reward == 0.0 and v.reason and v.error is None, (name, v)
         assert set(v.components) - {"resolved"} <= {"artifact_rejected", "runner_killed"}, (name, v)
         assert len(v.components) == 2, (name, v)
 

@@ -127,5 +127,10 @@ def test_missing_bwrap_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_bad_snapshot_is_a_clear_error(sandbox, tmp_path):
-    with pytest.raises(SandboxSetupError, match="not a directory"):
+    from proofgym.runtimes.sandbox import SnapshotSourceError
+
+    with pytest.raises(SnapshotSourceError, match="does not exist"):
         sandbox.use_snapshot(tmp_path / "nope")
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(SnapshotSourceError, match="not an archive"):
+        sandbox.use_snapshot(tmp_path / "file.txt")

@@ -110,3 +110,46 @@ def test_from_hf_dataset_saved_to_disk(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="save_to_disk"):
         QATask.from_dataset(tmp_path / "missing")
 
+
+
+def test_from_jsonl_gz(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "qa.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("\n".join(json.dumps(r) for r in RECORDS) + "\n")
+    ts = TaskSet.from_jsonl(path, QATask.from_record)
+    assert ts.name == "qa" and len(ts) == 4
+    assert ts.content_hash == QATask.load_jsonl(_plain_copy(tmp_path)).content_hash
+    assert set(solve_all(ts).values()) == {1.0}
+    with gzip.open(tmp_path / "bad.jsonl.gz", "wt") as f:
+        f.write(json.dumps(RECORDS[0]) + "\n{broken\n")
+    with pytest.raises(TaskRecordError, match=r"bad\.jsonl\.gz: line 2: not valid JSON"):
+        TaskSet.from_jsonl(tmp_path / "bad.jsonl.gz", QATask.from_record)
+    (tmp_path / "fake.jsonl.gz").write_text("not gzip\n")
+    with pytest.raises(TaskRecordError, match="cannot read it as gzip"):
+        TaskSet.from_jsonl(tmp_path / "fake.jsonl.gz", QATask.from_record)
+
+
+def _plain_copy(tmp_path: Path) -> Path:
+    path = tmp_path / "plain" / "qa.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
+    return path
+
+
+def test_a_missing_datasets_package_is_a_one_line_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    # a real interpreter in which `import datasets` fails, as without the extra
+    code = ("import sys; sys.modules['datasets'] = None\n"
+            "from proofgym.tasks import MissingExtraError\n"
+            "from proofgym.verify import QATask\n"
+            "try:\n    QATask.from_dataset(sys.argv[1])\n"
+            "except MissingExtraError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(REPO)}, check=True).stdout
+    assert out.count("\n") == 1 and "pip install datasets" in out

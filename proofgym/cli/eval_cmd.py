@@ -38,16 +38,24 @@ def eval_command(
         "-G", "--repeats", min=1, help="Attempts per task, recorded as a group.")] = 1,
     verifier: Annotated[str, typer.Option(
         help="process (out of band, crash-isolated) | inline (in the episode's slot)")] = "process",
-    grader_processes: Annotated[int, typer.Option(min=1, help="Grader worker processes.")] = 2,
-    grader_jobs: Annotated[int, typer.Option(min=1, help="Grading jobs in flight at once.")] = 64,
+    grader_processes: Annotated[int | None, typer.Option(
+        min=1, help="Grader worker processes [default: the CPU count].")] = None,
+    grader_jobs: Annotated[int | None, typer.Option(
+        min=1, help="Grading jobs in flight at once [default: the CPU count; raise it for graders "
+                    "that mostly wait, e.g. an LLM judge].")] = None,
     grader_timeout: Annotated[float, typer.Option(help="Seconds a grading job may take.")] = 60.0,
     max_error_rate: Annotated[float, typer.Option(
         min=0.0, max=1.0, help="Largest share of unscored episodes (grader or episode errors) a "
                                "run may have; above it the command exits with status 3.")] = 0.05,
     client_timeout: Annotated[float, typer.Option(
         help="Seconds one model call (openai:MODEL) may take before it is retried.")] = 120.0,
+    env_arg: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045 - typer
+        "--env-arg", metavar="KEY=VALUE",
+        help="A keyword argument for the env's factory, typed by its signature (repeatable); "
+             "recorded in the run's contract.json.")] = None,
 ) -> None:
     """Run a policy on an environment and report rewards."""
+    from proofgym.cli.env_args import parse_env_args
     from proofgym.core import ConfigError
     from proofgym.eval import evaluate
     from proofgym.eval.runs import train_split_warning
@@ -66,6 +74,7 @@ def eval_command(
                    "version": policy_version, "timeout_s": client_timeout}
     elif base_url is not None:
         raise typer.BadParameter("--base-url is for --policy openai:MODEL", param_hint="--base-url")
+    env_kwargs = parse_env_args(env_id, env_arg)  # before anything is started or written
     pol = make_policy(policy, seed=seed, **options)  # an unknown policy is a ConfigError (exit 2)
     if split not in (None, "train", "dev", "heldout"):
         raise typer.BadParameter(f"unknown split {split!r}; use train, dev or heldout", param_hint="--split")
@@ -79,7 +88,7 @@ def eval_command(
     if split == "train":
         console.print(f"[bold white on red] WARNING [/] [bold red]{train_split_warning(env_id)}[/]")
     common = {"episodes": n, "repeats": repeats, "seed": seed, "out": None if resume else out,
-              "resume": resume, "split": split, "splits": splits}
+              "resume": resume, "split": split, "splits": splits, "env_kwargs": env_kwargs}
     # One loop at every concurrency: the pool's timeout and isolation hold at -c 1 too. Errors
     # (ProofgymError) are printed once, by the CLI's entry point.
     try:

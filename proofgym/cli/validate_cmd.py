@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import orjson
 import typer
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from proofgym.cli.console import console
 
 #: Failing task ids shown in a row of the table (all of them are in the details and --json).
 SHOWN_IDS = 5
+#: Up to this many failures are printed one per line; more go to a file the message names.
+MAX_PRINTED_FAILURES = 20
+#: Without a terminal, a plain progress line at least this often (seconds) and at every 10%.
+PLAIN_PROGRESS_EVERY_S = 10.0
 
 
 def validate_command(
@@ -24,15 +32,28 @@ def validate_command(
         "--task", help="Validate this task id (repeatable).")] = None,
     json_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
         "--json", help="Also write the full result as JSON to this file.")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
+        "-c", "--concurrency", min=1,
+        help="Tasks validated at once, each in its own env (default: the CPU count).")] = None,
+    env_arg: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045 - typer
+        "--env-arg", metavar="KEY=VALUE",
+        help="A keyword argument for the env's factory, typed by its signature (repeatable).")] = None,
+    failures_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
+        "--failures", help=f"Write every failure to this file (done anyway, to a temporary file, "
+                           f"when there are more than {MAX_PRINTED_FAILURES}).")] = None,
 ) -> None:
     """Check the grader: reference solutions score 1, doing nothing and every control score 0,
     and grading twice gives the same verdict. Exits 1 on any failure."""
+    from proofgym.cli.env_args import parse_env_args
     from proofgym.eval.validate import validate
 
-    with Progress(console=console, transient=True) as progress:
-        bar = progress.add_task(f"validating {env_id}", total=n)
+    env_kwargs = parse_env_args(env_id, env_arg)
+    workers = concurrency or os.cpu_count() or 1
+    progress = _progress(env_id)
+    with progress:
         try:
-            report = validate(env_id, limit=n, task_ids=task, on_task=lambda _t: progress.advance(bar))
+            report = validate(env_id, limit=n, task_ids=task, env_kwargs=env_kwargs, concurrency=workers,
+                              on_start=progress.start, on_task=lambda _t: progress.advance())
         except (ValueError, KeyError) as exc:
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2) from None
@@ -50,14 +71,83 @@ def validate_command(
         table.add_row(check.name, check.expectation, str(check.tasks), str(check.passed),
                       str(check.failed), shown, style=style)
     console.print(table)
-    for check in report.checks:
-        for task_id, problem in check.failures[:SHOWN_IDS]:
-            console.print(f"[red]FAIL[/] {check.name} · {task_id}: {problem}", markup=True,
-                          highlight=False, soft_wrap=True)
+    failures = report.failures()
+    lines = [f"FAIL {name} · {task_id}: {problem}" for name, task_id, problem in failures]
+    if failures_out is None and len(failures) > MAX_PRINTED_FAILURES:
+        fd, name = tempfile.mkstemp(prefix="proofgym-validate-failures-", suffix=".txt")
+        os.close(fd)
+        failures_out = Path(name)
+    if failures_out is not None:
+        failures_out.write_text("".join(line + "\n" for line in lines))
+    if len(failures) <= MAX_PRINTED_FAILURES:
+        for line in lines:
+            console.print(f"[red]FAIL[/]{line[4:]}", markup=True, highlight=False, soft_wrap=True)
+    else:
+        console.print(f"[red]{len(failures)} failures[/]: every one is listed in {failures_out}",
+                      highlight=False, soft_wrap=True)
     if json_out is not None:
         json_out.write_bytes(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2))
+    timing = f"in {report.wall_time_s or 0.0:.1f} s wall time at concurrency {report.concurrency}"
     if not report.ok:
         failed = [c.name for c in report.checks if not c.ok]
-        console.print(f"[bold red]grader validation FAILED[/]: {', '.join(failed)}")
+        console.print(f"[bold red]grader validation FAILED[/]: {', '.join(failed)} ({timing})",
+                      highlight=False)
         raise typer.Exit(1)
-    console.print(f"[green]grader validation passed[/]: {report.tasks} tasks, {len(report.checks)} checks")
+    console.print(f"[green]grader validation passed[/]: {report.tasks} tasks, {len(report.checks)} "
+                  f"checks, {timing}", highlight=False)
+
+
+class _ProgressLines:
+    """Progress without a terminal: a plain line at every 10% of the tasks and at least every
+    :data:`PLAIN_PROGRESS_EVERY_S` seconds (a log file or CI shows that the run is alive)."""
+
+    def __init__(self, env_id: str) -> None:
+        self.env_id, self.total, self.done = env_id, 0, 0
+        self.started = self.last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> _ProgressLines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def start(self, total: int) -> None:
+        self.total, self.started, self.last = total, time.monotonic(), time.monotonic()
+        console.print(f"validating {self.env_id}: {total} tasks", highlight=False)
+
+    def advance(self) -> None:
+        with self._lock:
+            self.done += 1
+            now = time.monotonic()
+            step = max(1, self.total // 10)
+            if self.done == self.total or self.done % step == 0 or now - self.last >= PLAIN_PROGRESS_EVERY_S:
+                self.last = now
+                console.print(f"validated {self.done}/{self.total} tasks ({now - self.started:.0f} s)",
+                              highlight=False)
+
+
+class _ProgressBar:
+    """A rich progress bar on a terminal."""
+
+    def __init__(self, env_id: str) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console, transient=True)
+        self.bar = self.progress.add_task(f"validating {env_id}", total=None)
+
+    def __enter__(self) -> _ProgressBar:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def start(self, total: int) -> None:
+        self.progress.update(self.bar, total=total)
+
+    def advance(self) -> None:
+        self.progress.advance(self.bar)
+
+
+def _progress(env_id: str) -> _ProgressBar | _ProgressLines:
+    return _ProgressBar(env_id) if console.is_terminal else _ProgressLines(env_id)

@@ -18,6 +18,8 @@ class Verdict:
         * ``status == "scored"``: ``reward`` is the grade, finite.
         * ``status == "error"``: the *grader* failed (not the agent); ``error`` says why and
           ``reward`` is meaningless (``0.0``). Consumers must not average it in as a zero.
+        * ``reason`` explains a *scored* grade (which checks failed and how, like inspect's
+          ``Score.explanation``); ``error`` is never used for that.
         * ``status == "unscored"``: grading was deliberately skipped (e.g. an infrastructure
           failure ended the episode); ``reward`` is meaningless.
         * ``components`` hold the rewarded parts, ``metrics`` the logged-only ones (weight 0).
@@ -34,6 +36,7 @@ class Verdict:
     grader: str | None = None
     errors: dict[str, str] = field(default_factory=dict)
     failed_gates: list[str] = field(default_factory=list)
+    reason: str | None = None
 
     def __post_init__(self) -> None:
         # A NaN here would surface only at the end of a run (summaries, the report): refuse it now.
@@ -60,7 +63,7 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        """Records written before ``errors``/``failed_gates`` get the defaults; fields a newer
+        """Records written before ``errors``/``failed_gates``/``reason`` get the defaults; fields a newer
         proofgym added are ignored, so an older reader still reads the verdict."""
         return cls(**{k: v for k, v in data.items() if k in _FIELDS})
 

@@ -208,3 +208,7 @@ def _takes_tasks(env_id: str) -> bool:
         return "tasks" in inspect.signature(factory).parameters
     except (gymnasium.error.Error, TypeError, ValueError, ImportError, AttributeError):
         return False
+
+
+#: Public name for the validator (which shares a task set across its envs the same way).
+takes_tasks = _takes_tasks

@@ -9,13 +9,17 @@ same trajectory twice must give the same verdict. A grader error is a failure, n
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from queue import Empty, Queue
 from typing import Any
 
-from proofgym.core import Task, Verdict, describe_exception
+from proofgym.core import ConfigError, Task, Verdict, describe_exception
 from proofgym.env import UniversalVerifiableEnv
-from proofgym.eval.runner import make_env
+from proofgym.eval.runner import make_env, takes_tasks
 from proofgym.record import Trajectory
 from proofgym.rollout import ControlPolicy, Policy, ReferencePolicy, ScriptedPolicy, run_episode
 
@@ -71,13 +75,23 @@ class ValidationReport:
     env_id: str
     tasks: int
     checks: list[CheckResult]
+    wall_time_s: float | None = None
+    concurrency: int = 1
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.tasks > 0 and all(c.ok for c in self.checks)
 
+    def failures(self) -> list[tuple[str, str, str]]:
+        """Every failure as (check, task id, problem), check by check."""
+        return [(c.name, t, p) for c in self.checks for t, p in c.failures]
+
     def to_dict(self) -> dict[str, Any]:
         return {"env_id": self.env_id, "tasks": self.tasks, "ok": self.ok,
+                "wall_time_s": self.wall_time_s, "concurrency": self.concurrency,
+                "env_kwargs": {k: v if isinstance(v, (str, int, float, bool, type(None), list, dict))
+                               else str(v) for k, v in self.env_kwargs.items()},
                 "checks": [c.to_dict() for c in self.checks]}
 
 
@@ -98,9 +112,11 @@ def _score_problem(verdict: Verdict | None, traj: Trajectory, expected: float) -
 
 def verdict_difference(first: Verdict, second: Verdict) -> str | None:
     """What differs between two gradings of one trajectory (``None``: the same verdict), ignoring
-    duration metrics (``*_s``, ``*_ms``, ``*_seconds``)."""
+    duration metrics (``*_s``, ``*_ms``, ``*_seconds``) and the ``reason`` (an explanation, which
+    may quote a failure with a memory address in it)."""
     a, b = first.to_dict(), second.to_dict()
-    diffs = [f"{k} {a[k]!r} then {b[k]!r}" for k in a if k != "metrics" and a[k] != b[k]]
+    diffs = [f"{k} {a[k]!r} then {b[k]!r}" for k in a
+             if k not in ("metrics", "reason") and a[k] != b[k]]
     ma, mb = a["metrics"], b["metrics"]
     for name in sorted(set(ma) | set(mb)):
         if not name.endswith(DURATION_SUFFIXES) and ma.get(name) != mb.get(name):
@@ -131,60 +147,125 @@ def _no_action_problem(env: UniversalVerifiableEnv, task: Task) -> str | None:
     return _score_problem(verdict, traj, 0.0)
 
 
-def validate_env(env: UniversalVerifiableEnv, tasks: Sequence[Task], *, env_id: str = "",
-                 on_task: Callable[[Task], None] | None = None) -> ValidationReport:
-    """Validate the grader of ``tasks`` in ``env`` (see the module docstring for the checks)."""
-    reference = CheckResult(REFERENCE, "= 1")
-    nothing = CheckResult(DO_NOTHING, "= 0")
-    no_action = CheckResult(NO_ACTION, "= 0")
-    unstable: dict[str, str] = {}  # task id -> the first episode graded differently twice
-    shipped = CheckResult(HAS_CONTROLS, "≥ 1 control")
-    controls: dict[str, CheckResult] = {}
+@dataclass
+class _TaskOutcome:
+    """What the checks found on one task: (check name, expectation, problem) rows in order, and
+    the first verdict that differed between two gradings."""
 
-    def check(result: CheckResult, policy: Policy, task: Task, expected: float) -> None:
+    rows: list[tuple[str, str, str | None]] = field(default_factory=list)
+    unstable: str | None = None
+
+
+def _validate_task(env: UniversalVerifiableEnv, task: Task) -> _TaskOutcome:
+    outcome = _TaskOutcome()
+
+    def check(name: str, expectation: str, policy: Policy, expected: float) -> None:
         traj, first, second = _play(env, policy, task)
-        result.record(task.id, _score_problem(first, traj, expected))
-        if first is not None:
+        outcome.rows.append((name, expectation, _score_problem(first, traj, expected)))
+        if first is not None and outcome.unstable is None:
             diff = "no second verdict" if second is None else verdict_difference(first, second)
             if diff is not None:
-                unstable.setdefault(task.id, f"{result.name}: {diff}")
+                outcome.unstable = f"{name}: {diff}"
 
+    check(REFERENCE, "= 1", ReferencePolicy(), 1.0)
+    check(DO_NOTHING, "= 0", ScriptedPolicy([], name="do_nothing"), 0.0)
+    outcome.rows.append((NO_ACTION, "= 0", _no_action_problem(env, task)))
+    try:
+        names = list(task.controls())
+    except Exception as exc:  # a broken controls() is a validation failure, reported as such
+        outcome.rows.append((HAS_CONTROLS, "≥ 1 control", f"controls() raised {describe_exception(exc)}"))
+        names = []
+    else:
+        outcome.rows.append((HAS_CONTROLS, "≥ 1 control",
+                             None if names else "the task ships no negative controls"))
+    for name in names:
+        check(f"control:{name}", "= 0", ControlPolicy(name), 0.0)
+    return outcome
+
+
+def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv], tasks: Sequence[Task], *,
+                 env_id: str = "", on_task: Callable[[Task], None] | None = None) -> ValidationReport:
+    """Validate the grader of ``tasks`` in ``env`` (see the module docstring for the checks).
+
+    Given several envs (independent instances of one environment), tasks are validated
+    concurrently, one thread per env; the report is the same as with one env (rows and failures
+    in task order). ``on_task`` is called once per finished task, from one thread at a time.
+    """
+    envs = [env] if isinstance(env, UniversalVerifiableEnv) else list(env)
+    if not envs:
+        raise ValueError("validate_env needs at least one env")
+    started = time.monotonic()
+    outcomes: dict[str, _TaskOutcome] = {}
+    if len(envs) == 1 or len(tasks) <= 1:
+        for task in tasks:
+            outcomes[task.id] = _validate_task(envs[0], task)
+            if on_task is not None:
+                on_task(task)
+    else:
+        queue: Queue[Task] = Queue()
+        for task in tasks:
+            queue.put(task)
+        lock = threading.Lock()
+
+        def work(own: UniversalVerifiableEnv) -> None:
+            while True:
+                try:
+                    task = queue.get_nowait()
+                except Empty:
+                    return
+                outcome = _validate_task(own, task)
+                with lock:
+                    outcomes[task.id] = outcome
+                    if on_task is not None:
+                        on_task(task)
+
+        with ThreadPoolExecutor(len(envs), thread_name_prefix="proofgym-validate") as pool:
+            for future in [pool.submit(work, e) for e in envs]:
+                future.result()  # a worker's own failure (not a task's) is not swallowed
+    rows: dict[str, CheckResult] = {}
+    for name, expectation in ((REFERENCE, "= 1"), (DO_NOTHING, "= 0"), (NO_ACTION, "= 0")):
+        rows[name] = CheckResult(name, expectation)
     for task in tasks:
-        check(reference, ReferencePolicy(), task, 1.0)
-        check(nothing, ScriptedPolicy([], name="do_nothing"), task, 0.0)
-        no_action.record(task.id, _no_action_problem(env, task))
-        try:
-            names = list(task.controls())
-        except Exception as exc:  # a broken controls() is a validation failure, reported as such
-            shipped.record(task.id, f"controls() raised {describe_exception(exc)}")
-            names = []
-        else:
-            shipped.record(task.id, None if names else "the task ships no negative controls")
-        for name in names:
-            row = controls.setdefault(name, CheckResult(f"control:{name}", "= 0"))
-            check(row, ControlPolicy(name), task, 0.0)
-        if on_task is not None:
-            on_task(task)
+        for name, expectation, problem in outcomes[task.id].rows:
+            if name != HAS_CONTROLS:
+                rows.setdefault(name, CheckResult(name, expectation)).record(task.id, problem)
     # every graded episode of a task is regraded; the task passes when all gave the same verdict
     determinism = CheckResult(DETERMINISTIC, "same twice")
+    shipped = CheckResult(HAS_CONTROLS, "≥ 1 control")
     for task in tasks:
-        determinism.record(task.id, unstable.get(task.id))
-    return ValidationReport(env_id, len(tasks),
-                            [reference, nothing, no_action, *controls.values(), determinism, shipped])
+        determinism.record(task.id, outcomes[task.id].unstable)
+        shipped.record(task.id, next(p for n, _, p in outcomes[task.id].rows if n == HAS_CONTROLS))
+    return ValidationReport(env_id, len(tasks), [*rows.values(), determinism, shipped],
+                            wall_time_s=time.monotonic() - started, concurrency=len(envs))
 
 
 def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] | None = None,
              env_kwargs: dict[str, Any] | None = None,
-             on_task: Callable[[Task], None] | None = None) -> ValidationReport:
+             on_task: Callable[[Task], None] | None = None, concurrency: int = 1,
+             on_start: Callable[[int], None] | None = None) -> ValidationReport:
     """Validate the grader of the environment ``env_id`` (a Gymnasium id) on its task set:
-    every task, the first ``limit``, or the tasks named in ``task_ids``."""
-    env = make_env(env_id, **(env_kwargs or {}))
+    every task, the first ``limit``, or the tasks named in ``task_ids``. With ``concurrency``
+    N > 1, N envs are made (sharing the task set when the factory takes ``tasks=``) and tasks
+    are validated N at a time. ``on_start`` is told the number of tasks before the first runs."""
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be >= 1 (got {concurrency})")
+    env_kwargs = dict(env_kwargs or {})
+    env = make_env(env_id, **env_kwargs)
+    envs = [env]
     try:
         if env.tasks is None:
             raise ValueError(f"{env_id!r} has no task set to validate")
         tasks = [env.tasks.get(t) for t in task_ids] if task_ids else list(env.tasks)
         if limit is not None:
             tasks = tasks[:limit]
-        return validate_env(env, tasks, env_id=env_id, on_task=on_task)
+        shared = {"tasks": env.tasks} if takes_tasks(env_id) and "tasks" not in env_kwargs else {}
+        while len(envs) < min(concurrency, len(tasks)):
+            envs.append(make_env(env_id, **env_kwargs, **shared))
+        if on_start is not None:
+            on_start(len(tasks))
+        report = validate_env(envs, tasks, env_id=env_id, on_task=on_task)
+        report.env_kwargs = env_kwargs
+        return report
     finally:
-        env.close()
+        for e in envs:
+            e.close()

@@ -2,7 +2,7 @@
 curriculum sampler."""
 
 from proofgym.tasks.curriculum import Choice, Curriculum
-from proofgym.tasks.loaders import TaskRecordError, dataset_records, read_jsonl_records
+from proofgym.tasks.loaders import MissingExtraError, TaskRecordError, dataset_records, read_jsonl_records
 from proofgym.tasks.splits import (
     BURNED,
     DEFAULT_RATIOS,
@@ -14,6 +14,7 @@ from proofgym.tasks.splits import (
 )
 from proofgym.tasks.taskset import TaskSet
 
-__all__ = ["BURNED", "DEFAULT_RATIOS", "SPLITS", "Choice", "Curriculum", "HeldOutError", "SplitManifest",
+__all__ = ["BURNED", "DEFAULT_RATIOS", "SPLITS", "Choice", "Curriculum", "HeldOutError", "MissingExtraError",
+           "SplitManifest",
            "SplitManifestError", "TaskRecordError", "TaskSet", "assign_split", "dataset_records",
            "read_jsonl_records"]

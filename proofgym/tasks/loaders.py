@@ -7,6 +7,7 @@ this layer free of graders: the task types that grade live above it.
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,22 @@ class TaskRecordError(ConfigError):
     """A record that cannot become a task; the message names where it came from."""
 
 
+class MissingExtraError(ConfigError, ImportError):
+    """An optional dependency is not installed; the message names the install command."""
+
+
 def read_jsonl_records(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL file, one per non-blank line."""
+    """The JSON objects of a JSONL file, one per non-blank line; a name ending in ``.gz`` is read
+    through gzip."""
     if not path.exists():
         raise FileNotFoundError(f"task file {path} does not exist")
-    with path.open("rb") as f:
-        for lineno, line in enumerate(f, 1):
+    opened = gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")  # noqa: SIM115
+    with opened as f:
+        try:
+            lines = list(f)
+        except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+            raise TaskRecordError(f"{path}: cannot read it as gzip ({exc})") from None
+        for lineno, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
@@ -45,8 +56,8 @@ def load_dataset_dir(path: str | Path) -> Any:
     try:
         import datasets
     except ImportError:
-        raise ImportError("loading a Hugging Face dataset needs the `datasets` package: "
-                          "pip install 'proofgym[datasets]'") from None
+        raise MissingExtraError("loading a Hugging Face dataset needs the `datasets` package: "
+                                "pip install datasets (or pip install 'proofgym[datasets]')") from None
     if not Path(path).exists():
         raise FileNotFoundError(f"no dataset at {path} (expected a directory written by "
                                 "Dataset.save_to_disk)")

@@ -55,13 +55,15 @@ class TaskSet:
     @classmethod
     def from_jsonl(cls, path: str | Path, task_factory: Callable[[Mapping[str, Any]], Task], *,
                    name: str | None = None) -> TaskSet:
-        """One task per line of a JSONL file, built by ``task_factory``; a bad line is an error
-        naming the file and line."""
+        """One task per line of a JSONL file (``.jsonl``, or gzipped ``.jsonl.gz``), built by
+        ``task_factory`` from the line's JSON object; a bad line is an error naming the file and
+        line. The task set's name defaults to the file name without its suffixes."""
         from proofgym.tasks.loaders import read_jsonl_records, tasks_from_records
 
         path = Path(path)
+        default = path.name.removesuffix(".gz").removesuffix(".jsonl").removesuffix(".json")
         return cls(tasks_from_records(read_jsonl_records(path), task_factory, source=str(path)),
-                   name=name or path.stem)
+                   name=name or default)
 
     @classmethod
     def from_hf(cls, dataset: Any, task_factory: Callable[[Mapping[str, Any]], Task], *,

@@ -26,6 +26,12 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+class Injected:
+    """Base of the parameter types a runtime fills in: a tool function with a parameter typed as a
+    subclass (for example :class:`~proofgym.runtimes.sandbox.tools.Sandbox`) receives the
+    runtime's object of that type when it runs. Such a parameter is never part of the schema."""
+
+
 class Tool:
     """A callable the agent may invoke, with its schema and argument validation.
 
@@ -57,6 +63,7 @@ class Tool:
             )
         param_docs = {p.arg_name: p.description for p in doc.params}
         self._context_param: str | None = None
+        self._injected: dict[str, type] = {}
         self.model = self._build_model(fn, param_docs)
         self.parameters = self._json_schema()
         self._custom = (name, description)
@@ -128,6 +135,9 @@ class Tool:
             if annotation is ToolContext:
                 self._context_param = pname
                 continue
+            if isinstance(annotation, type) and issubclass(annotation, Injected):
+                self._injected[pname] = annotation
+                continue
             from pydantic import Field
 
             default = ... if param.default is param.empty else param.default
@@ -185,10 +195,23 @@ class Tool:
             )
         return {name: getattr(parsed, name) for name in type(parsed).model_fields}
 
-    def invoke(self, kwargs: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
-        """Run the tool on validated ``kwargs``; exceptions become typed error results."""
+    @property
+    def injected(self) -> tuple[type, ...]:
+        """The :class:`Injected` types this tool needs from its runtime."""
+        return tuple(self._injected.values())
+
+    def invoke(self, kwargs: dict[str, Any], context: ToolContext | None = None, *,
+               resources: tuple[Injected, ...] = ()) -> ToolResult:
+        """Run the tool on validated ``kwargs``; exceptions become typed error results.
+        ``resources`` are the runtime's objects for parameters typed :class:`Injected`."""
         if self._context_param is not None:
             kwargs = {**kwargs, self._context_param: context or ToolContext()}
+        for pname, kind in self._injected.items():
+            given = next((r for r in resources if isinstance(r, kind)), None)
+            if given is None:
+                return ToolResult.error("execution_error", f"tool {self.name!r} needs a "
+                                        f"{kind.__name__}, which this runtime does not provide")
+            kwargs = {**kwargs, pname: given}
         try:
             value = self.fn(**kwargs)
         except ToolError as exc:

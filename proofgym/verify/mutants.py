@@ -2,9 +2,11 @@
 
 Code under test shares a process with the test it is checked by, so anything that process reports
 can be forged (a patched runner, an import hook that swaps test functions, results whose
-``__eq__`` is always true, ``os._exit(0)``). What it cannot do is tell a real test from a *mutant*
-of it: the same test with one expected value changed. No code that computes a value passes both
-a test and its mutant. Every
+``__eq__`` is always true, ``os._exit(0)``). A *mutant* is the same test with one expected value
+changed; no code that computes a value passes both a test and its mutant. This catches forgery
+that passes every test; it does not stop code that reads the generated files and passes one test
+of each pair (see "Not defended" in ``docs/threat-model.md`` and
+``tests/security/test_attack_mutant_pairs.py``). Every
 grading lays out each test, real or mutant, alone in a freshly named file with a freshly named
 function, in a random order; the mapping back to the real test ids stays on the host. A run in
 which a mutant passes together with its test was tampered with.

@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import itertools
 import math
+import os
 import queue
 import threading
 import time
@@ -76,9 +77,11 @@ class VerifierPool:
 
     Args:
         backend: ``"process"`` (crash-isolated worker processes) or ``"inline"`` (threads here).
-        processes: Worker processes (``process`` backend).
-        max_in_flight: Jobs graded at once, over all workers; the rest wait in order. Set it
-            above ``processes`` when graders mostly wait (on 2 cores: 2 processes, 64 in flight).
+        processes: Worker processes (``process`` backend); default: the CPU count.
+        max_in_flight: Jobs graded at once, over all workers; the rest wait in order (a job's
+            timeout starts when it is handed out). Default: the CPU count, so CPU-bound graders
+            (sandboxed tests) do not stretch each other; set it above ``processes`` when graders
+            mostly wait (an LLM judge: 2 processes, 64 in flight).
         timeout_s: Default per-job time limit, counted from when the job starts running; a job
             whose task declares a longer ``grading_timeout_s`` gets that plus a margin.
         start_method: multiprocessing start method; ``forkserver`` keeps workers clean of the
@@ -88,9 +91,11 @@ class VerifierPool:
     (never an exception); a verdict is ``status="error"`` when grading failed, never a silent 0.
     """
 
-    def __init__(self, backend: Backend = "process", *, processes: int = 2, max_in_flight: int = 64,
-                 timeout_s: float = 60.0, start_method: str = "forkserver",
-                 preload: Sequence[str] = ()) -> None:
+    def __init__(self, backend: Backend = "process", *, processes: int | None = None,
+                 max_in_flight: int | None = None, timeout_s: float = 60.0,
+                 start_method: str = "forkserver", preload: Sequence[str] = ()) -> None:
+        processes = processes if processes is not None else os.cpu_count() or 1
+        max_in_flight = max_in_flight if max_in_flight is not None else os.cpu_count() or 1
         if backend not in ("process", "inline"):
             raise ConfigError(f"unknown verifier backend {backend!r}; use 'process' or 'inline'")
         if processes < 1 or max_in_flight < 1 or not timeout_s > 0:

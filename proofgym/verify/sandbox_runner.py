@@ -13,11 +13,18 @@ It uses the standard library and pytest only, and never imports code from the wo
   the same user), then runs each test in a forked child that closes the report descriptor before
   any test code runs; a child reports only through its exit status. After each test every other
   process of the sandbox is killed, so nothing the code under test starts outlives its test.
-* The parent alone writes the results, as one JSON object, to the report descriptor.
+* The parent alone writes the results, as one JSON object, to the report descriptor. A test
+  process's failure message comes back on a pipe of its own: informative text, never a result.
+* It may be started ahead of its grading (:mod:`proofgym.verify.warm_runners`): it loads pytest,
+  says ``ready``, then reads its one job from a pipe (the manifest and the files to write) and
+  writes those files into ``/workspace`` itself, each path component opened with ``O_NOFOLLOW``
+  from a directory descriptor, before any test runs.
 
 A child's exit status is forgeable by the code it runs; that is what the mutants are for.
 """
 
+import contextlib
+import errno
 import json
 import os
 import select
@@ -26,6 +33,7 @@ import sys
 import time
 
 PASSED, FAILED, ERROR, SKIPPED = 0, 1, 2, 3
+MESSAGE_BYTES = 2048  # the tail of a failing test's report kept as its message
 _STATUS = {PASSED: "passed", FAILED: "failed", ERROR: "error", SKIPPED: "skipped"}
 _SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 _STDLIB_PRELOAD = (
@@ -44,37 +52,141 @@ _STDLIB_PRELOAD = (
 
 
 def main() -> None:
-    report_fd = int(sys.argv[1])
-    manifest = json.loads(sys.argv[2])
+    report_fd, job_fd = int(sys.argv[1]), int(sys.argv[2])
     os.set_inheritable(report_fd, False)
+    os.set_inheritable(job_fd, False)
     for key in [k for k in os.environ if k.startswith("PYTEST")]:
         del os.environ[key]
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     _non_dumpable()
     _preload()
-    config = _configure(manifest.get("config") or _empty_config())
+    session = _configure(sys.argv[3] or _empty_config())
     os.write(report_fd, b"ready\n")
+    job = _read_job(job_fd)  # the runner may wait here, booted ahead of its grading
+    if job is None:  # the host closed the pipe without a job: never used
+        return
+    manifest, files = job
+    try:
+        problem = _write_files(files)
+    except OSError as exc:  # not the artifact's doing: the host sees a runner that failed
+        _send(report_fd, {"setup_error": f"writing the workspace failed: {exc}"})
+        return
+    if problem is not None:
+        _send(report_fd, {"rejected": problem})
+        return
     deadline = time.monotonic() + float(manifest["budget_s"])
     per_test = float(manifest["test_timeout_s"])
     results = {}
+    messages = {}
     stopped = None
     for node in manifest["run"]:
         if stopped is not None:
             results[node] = "not_run"
             continue
         remaining = deadline - time.monotonic()
-        status = _run_one(node, config, min(remaining, per_test), report_fd) if remaining > 0 \
-            else "timeout"
+        status, message = _run_one(node, session, min(remaining, per_test), report_fd) \
+            if remaining > 0 else ("timeout", "")
         results[node] = status
+        if message and status != "passed":
+            messages[node] = message
         _kill_others()
         if status == "timeout":  # the test command's time limit: what is left does not run
             stopped = node
-    report = {"results": results, "stopped_at": stopped}
-    data = json.dumps(report).encode()
-    view = memoryview(data)
+    _send(report_fd, {"results": results, "messages": messages, "stopped_at": stopped})
+
+
+def _send(report_fd: int, report: dict) -> None:
+    view = memoryview(json.dumps(report).encode())
     while view:
         view = view[os.write(report_fd, view):]
     os.close(report_fd)
+
+
+def _read_job(fd: int):
+    """The job the host sends once: a JSON line (the manifest and ``[path, size or null]`` per
+    file), then the files' bytes in that order; ``None`` if the pipe closes empty."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    data = b"".join(chunks)
+    if not data:
+        return None
+    cut = data.index(b"\n")
+    head = json.loads(data[:cut])
+    body = memoryview(data)[cut + 1:]  # slices of a view: the files are not copied again
+    files, offset = [], 0
+    for path, size in head["files"]:
+        files.append((path, None if size is None else body[offset:offset + size]))
+        offset += size or 0
+    return head["manifest"], files
+
+
+#: What writing the artifact can run into that is the artifact's doing (too large, no space).
+_AGENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENAMETOOLONG, errno.EISDIR,
+                 errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP}
+
+
+def _write_files(files) -> str | None:
+    """Write (or, for ``None``, delete) each workspace-relative path, in order, never following
+    a symlink: a symlink, file or directory in the way is replaced, as an overlay's upper layer
+    would hide it. Returns why the artifact cannot be applied, or ``None``."""
+    for path, data in files:
+        try:
+            _write_one(path, data)
+        except OSError as exc:
+            if exc.errno in _AGENT_ERRNOS:
+                return f"the artifact cannot be applied: {exc.strerror} ({path})"
+            raise
+    return None
+
+
+def _write_one(path: str, data) -> None:
+    import shutil
+    import stat
+
+    parts = path.split("/")
+    fd = os.open("/workspace", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in parts[:-1]:
+            try:
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if data is None:
+                    return
+                os.mkdir(name, 0o755, dir_fd=fd)
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError:  # a symlink or a file in the way
+                if data is None:
+                    return
+                os.unlink(name, dir_fd=fd)
+                os.mkdir(name, 0o755, dir_fd=fd)
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        name = parts[-1]
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(name, dir_fd=fd)
+        elif st is not None:
+            os.unlink(name, dir_fd=fd)
+        if data is None:
+            return
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
 
 
 def _non_dumpable() -> None:
@@ -102,22 +214,29 @@ def _preload() -> None:
 
 
 def _configure(ini: str):
-    """pytest's configuration, parsed once here and inherited by every test process (parsing it
-    per test would double the run's time). It is parsed for an empty private directory, so no
-    ``conftest.py`` is imported in this process; each test process points it at its one test,
-    and pytest imports the conftests of that test's directories (under ``/workspace``) there."""
+    """A pytest session, configured and started once here and inherited by every test process
+    (doing it per test would double the run's time). The configuration is parsed for an empty
+    private directory, so no ``conftest.py`` is imported in this process (configuring and
+    starting a session runs pytest's own plugins only); each test process points the session at
+    its one test, and pytest imports the conftests of that test's directories (under
+    ``/workspace``) there."""
     import gc
 
     from _pytest.config import _prepareconfig
+    from _pytest.main import Session
 
     os.makedirs("/tmp/proofgym-empty", exist_ok=True)
     config = _prepareconfig(["-c", ini, "--rootdir=/workspace", "--confcutdir=/workspace",
                              "-p", "no:cacheprovider", "-q", "--tb=short", "--import-mode=append",
                              "/tmp/proofgym-empty"])
+    config._do_configure()
+    session = Session.from_config(config)
+    session.exitstatus = 0
+    config.hook.pytest_sessionstart(session=session)
     sys.stdout.flush()
     sys.stderr.flush()
     gc.freeze()  # the parent's objects stay out of every test process's collections
-    return config
+    return session
 
 
 def _empty_config() -> str:
@@ -127,14 +246,18 @@ def _empty_config() -> str:
     return path
 
 
-def _run_one(node: str, config, timeout: float, report_fd: int) -> str:
+def _run_one(node: str, session, timeout: float, report_fd: int) -> tuple[str, str]:
+    """The test's status, and its failure message (its own words: informative, never trusted)."""
+    msg_r, msg_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = ERROR
         try:
             os.close(report_fd)
+            os.close(msg_r)
+            os.set_blocking(msg_w, False)  # a test that filled the pipe loses its message only
             os.setpgid(0, 0)
-            code = _child(node, config)
+            code = _child(node, session, msg_w)
         except BaseException:  # shown in the run's output; the test counts as an error
             import traceback
 
@@ -142,17 +265,40 @@ def _run_one(node: str, config, timeout: float, report_fd: int) -> str:
             sys.stderr.flush()
         finally:
             os._exit(code)
-    return _wait(pid, timeout)
+    os.close(msg_w)
+    try:
+        status = _wait(pid, timeout)
+        os.set_blocking(msg_r, False)
+        try:
+            message = os.read(msg_r, MESSAGE_BYTES).decode("utf-8", errors="replace")
+        except BlockingIOError:
+            message = ""
+    finally:
+        os.close(msg_r)
+    return status, message
 
 
-def _child(node: str, config) -> int:
+def _child(node: str, session, msg_fd: int) -> int:
+    """Collect and run one test in the inherited session (``_pytest.main._main`` for one node)."""
     sys.path.append("/workspace")  # appended: nothing in the workspace shadows a loaded module
+    config = session.config
     rec = _Recorder()
     config.pluginmanager.register(rec, "proofgym-recorder")
     config.args = [node]
-    config.hook.pytest_cmdline_main(config=config)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        config.hook.pytest_collection(session=session)
+        config.hook.pytest_runtestloop(session=session)
+    except session.Failed:
+        rec.worst("failed")
+    except session.Interrupted as exc:
+        rec.worst("error", str(exc))
+    finally:
+        config.hook.pytest_sessionfinish(session=session, exitstatus=session.exitstatus)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if rec.message:  # a full pipe (the test's own doing) costs the test its message only
+            with contextlib.suppress(OSError):
+                os.write(msg_fd, rec.message.encode("utf-8", errors="replace")[-MESSAGE_BYTES:])
     if rec.items != 1 or rec.outcome is None:
         return ERROR
     return {"passed": PASSED, "failed": FAILED, "error": ERROR, "skipped": SKIPPED}[rec.outcome]
@@ -162,21 +308,28 @@ class _Recorder:
     def __init__(self) -> None:
         self.items = 0
         self.outcome = None
+        self.message = ""
 
     def pytest_collection_finish(self, session) -> None:
         self.items = len(session.items)
 
     def pytest_collectreport(self, report) -> None:
         if report.failed:
-            self._worst("error")
+            self.worst("error", report.longreprtext)
 
     def pytest_runtest_logreport(self, report) -> None:
+        text = report.longreprtext if report.failed else ""
         if report.when == "call":
-            self._worst("passed" if report.passed else "failed" if report.failed else "skipped")
+            self.worst("passed" if report.passed else "failed" if report.failed else "skipped", text)
         elif report.failed:
-            self._worst("error")
+            self.worst("error", text)
         elif report.skipped:
-            self._worst("skipped")
+            self.worst("skipped")
+
+    def worst(self, status: str, message: str = "") -> None:
+        if message and not self.message:
+            self.message = message
+        self._worst(status)
 
     def _worst(self, status: str) -> None:
         if self.outcome is None or _SEVERITY[status] > _SEVERITY[self.outcome]:

@@ -5,8 +5,10 @@ Changes to protected paths (tests, pytest configuration files of any name pytest
 ``conftest.py``) are dropped, so those files are exactly the snapshot's. The tests to run, and
 one mutant of each (:mod:`proofgym.verify.mutants`), are written as freshly named single-test
 files in a random order; the hidden tests' own files never enter the sandbox. The runner
-(:mod:`proofgym.verify.sandbox_runner`) runs each of them in its own forked process and writes
-the results, by generated id, to a descriptor no test process holds; the host maps them back.
+(:mod:`proofgym.verify.sandbox_runner`, booted ahead when a spare is ready:
+:mod:`proofgym.verify.warm_runners`) receives the files on a pipe, writes them, runs each test in
+its own forked process and writes the results, by generated id, to a descriptor no test process
+holds; the host maps them back.
 
 Who caused a failure decides what it is: an artifact that cannot be applied (an unsafe or
 inconsistent path, too large, no space left), tests that run out of time, a test process that
@@ -16,90 +18,44 @@ crashes or takes the runner down, a mutant that passes with its test: all are a 
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import random
 import selectors
-import signal
-import stat
 import subprocess
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from proofgym.core import Verdict
-from proofgym.runtimes.sandbox import MinimalSystem, SandboxLimits, SandboxSetupError, cgroups
-from proofgym.runtimes.sandbox.bwrap import (
-    Overlay,
-    bwrap_argv,
-    find_bwrap,
-    remove_scratch,
-    scratch_dir,
-    spawn,
-)
-from proofgym.runtimes.sandbox.shell import ansi_c_quote
+from proofgym.runtimes.sandbox import SandboxLimits, SandboxSetupError
 from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES
+from proofgym.verify.grading_workspace import (
+    ALWAYS_PROTECTED,
+    CONFIG_FILES,
+    DEFAULT_PROTECTED,
+    check_artifact,
+    files_under,
+    is_protected,
+    kill_sandbox,
+    split_changes,
+    start_sandbox,
+)
 from proofgym.verify.mutants import Layout, TestSourceError, build_layout, list_tests
+from proofgym.verify.warm_runners import WARM, Runner
 
-#: Files pytest reads as configuration (in the order it looks for them at a directory), plus the
-#: interpreter's own startup hooks: never taken from the artifact, whatever a task protects.
-CONFIG_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml",
-                "tox.ini", "setup.cfg")
-ALWAYS_PROTECTED = (*CONFIG_FILES, "conftest.py", "sitecustomize.py", "usercustomize.py")
-#: Protected by default: the tests and everything that configures pytest.
-DEFAULT_PROTECTED = ("tests", "test", *ALWAYS_PROTECTED)
+__all__ = ["ALWAYS_PROTECTED", "CONFIG_FILES", "DEFAULT_PROTECTED", "TestRun", "check_artifact",
+           "explain", "files_under", "is_protected", "run_tests_isolated", "swebench_verdict"]
+
 _MAX_REPORT = 16 << 20
 _KEEP_OUTPUT = 32_768
+_MAX_MESSAGE = 2048
 _STARTUP_S = 20.0  # the host's deadline is the test budget plus this (runner start, report)
-_CLEANUP = ThreadPoolExecutor(1, thread_name_prefix="proofgym-grade-cleanup")
 _RUNNER = (Path(__file__).with_name("sandbox_runner.py")).read_text()
 _READY = b"ready\n"
 _STATUSES = {"passed", "failed", "error", "skipped", "timeout", "crashed", "not_run"}
-_AGENT_OS_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENAMETOOLONG, errno.EISDIR,
-                    errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP}
-
-
-def is_protected(path: str, protected: Iterable[str]) -> bool:
-    """Whether ``path`` (workspace-relative) falls under a protected entry.
-
-    An entry without ``/`` matches any path component (``conftest.py`` anywhere, any ``tests``
-    directory); an entry with ``/`` matches that path and everything under it.
-    """
-    parts = PurePosixPath(path).parts
-    for entry in protected:
-        entry = entry.strip("/")
-        if "/" in entry:
-            if path == entry or path.startswith(entry + "/"):
-                return True
-        elif entry in parts:
-            return True
-    return False
-
-
-def _safe_relpath(path: str) -> bool:
-    p = PurePosixPath(path)
-    return bool(path) and "\x00" not in path and not p.is_absolute() and ".." not in p.parts \
-        and p.parts[:1] != (".",)
-
-
-def check_artifact(changes: Mapping[str, bytes | None], *, max_bytes: int) -> str | None:
-    """Why these changes cannot be applied as a tree, or ``None``: a path under another changed
-    file's path or under a deleted path, or more than ``max_bytes`` of content in all."""
-    total = sum(len(c) for c in changes.values() if c is not None)
-    if total > max_bytes:
-        return (f"the changed files hold {total} bytes, over the grading limit of {max_bytes} "
-                "bytes")
-    paths = sorted(changes)
-    for path in paths:
-        for parent in PurePosixPath(path).parents:
-            p = str(parent)
-            if p in changes and p != ".":
-                kind = "deleted" if changes[p] is None else "a file"
-                return f"{path!r} lies under {p!r}, which the artifact also lists as {kind}"
-    return None
 
 
 @dataclass(frozen=True)
@@ -125,6 +81,9 @@ class TestRun:
     mutants_passed: int = 0
     unmutable: tuple[str, ...] = ()
     failure: str | None = None
+    #: Real test id -> the tail of its failure report (assertion text, traceback), for tests
+    #: that did not pass; informative only (the code under test can write it), bounded in size.
+    messages: Mapping[str, str] = field(default_factory=dict)
 
 
 def _rejected(reason: str, dropped: Sequence[str], t0: float) -> TestRun:
@@ -167,14 +126,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     snapshot = Path(snapshot).resolve()
     limits = limits or SandboxLimits()
     hidden = dict(hidden or {})
-    protected = (*protected, *ALWAYS_PROTECTED)
-    allowed: dict[str, bytes | None] = {}
-    dropped: list[str] = []
-    for path, content in changes.items():
-        if not _safe_relpath(path) or is_protected(path, protected):
-            dropped.append(path)
-        else:
-            allowed[path] = content
+    allowed, dropped = split_changes(changes, protected)
     budget = max_artifact_bytes if max_artifact_bytes is not None else (limits.workspace_mb << 20) // 2
     problem = check_artifact(allowed, max_bytes=budget)
     if problem is not None:
@@ -199,51 +151,23 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                           mutate_files=[f for f in sources if f in hidden] or None)
     extra = {**{p: c for p, c in hidden.items() if p not in sources}, **layout.files}
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
-    manifest = {"run": layout.run, "config": config, "budget_s": timeout_s,
+    manifest = {"run": layout.run, "budget_s": timeout_s,
                 "test_timeout_s": test_timeout_s or timeout_s}
-    bwrap = find_bwrap()
-    system = MinimalSystem.default(tuple(packages))
-    root = scratch_dir("proofgym-grade-", limits.workspace_mb)
-    cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes)
-    if cgroup is None and os.geteuid() == 0:
-        remove_scratch(root)
-        raise SandboxSetupError("grading as root needs a writable cgroup hierarchy to cap processes")
-    read_fd = write_fd = -1
-    proc = spawned = None
+    job = encode_job(manifest, [*allowed.items(), *extra.items()])
+    key = (_identity(snapshot), config, limits, tuple(packages))
+    runner = WARM.take(key, lambda: _boot_runner(snapshot, config, limits, packages))
+    t1 = time.perf_counter()
+    proc = runner.booted.proc
+    sender = threading.Thread(target=_send_job, args=(runner.job_fd, job), daemon=True)
+    runner.job_fd = -1  # the sender closes it
     try:
-        overlay = Overlay.create(snapshot, root)
-        try:
-            deleted = _apply(overlay.upper, snapshot, allowed)
-            _apply(overlay.upper, snapshot, extra)
-        except OSError as exc:
-            if exc.errno not in _AGENT_OS_ERRORS:
-                raise
-            return _rejected(f"the artifact cannot be applied: {exc.strerror} ({exc.filename})",
-                             dropped, t0)
-        read_fd, write_fd = os.pipe()
-        runner = ["/opt/python/bin/python3", "-I", "-B", "-c", _RUNNER, str(write_fd),
-                  json.dumps(manifest)]
-        command = runner if not deleted else [  # without root, no whiteouts: delete in there
-            "bash", "--noprofile", "--norc", "-c",
-            "rm -f -- " + " ".join(ansi_c_quote(p) for p in deleted) + "; exec \"$@\"", "bash", *runner]
-        argv = bwrap_argv(bwrap, system, limits, command, workspace=overlay.merged)
-        t1 = time.perf_counter()
-        spawned = spawn(argv, overlay=overlay, limits=limits, cgroup=cgroup, pass_fds=(write_fd,),
-                        stdin=subprocess.DEVNULL)
-        proc = spawned.proc
-        os.close(write_fd)
-        write_fd = -1
-        report, output, host_timeout = _collect(proc, read_fd, timeout_s + _STARTUP_S)
+        sender.start()
+        report, output, host_timeout = _collect(proc, runner.report_fd, timeout_s + _STARTUP_S)
+        report = runner.ready + report
         t2 = time.perf_counter()
     finally:
-        for fd in (read_fd, write_fd):
-            if fd >= 0:
-                os.close(fd)
-        if proc is not None and proc.poll() is None:
-            _kill(proc)
-        if spawned is not None:
-            spawned.detach_mount()
-        _CLEANUP.submit(_clean_up, cgroup, root)  # the grade does not wait for the tidying
+        runner.discard()
+        sender.join()
     t3 = time.perf_counter()
     timings = {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,
                "total_s": time.perf_counter() - t0}
@@ -251,10 +175,85 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         if host_timeout:
             raise SandboxSetupError(f"the grading runner did not start within {_STARTUP_S + timeout_s:.0f} s")
         raise SandboxSetupError("the grading runner failed before running any test (exit "
-                                f"{proc.returncode if proc else None}): {output[-2000:]}")
-    raw, error = parse_report(report[len(_READY):], layout.run)
-    return _summarise(layout, raw, error, proc.returncode if proc else None, host_timeout, output,
-                      dropped, timings)
+                                f"{proc.returncode}): {output[-2000:]}")
+    outcome = _outcome(report[len(_READY):])
+    if "setup_error" in outcome:
+        raise SandboxSetupError(f"the grading runner could not prepare the workspace: "
+                                f"{outcome['setup_error']}")
+    if "rejected" in outcome:
+        return _rejected(str(outcome["rejected"]), dropped, t0)
+    raw, error, messages = parse_report(report[len(_READY):], layout.run)
+    run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings)
+    if run.results:
+        run = replace(run, messages={real: _real_names(messages[gen], gen, real)
+                                     for gen, real in layout.real.items() if gen in messages})
+    return run
+
+
+def _identity(snapshot: Path) -> tuple[str, int, int, int]:
+    """The snapshot directory a spare was booted over, not just its path: a tree moved to or
+    rebuilt at the same path (a new inode, or at least a new change time) gets its own runner,
+    never one that still holds the old tree."""
+    st = snapshot.stat()
+    return str(snapshot), st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def _boot_runner(snapshot: Path, config: str | None, limits: SandboxLimits,
+                 packages: Sequence[str]) -> Runner:
+    """A fresh grading sandbox whose runner loads pytest, then waits for its job."""
+    report_r, report_w = os.pipe()
+    job_r, job_w = os.pipe()
+    argv = ["/opt/python/bin/python3", "-I", "-B", "-c", _RUNNER, str(report_w), str(job_r),
+            config or ""]
+    try:
+        booted = start_sandbox(snapshot, {}, {}, command=argv, limits=limits, packages=packages,
+                               pass_fds=(report_w, job_r))
+    except BaseException:
+        os.close(report_r)
+        os.close(job_w)
+        raise
+    finally:
+        os.close(report_w)
+        os.close(job_r)
+    return Runner(booted, report_r, job_w, time.monotonic())
+
+
+def encode_job(manifest: Mapping[str, object], files: Sequence[tuple[str, bytes | None]]) -> bytes:
+    """The runner's job: a JSON line (the manifest, ``[path, size or null]`` per file), then the
+    files' bytes in order (later entries win: the grader's files come after the artifact's)."""
+    head = {"manifest": manifest, "files": [[p, None if c is None else len(c)] for p, c in files]}
+    return b"".join([json.dumps(head).encode(), b"\n", *(c for _, c in files if c is not None)])
+
+
+def _send_job(fd: int, job: bytes) -> None:
+    """Write the job and close; a runner that died first (the host sees no report) ends it."""
+    view = memoryview(job)
+    try:
+        while view:
+            view = view[os.write(fd, view[:1 << 20]):]
+    except BrokenPipeError:
+        view = view[:0]
+    finally:
+        os.close(fd)
+
+
+def _outcome(data: bytes) -> dict:
+    """The report's top-level object when it is a rejection or a setup error, else ``{}``."""
+    try:
+        report = json.loads(data)
+    except ValueError:
+        return {}
+    if isinstance(report, dict) and ({"rejected", "setup_error"} & set(report)) and \
+            "results" not in report:
+        return report
+    return {}
+
+
+def _real_names(message: str, generated: str, real: str) -> str:
+    """A test's message with its generated file, class and function names put back."""
+    for gen_part, real_part in zip(generated.split("::"), real.split("::"), strict=False):
+        message = message.replace(gen_part, real_part)
+    return message
 
 
 def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_code: int | None,
@@ -287,72 +286,31 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
     return TestRun(results, timed_out=False, report_error=None, tampered=False, **common)
 
 
-def parse_report(data: bytes, expected: Sequence[str]) -> tuple[dict[str, str], str | None]:
-    """The runner's results by generated test id, or why the report is not valid (it must be one
-    JSON object naming exactly the tests that were to run)."""
+def parse_report(data: bytes, expected: Sequence[str]
+                 ) -> tuple[dict[str, str], str | None, dict[str, str]]:
+    """The runner's results and failure messages by generated test id, or why the report is not
+    valid (it must be one JSON object naming exactly the tests that were to run)."""
     if not data.strip():
-        return {}, "the runner wrote no results (it was killed or stopped before the end)"
+        return {}, "the runner wrote no results (it was killed or stopped before the end)", {}
     if len(data) > _MAX_REPORT:
-        return {}, "the report is larger than the limit"
+        return {}, "the report is larger than the limit", {}
     try:
-        results = json.loads(data)["results"]
-    except (ValueError, KeyError, TypeError) as exc:
-        return {}, f"the report is not the runner's JSON ({exc})"
+        report = json.loads(data)
+        results = report["results"]
+        messages = report.get("messages", {})
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return {}, f"the report is not the runner's JSON ({exc})", {}
     if not isinstance(results, dict) or set(results) != set(expected) or \
             not set(results.values()) <= _STATUSES:
-        return {}, "the report does not list exactly the tests that were to run"
-    return results, None
+        return {}, "the report does not list exactly the tests that were to run", {}
+    if not isinstance(messages, dict) or not set(messages) <= set(expected) or \
+            not all(isinstance(m, str) for m in messages.values()):
+        return {}, "the report's messages do not belong to the tests that were to run", {}
+    return results, None, {k: m[-_MAX_MESSAGE:] for k, m in messages.items()}
 
 
 def _snapshot_paths(snapshot: Path) -> list[str]:
     return [p.relative_to(snapshot).as_posix() for p in snapshot.rglob("*")]
-
-
-def _apply(upper: Path, snapshot: Path, files: Mapping[str, bytes | None]) -> list[str]:
-    """Write ``files`` into the overlay's upper directory; deletions become whiteouts (as root)
-    or are returned, to be deleted inside the sandbox."""
-    deleted = []
-    for path, content in files.items():
-        target = upper / path
-        if content is None:
-            if (snapshot / path).exists() or (snapshot / path).is_symlink():
-                deleted.append(path)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
-    if deleted and os.geteuid() == 0:  # overlay whiteouts: deleted before anything runs
-        for path in deleted:
-            (upper / path).parent.mkdir(parents=True, exist_ok=True)
-            os.mknod(upper / path, 0o600 | stat.S_IFCHR, 0)
-        deleted = []
-    return deleted
-
-
-def _clean_up(cgroup: cgroups.SandboxCgroup | None, root: Path) -> None:
-    if cgroup is not None:
-        for _ in range(400):  # the namespace's last processes exit just after its init
-            if not cgroup.pids():
-                break
-            time.sleep(0.005)
-        cgroup.remove()
-    remove_scratch(root)
-
-
-def files_under(root: Path) -> dict[str, bytes]:
-    """Regular files under ``root`` by relative path (caches left out); ``{}`` if it is missing."""
-    if not root.is_dir():
-        return {}
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    finally:
-        proc.wait()
 
 
 def _collect(proc: subprocess.Popen[bytes], report_fd: int,
@@ -369,7 +327,7 @@ def _collect(proc: subprocess.Popen[bytes], report_fd: int,
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             timed_out = True
-            _kill(proc)
+            kill_sandbox(proc)
             break
         for key, _ in sel.select(remaining):
             fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
@@ -389,7 +347,7 @@ def _collect(proc: subprocess.Popen[bytes], report_fd: int,
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill(proc)
+            kill_sandbox(proc)
     proc.stdout.close()
     return bytes(report), output.decode("utf-8", errors="replace"), timed_out
 
@@ -398,8 +356,8 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
                      *, grader: str | None = None) -> Verdict:
     """Reward 1 exactly when every FAIL_TO_PASS test passed and every PASS_TO_PASS test still
     passes (a test missing from the report has not passed) and no mutant passed. A run that
-    could not be graded on its tests is a scored 0 with the cause as a component and the reason
-    as ``error``."""
+    could not be graded on its tests is a scored 0 with the cause as a component. ``reason``
+    says why (the cause, or which tests did not pass and their failure messages)."""
     f2p = sum(run.results.get(t) == "passed" for t in fail_to_pass)
     p2p = sum(run.results.get(t) == "passed" for t in pass_to_pass)
     valid = run.report_error is None and not run.timed_out and run.failure is None
@@ -418,4 +376,28 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
     components = {"resolved": float(resolved)}
     if run.failure is not None:
         components[run.failure] = 0.0
-    return Verdict(float(resolved), components, metrics, grader=grader, error=run.report_error)
+    return Verdict(float(resolved), components, metrics, grader=grader,
+                   reason=explain(run, fail_to_pass, pass_to_pass))
+
+
+_MAX_REASON = 4000
+
+
+def explain(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Sequence[str]) -> str:
+    """One paragraph on a run's outcome: its failure cause, or the tests that did not pass with
+    the tail of each one's failure message (bounded in size)."""
+    if run.report_error is not None:
+        return run.report_error
+    wanted = [*fail_to_pass, *pass_to_pass]
+    failed = [t for t in wanted if run.results.get(t) != "passed"]
+    if not failed:
+        return f"all {len(fail_to_pass)} FAIL_TO_PASS and {len(pass_to_pass)} PASS_TO_PASS tests passed"
+    lines = [f"{len(failed)} of {len(wanted)} tests did not pass:"]
+    for test in failed:
+        kind = "FAIL_TO_PASS" if test in fail_to_pass else "PASS_TO_PASS"
+        lines.append(f"- {test} ({kind}): {run.results.get(test, 'not run')}")
+        message = run.messages.get(test, "").strip()
+        if message:
+            lines += ["    " + line for line in message.splitlines()[-6:]]
+    text = "\n".join(lines)
+    return text if len(text) <= _MAX_REASON else text[:_MAX_REASON] + "\n[... cut]"

@@ -14,7 +14,8 @@ import orjson
 
 from proofgym.core import ActionScript, Task, TaskSpec, ToolCallAction, Trace, TurnCompleteAction, Verdict
 from proofgym.envs.code_repair.controls import make_controls
-from proofgym.verify.sandboxed import TestRun, files_under, run_tests_isolated, swebench_verdict
+from proofgym.verify.sandbox_grading import TestRun, run_pytest
+from proofgym.verify.sandboxed import files_under, swebench_verdict
 
 INSTRUCTIONS = """\
 You are working in a Python repository at /workspace (your shell starts there). Fix the bug \
@@ -101,11 +102,10 @@ class CodeRepairTask(Task):
             run = TestRun({}, None, False, f"the artifact exceeded a limit: {limit}", False, "",
                           failure="artifact_rejected")
         else:
-            run = run_tests_isolated(self.repo, artifact.files, tests=self.test_ids,
-                                     hidden=self.hidden_files, protected=self.protected,
-                                     timeout_s=self.grading_timeout_s,
-                                     test_timeout_s=self.test_timeout_s,
-                                     max_artifact_bytes=self.max_artifact_bytes)
+            run = run_pytest(self.repo, artifact.files, tests=self.test_ids,
+                             hidden=self.hidden_files, protected=self.protected,
+                             timeout_s=self.grading_timeout_s, test_timeout_s=self.test_timeout_s,
+                             max_artifact_bytes=self.max_artifact_bytes)
         if run.failure is None and run.mutants == 0:  # the task's fault, not the agent's
             raise ValueError(f"task {self.id}: no mutant can be built from its tests, so tampering "
                              "cannot be detected; add an assert that compares with an expected "

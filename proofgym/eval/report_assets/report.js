@@ -142,6 +142,7 @@
       vb.append(el('h4', null, 'verdict · ' + v.status + (v.status === 'scored' ? ' · reward ' +
         num(v.reward) : '') + (v.grader ? ' · grader ' + v.grader : '')));
       if (v.error) vb.append(msg('error', 'grader says', v.error));
+      if (v.reason) vb.append(msg('env', 'reason', v.reason));
       [kvTable('component', v.components), kvTable('metric', v.metrics)].forEach(function (tb) {
         if (tb) vb.append(tb);
       });

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.runtimes.artifact import Artifact
-from proofgym.runtimes.sandbox import cgroups
+from proofgym.runtimes.sandbox import cgroups, seccomp
 from proofgym.runtimes.sandbox.bwrap import (
     WORKSPACE,
     Overlay,
@@ -28,8 +28,9 @@ from proofgym.runtimes.sandbox.bwrap import scratch_dir as scratch_dir_
 from proofgym.runtimes.sandbox.changes import read_changes
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.shell import CommandOutcome, SandboxShell, supervisor_command
+from proofgym.runtimes.sandbox.snapshot_source import SnapshotSource, materialize
 from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, MinimalSystem, SandboxSetupError
-from proofgym.tools import ToolError, ToolRegistry, ToolResult, cut_output
+from proofgym.tools import Tool, ToolError, ToolRegistry, ToolResult, cut_output
 
 log = logging.getLogger(__name__)
 
@@ -59,20 +60,36 @@ class SandboxRuntime:
           is missing; there is no unisolated fallback.
 
     Args:
-        snapshot: The read-only task tree to start from (default: an empty workspace).
+        snapshot: The read-only task tree to start from (default: an empty workspace): a
+            directory, a ``.tar``/``.tar.gz``/``.zip`` archive (path or bytes), or a mapping of
+            workspace-relative paths to contents (see
+            :func:`~proofgym.runtimes.sandbox.snapshot_source.materialize`).
         limits: Per-command and per-episode limits.
         packages: Python packages bound into the sandbox's ``site-packages``.
         scratch_dir: Where overlay upper directories live (default: the system temp dir).
         prestart: Boot the next episode's sandbox in the background (see :meth:`reset`).
+        tools: The agent's tools. ``None``: the defaults (:data:`DEFAULT_TOOLS`). Otherwise a
+            sequence whose items are default tool names (``"bash"``, ``"read_file"``, ...) or
+            :class:`~proofgym.tools.Tool` objects (``@tool`` functions); a tool function with a
+            parameter typed :class:`~proofgym.runtimes.sandbox.tools.Sandbox` receives this
+            runtime's handle (``run_bash``, ``read_file``, ``write_file``). See
+            :func:`~proofgym.runtimes.sandbox.tools.select_tools`.
     """
 
     kind = "sandbox"
 
-    def __init__(self, snapshot: str | Path | None = None, *, limits: SandboxLimits | None = None,
+    def __init__(self, snapshot: SnapshotSource | None = None, *, limits: SandboxLimits | None = None,
                  packages: Sequence[str] = PYTEST_PACKAGES, scratch_dir: str | Path | None = None,
-                 prestart: bool = True) -> None:
-        self.bwrap = find_bwrap()
+                 prestart: bool = True, tools: Sequence[str | Tool] | None = None) -> None:
+        from proofgym.runtimes.sandbox.tools import select_tools
+
         self.limits = limits or SandboxLimits()
+        self.sandbox, chosen = select_tools(self, tools)  # bad tools fail before any setup
+        self.tools = ToolRegistry(chosen)
+        self.bwrap = find_bwrap()
+        # built once per process: without libseccomp this fails here, at setup, and not as a
+        # tool error at the episode's first call
+        seccomp.filter_program()
         self.system = MinimalSystem.default(tuple(packages))
         self._root = scratch_dir_(prefix="proofgym-sandbox-", size_mb=self.limits.workspace_mb,
                                   parent=scratch_dir)
@@ -88,7 +105,6 @@ class SandboxRuntime:
                 "running as root, SandboxRuntime needs a writable cgroup hierarchy (v1 pids and "
                 "memory controllers, or v2 with both enabled) to cap processes and memory; "
                 "run as an ordinary user (rlimits then apply) or make /sys/fs/cgroup writable")
-        self.tools = ToolRegistry(_make_tools(self))
         self._episodes = itertools.count()
         self._overlay: Overlay | None = None
         self._shell: SandboxShell | None = None
@@ -107,10 +123,11 @@ class SandboxRuntime:
             self.use_snapshot(snapshot)
 
     # ------------------------------------------------------------- lifecycle
-    def use_snapshot(self, path: str | Path) -> None:
-        """Base the workspace on the read-only tree ``path`` and start a fresh episode on it
+    def use_snapshot(self, source: SnapshotSource) -> None:
+        """Base the workspace on the read-only tree ``source`` (a directory, an archive or a
+        mapping of paths to contents, see :func:`materialize`) and start a fresh episode on it
         (a no-op when the episode is already a fresh one on that tree)."""
-        path = Path(path).resolve()
+        path = materialize(source)
         if not path.is_dir():
             raise SandboxSetupError(f"sandbox snapshot {path} is not a directory")
         if path == self._lower and not self._dirty:
@@ -242,7 +259,7 @@ class SandboxRuntime:
             return ToolResult.error("denied", f"the episode's time budget "
                                     f"({self.limits.episode_time_s:g} s) is spent; no more tool calls")
         try:
-            result = t.invoke(kwargs)
+            result = t.invoke(kwargs, resources=(self.sandbox,))
         except SandboxSetupError as exc:  # the host, not the agent: report it, keep going
             log.error("sandbox failure during %s: %s", tool_name, exc)
             return ToolResult.error("execution_error", f"the sandbox failed: {exc}")
@@ -399,8 +416,3 @@ class SandboxRuntime:
 def _join(*parts: str) -> str:
     return "\n".join(p.rstrip("\n") for p in parts if p)
 
-
-def _make_tools(rt: SandboxRuntime) -> list[Any]:
-    from proofgym.runtimes.sandbox.tools import make_tools
-
-    return make_tools(rt)

@@ -60,7 +60,8 @@ DENIED_CLONE_FLAGS: dict[str, int] = {
 ALLOWED_PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 
 _INSTALL = ("the sandbox's seccomp filter needs libseccomp and its Python bindings: "
-            "`pip install pyseccomp` and `apt-get install -y libseccomp2` (Debian/Ubuntu)")
+            "pip install 'proofgym[sandbox]' (pyseccomp) and apt-get install -y libseccomp2 "
+            "(Debian/Ubuntu)")
 
 
 def _library():  # type: ignore[no-untyped-def]

@@ -239,7 +239,9 @@ def _system_files(packages: tuple[str, ...]) -> list[tuple[str, str]]:
         if spec is None or spec.origin is None:
             raise SandboxSetupError(
                 f"Python package {name!r} is needed inside the sandbox but is not installed; "
-                f"install it (pip install {name}) or leave it out of the sandbox's packages")
+                + ("pip install 'proofgym[sandbox]' installs what the sandbox needs"
+                   if name in PYTEST_PACKAGES else f"install it (pip install {name})")
+                + " (or leave it out of the sandbox's packages)")
         origin = Path(spec.origin).resolve()
         if spec.submodule_search_locations:
             pkg = origin.parent

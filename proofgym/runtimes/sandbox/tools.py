@@ -1,20 +1,103 @@
 """The agent's tools in a sandbox: ``bash``, ``read_file``, ``write_file``, ``str_replace`` and
-``list_dir``. ``bash`` runs in a fresh shell inside the sandbox; the file tools are done by the
-sandbox's trusted supervisor (see :mod:`proofgym.runtimes.sandbox.supervisor`), which resolves
-every path inside the sandbox's own mount namespace, component by component without following
-symlinks, and never through the agent's shell. Their logic is here."""
+``list_dir`` (the defaults), and the :class:`Sandbox` handle through which a tool of one's own
+(``@tool``) runs in the sandbox. ``bash`` runs in a fresh shell inside the sandbox; the file
+tools are done by the sandbox's trusted supervisor (see
+:mod:`proofgym.runtimes.sandbox.supervisor`), which resolves every path inside the sandbox's
+own mount namespace, component by component without following symlinks, and never through
+the agent's shell. Their logic is here."""
 
 from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from proofgym.core import ConfigError
 from proofgym.runtimes.sandbox.bwrap import WORKSPACE
-from proofgym.tools import Tool, ToolError
+from proofgym.tools import Injected, Tool, ToolError
 
 if TYPE_CHECKING:
     from proofgym.runtimes.sandbox.runtime import SandboxRuntime
+
+
+#: The tools a :class:`SandboxRuntime` offers when ``tools`` is not given, in this order.
+DEFAULT_TOOLS = ("bash", "read_file", "write_file", "str_replace", "list_dir")
+
+
+class Sandbox(Injected):
+    """What a tool of one's own sees of the sandbox it runs in: give the tool function a
+    parameter typed ``Sandbox`` (it is filled in by the runtime, not by the agent)::
+
+        @tool
+        def run_python(code: str, sandbox: Sandbox) -> str:
+            \"\"\"Run a Python program and return its output.
+
+            Args:
+                code: The program.
+            \"\"\"
+            return sandbox.run_bash("python -c " + shlex.quote(code))
+
+    The methods are the default tools' own logic, with their limits; their failures are
+    :class:`~proofgym.tools.ToolError` (the agent reads the message).
+    """
+
+    def __init__(self, runtime: SandboxRuntime, tools: dict[str, Tool]) -> None:
+        self.runtime = runtime
+        self._tools = tools
+
+    def run_bash(self, command: str) -> str:
+        """Run ``command`` in a fresh shell in the workspace: its output, and ``[exit code N]``
+        when it is not 0 (like the ``bash`` tool)."""
+        return self.runtime.run_bash(command)
+
+    def read_file(self, path: str) -> str:
+        """The text of a workspace file (like the ``read_file`` tool)."""
+        return self._tools["read_file"].fn(path)
+
+    def write_file(self, path: str, content: str) -> None:
+        """Create or overwrite a workspace file (like the ``write_file`` tool)."""
+        self._tools["write_file"].fn(path, content)
+
+
+class UnknownToolError(ConfigError):
+    """A ``tools=`` entry that is neither a default tool's name nor a :class:`Tool`."""
+
+
+def select_tools(rt: SandboxRuntime, tools: Sequence[str | Tool] | None) -> tuple[Sandbox, list[Tool]]:
+    """The runtime's tools from ``tools`` (see :class:`SandboxRuntime`): ``None`` is
+    :data:`DEFAULT_TOOLS`; a name picks that default tool; a :class:`Tool` is added as it is
+    (with the name of a default tool it replaces that tool, which must then not be named too).
+    The order given is the order of the schemas. Also returns the runtime's :class:`Sandbox`."""
+    defaults = {t.name: t for t in make_tools(rt)}
+    sandbox = Sandbox(rt, defaults)
+    if tools is None:
+        return sandbox, list(defaults.values())
+    if isinstance(tools, (str, Tool)):
+        raise UnknownToolError("tools= takes a sequence of tool names and Tool objects, e.g. "
+                               "[\"bash\", \"read_file\", run_python]")
+    chosen: list[Tool] = []
+    for item in tools:
+        if isinstance(item, str):
+            if item not in defaults:
+                raise UnknownToolError(f"unknown sandbox tool {item!r}; the default tools are "
+                                       f"{', '.join(DEFAULT_TOOLS)} (pass your own as @tool "
+                                       "functions)")
+            item = defaults[item]
+        elif not isinstance(item, Tool):
+            raise UnknownToolError(f"tools= items are default tool names or Tool objects (made "
+                                   f"with @tool); got {type(item).__name__}")
+        else:
+            other = [k.__name__ for k in item.injected if not issubclass(Sandbox, k)]
+            if other:
+                raise UnknownToolError(f"tool {item.name!r} needs {', '.join(other)}, which a "
+                                       "SandboxRuntime does not provide (it provides Sandbox)")
+        if any(t.name == item.name for t in chosen):
+            raise UnknownToolError(f"two tools are named {item.name!r}; tool names must be unique")
+        chosen.append(item)
+    if not chosen:
+        raise UnknownToolError("tools= is empty; a sandbox needs at least one tool")
+    return sandbox, chosen
 
 
 def workspace_path(path: str) -> str:
