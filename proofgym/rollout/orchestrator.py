@@ -223,6 +223,8 @@ class Orchestrator:
                     if env is None:
                         continue
                 traj, job = await self._episode(env, spec)
+                if retry:
+                    traj.extra["rollout"] = {**traj.extra.get("rollout", {}), "reruns": retry}
                 if not env.lost:
                     return env, traj, job
                 log.warning("episode %s lost its env slot (%s); %s", traj.trajectory_id, traj.error,

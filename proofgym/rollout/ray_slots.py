@@ -4,10 +4,10 @@ The actor owns its env and the env's runtime, so sandboxes run on the worker nod
 bubblewrap and proofgym installed). The driver keeps the event loop and the policy's model
 calls; ``reset``/``step`` are awaited actor calls, so the loop never blocks on a node.
 
-Placement: each slot actor reserves ``cpus_per_slot`` CPUs; with ``slots_per_node`` it is pinned
-to the live node holding the fewest of this run's slots (at most that many per node), else Ray
-spreads them. A run asking for more slots than the live nodes can hold is refused up front
-(actors that can never be placed would wait forever).
+Placement: each slot actor reserves ``cpus_per_slot`` CPUs and is pinned to the live node that
+holds the fewest of this run's slots and has room (its CPUs, at most ``slots_per_node``); a node
+that lost a slot gets no new ones for the rest of the run. A run asking for more slots than the
+live nodes can hold is refused up front (actors that can never be placed would wait forever).
 
 Faults: a call on an actor that died (its node was removed or crashed, the process was killed)
 raises :class:`~proofgym.rollout.slots.SlotLostError` and marks the slot lost; the orchestrator
@@ -138,13 +138,15 @@ class RaySlots:
         self._actor_class: Any = None
         self._factory_ref: Any = None
         self._live: dict[int, RaySlot] = {}
+        self._placing: collections.Counter[str] = collections.Counter()
+        self._suspect: set[str] = set()  # nodes that lost a slot: no new slots there this run
         self._closing: list[Any] = []
         self._shape: dict[str, Any] = {}
 
     def start(self, env_factory: EnvFactory, *, concurrency: int, runtime_threads: int) -> None:
         self.ray = ray = connect(self.address)
         self._shape = cluster_shape()
-        room = self._room()
+        room = sum(self._rooms().values())
         if concurrency > room:
             raise ConfigError(
                 f"the Ray cluster has room for {room} env slots ({self._shape['nodes']} live nodes, "
@@ -155,34 +157,37 @@ class RaySlots:
         self._actor_class = ray.remote(SlotActor)
         self._factory_ref = ray.put(env_factory)  # shipped once, not once per slot
 
-    def _room(self) -> int:
-        total = 0
+    def _rooms(self) -> dict[str, int]:
+        """Slots each live node can hold (its CPUs over ``cpus_per_slot``, at most ``slots_per_node``)."""
+        rooms = {}
         for node in self.ray.nodes():
             if not node.get("Alive"):
                 continue
             cpus = float(node.get("Resources", {}).get("CPU", 0.0))
             fits = math.inf if self.cpus_per_slot == 0 else math.floor(cpus / self.cpus_per_slot + 1e-9)
-            total += min(fits, self.slots_per_node or math.inf)
-        return int(min(total, 1 << 30))
+            rooms[node["NodeID"]] = int(min(fits, self.slots_per_node or math.inf, 1 << 20))
+        return rooms
 
-    def _placement(self) -> dict[str, Any]:
-        if self.slots_per_node is None:
-            return {"scheduling_strategy": "SPREAD"}
+    def _placement(self) -> tuple[str, dict[str, Any]]:
+        """The live node with the fewest of this run's slots that has room for one more; never a
+        node that just lost a slot (it may be dying while Ray still lists it as alive)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         used = collections.Counter(slot.node for slot in self._live.values() if not slot.lost)
-        alive = [n["NodeID"] for n in self.ray.nodes() if n.get("Alive")
-                 and float(n.get("Resources", {}).get("CPU", 0.0)) + 1e-9 >= self.cpus_per_slot]
-        free = [n for n in alive if used[n] < self.slots_per_node]
+        used.update(self._placing)  # slots still starting count where they were placed
+        free = [node for node, room in self._rooms().items()
+                if node not in self._suspect and used[node] < room]
         if not free:
-            raise SlotLostError(f"no live node has room for another slot ({self.slots_per_node} per node)")
+            raise SlotLostError("no live node has room for another env slot")
         node = min(free, key=lambda n: used[n])
-        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
+        return node, {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
 
     async def open(self) -> RaySlot:
         ray = self.ray
+        node, placement = self._placement()
         actor = self._actor_class.options(num_cpus=self.cpus_per_slot, max_restarts=0, max_task_retries=0,
-                                          **self._placement()).remote(self._factory_ref)
+                                          **placement).remote(self._factory_ref)
+        self._placing[node] += 1
         try:
             where = await asyncio.wait_for(actor.where.remote(), self.start_timeout_s)
         except (TimeoutError, asyncio.TimeoutError):
@@ -192,7 +197,10 @@ class RaySlots:
         except ray.exceptions.RayActorError as exc:
             if getattr(exc, "actor_init_failed", False):  # the env factory itself raised: a real error
                 raise ProofgymError(f"building the env in a Ray actor failed: {_init_error(exc)}") from None
+            self._suspect.add(node)
             raise SlotLostError(f"a new env slot actor died while starting: {first_line(exc)}") from None
+        finally:
+            self._placing[node] -= 1
         slot = RaySlot(self, actor, where["node"], {"backend": "ray", "node": where["node"][:12],
                                                     "host": where["host"], **self._cluster()})
         self._live[id(slot)] = slot
@@ -207,6 +215,7 @@ class RaySlots:
         actor is killed at :meth:`shutdown`; a lost slot is only killed."""
         self._live.pop(id(slot), None)
         if slot.lost:
+            self._suspect.add(slot.node)
             with contextlib.suppress(Exception):  # it is gone already; this only frees the handle
                 self.ray.kill(slot.actor, no_restart=True)
             return

@@ -47,8 +47,10 @@ class GraderActor:
             with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
                 importlib.import_module(module)
 
-    def ready(self) -> bool:
-        return True
+    def ready(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
     def grade(self, job: VerificationJob) -> Verdict:
         return run_job(job)
@@ -62,6 +64,7 @@ class _Actor:
     solo: bool = False
     draining: bool = False
     ready: bool = False
+    node: str = ""
     retired: bool = False
     inflight: dict[int, PoolJob] = field(default_factory=dict)
 
@@ -178,7 +181,7 @@ class RayBackend:
             starting = self._starting.pop(ref, None)
             if starting is not None:
                 if failure is None:
-                    starting.ready = True
+                    starting.ready, starting.node = True, value
                     now = time.monotonic()
                     for job in starting.inflight.values():
                         job.deadline = now + job.timeout_s
