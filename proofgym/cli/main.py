@@ -38,13 +38,15 @@ app.command("serve-scripted")(serve_scripted_command)
 
 
 def main() -> None:
+    from rich.markup import escape
+
     from proofgym.cli.console import err_console
     from proofgym.core import ProofgymError
 
     try:
         app()
-    except ProofgymError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    except ProofgymError as exc:  # escaped: a message may hold brackets ("proofgym[ray]")
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a path that cannot be written or read: name it, no traceback
         where = f" {exc.filename}" if exc.filename else ""

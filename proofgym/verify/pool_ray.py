@@ -1,7 +1,7 @@
 """The ``ray`` backend of the :class:`~proofgym.verify.pool.VerifierPool`: grader actors on a Ray
 cluster, the process backend's semantics carried over.
 
-A few grader actors (``processes`` of them, spread over the nodes) each run many jobs at once on
+A few grader actors (``processes`` of them, placed on the least-used live nodes) each run many jobs at once on
 threads (``max_concurrency``), as a process worker does. A job travels to its actor through the
 object store (``ray.put`` once, the reference is sent). The scheduler in
 :mod:`proofgym.verify.pool` is unchanged: its queue, in-flight limit (backpressure), deadlines
@@ -17,6 +17,7 @@ and de-duplication hold as for every backend.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import threading
@@ -86,6 +87,10 @@ class RayBackend:
         self._refs: dict[Any, tuple[PoolJob, _Actor]] = {}
         self._starting: dict[Any, _Actor] = {}
         self._class = ray.remote(GraderActor)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        self._affinity = NodeAffinitySchedulingStrategy
+        self._suspect: set[str] = set()
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self.shape = cluster_shape()  # recorded on every verdict's provenance: asked once
@@ -133,14 +138,25 @@ class RayBackend:
         return best if len(best.inflight) < best.capacity else None
 
     def _new_actor(self, capacity: int, *, solo: bool = False) -> _Actor:
+        node = self._node_for_actor()
+        placement = self._affinity(node, soft=False)
         handle = self._class.options(num_cpus=self.cpus_per_grader, max_concurrency=capacity,
                                      max_restarts=0, max_task_retries=0,
-                                     scheduling_strategy="SPREAD").remote(self._modules)
-        actor = _Actor(handle, capacity, handle.ready.remote(), solo=solo)
+                                     scheduling_strategy=placement).remote(self._modules)
+        actor = _Actor(handle, capacity, handle.ready.remote(), solo=solo, node=node)
         self._starting[actor.ready_ref] = actor
         self._actors.append(actor)
         self._scheduler.stats["workers_started"] += 1
         return actor
+
+    def _node_for_actor(self) -> str:
+        """Lock held: the live node with the fewest of this pool's actors, never one where an
+        actor just died (Ray may still list a dying node as alive)."""
+        used = collections.Counter(a.node for a in self._actors if not a.retired)
+        nodes = [n["NodeID"] for n in self.ray.nodes() if n.get("Alive") and n["NodeID"] not in self._suspect]
+        if not nodes:  # every node is suspect: let Ray choose among the live ones
+            nodes = [n["NodeID"] for n in self.ray.nodes() if n.get("Alive")]
+        return min(nodes, key=lambda n: used[n])
 
     def _retire(self, actor: _Actor) -> None:
         if actor.retired:
@@ -181,7 +197,7 @@ class RayBackend:
             starting = self._starting.pop(ref, None)
             if starting is not None:
                 if failure is None:
-                    starting.ready, starting.node = True, value
+                    starting.ready = True
                     now = time.monotonic()
                     for job in starting.inflight.values():
                         job.deadline = now + job.timeout_s
@@ -202,6 +218,7 @@ class RayBackend:
     def _died(self, actor: _Actor, failure: BaseException) -> None:
         """Lock held: ``actor`` is gone; its jobs are re-run alone, or failed if alone already."""
         scheduler = self._scheduler
+        self._suspect.add(actor.node)
         orphans = list(actor.inflight.values())
         actor.inflight.clear()
         was_retired = actor.retired
