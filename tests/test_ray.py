@@ -181,3 +181,32 @@ def test_ray_missing_is_a_one_line_usage_error(tmp_path):
     assert proc.returncode == 2, proc.stderr
     message = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(message) == 1 and "pip install 'proofgym[ray]'" in message[0], proc.stderr
+
+
+def test_a_run_resumed_on_another_backend_continues_the_same_run(cluster, tmp_path):
+    """The backend is not part of the contract: a local run cut short is finished on Ray."""
+    from proofgym.eval import evaluate
+    from proofgym.rollout import ReferencePolicy
+    from proofgym.rollout.ray_slots import RaySlots
+
+    out = tmp_path / "run"
+    evaluate("proofgym/Arith-v0", ReferencePolicy(), episodes=4, seed=1, out=out, verifier="inline")
+    lines = (out / "trajectories.jsonl").read_text().splitlines(keepends=True)
+    (out / "trajectories.jsonl").write_text("".join(lines[:2]))  # as if killed after two episodes
+    _, summary = evaluate("proofgym/Arith-v0", ReferencePolicy(), episodes=4, seed=1, resume=out,
+                          verifier="inline", backend=RaySlots(cpus_per_slot=0.25))
+    trajs = records(out)
+    assert summary["resumed_from"] == 2 and summary["episodes"] == 4 and summary["mean_reward"] == 1.0
+    assert len({t["trajectory_id"] for t in trajs}) == len(trajs) == 4
+    assert [t["extra"]["rollout"]["backend"] for t in trajs] == ["local", "local", "ray", "ray"]
+
+
+def test_more_slots_than_the_cluster_holds_is_refused(cluster):
+    from proofgym.core import ConfigError
+    from proofgym.eval import evaluate
+    from proofgym.rollout import ReferencePolicy
+    from proofgym.rollout.ray_slots import RaySlots
+
+    with pytest.raises(ConfigError, match=r"room for 3 env slots .* fewer than the 5 asked for"):
+        evaluate("proofgym/Arith-v0", ReferencePolicy(), episodes=5, concurrency=5, verifier="inline",
+                 backend=RaySlots(cpus_per_slot=1.0))
