@@ -145,9 +145,10 @@ def test_grading_job_on_killed_node_is_regraded(cluster):
 
     victim = cluster.add_node(num_cpus=1, object_store_memory=100 * 2**20)
     cluster.wait_for_nodes()
-    pool = VerifierPool("ray", processes=4, max_in_flight=8, timeout_s=60.0)
+    # one grader actor per live node (head, two workers, the victim), one job on each
+    pool = VerifierPool("ray", processes=4, max_in_flight=4, timeout_s=60.0)
     try:
-        jobs = slow_grading_jobs(8, grade_s=3.0)
+        jobs = slow_grading_jobs(4, grade_s=3.0)
         futures = [pool.submit(job, f"job{i}") for i, job in enumerate(jobs)]
         backend = pool._backend
         deadline = time.monotonic() + 60
@@ -159,7 +160,7 @@ def test_grading_job_on_killed_node_is_regraded(cluster):
         verdicts = [f.result(timeout=120) for f in futures]
     finally:
         pool.close()
-    assert [v.status for v in verdicts] == ["scored"] * 8, [v.error for v in verdicts]
+    assert [v.status for v in verdicts] == ["scored"] * 4, [v.error for v in verdicts]
     assert all(v.reward == 1.0 for v in verdicts)
     assert pool.stats["worker_deaths"] >= 1
     assert ray.is_initialized()
@@ -210,3 +211,21 @@ def test_more_slots_than_the_cluster_holds_is_refused(cluster):
     with pytest.raises(ConfigError, match=r"room for 3 env slots .* fewer than the 5 asked for"):
         evaluate("proofgym/Arith-v0", ReferencePolicy(), episodes=5, concurrency=5, verifier="inline",
                  backend=RaySlots(cpus_per_slot=1.0))
+
+
+def test_ray_pool_timeout_and_crash_are_error_verdicts_the_rest_are_graded(cluster):
+    """The pool's guarantees on the ray backend: a grader past its timeout and a grader that kills
+    its process each end in an error verdict naming why; a good job beside them is scored."""
+    from proofgym.testing.sleepy import slow_grading_jobs
+    from proofgym.verify.pool import VerifierPool
+
+    hang = slow_grading_jobs(1, grade_s=600.0)[0]
+    crash, good = slow_grading_jobs(2, grade_s=0.5, crash=True)[0], slow_grading_jobs(3, grade_s=0.5)[2]
+    with VerifierPool("ray", processes=2, max_in_flight=4, timeout_s=5.0) as pool:
+        futures = [pool.submit(job, name) for job, name in ((hang, "hang"), (crash, "crash"), (good, "good"))]
+        hung, crashed, graded = (f.result(timeout=180) for f in futures)
+        assert hung.status == "error" and "5 s timeout" in hung.error
+        assert crashed.status == "error" and "Ray actor died" in crashed.error
+        assert graded.status == "scored" and graded.reward == 1.0
+        assert pool.stats["timeouts"] == 1 and pool.stats["worker_deaths"] >= 1
+    assert live_actors() == []

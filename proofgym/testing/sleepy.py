@@ -9,6 +9,7 @@ A Ray worker builds it from the id ``proofgym.testing.sleepy:proofgym-testing/Sl
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any
 
@@ -48,24 +49,29 @@ if ENV_ID not in gymnasium.registry:
 
 class SlowGradedTask:
     """A task whose grading first sleeps ``grade_s`` seconds (the grading side of an I/O-bound
-    env: a remote test runner); everything else is the wrapped task's."""
+    env: a remote test runner), or, with ``crash``, kills the process grading it; everything else
+    is the wrapped task's."""
 
-    def __init__(self, inner: Any, grade_s: float) -> None:
+    def __init__(self, inner: Any, grade_s: float, crash: bool = False) -> None:
         self.inner = inner
         self.grade_s = grade_s
+        self.crash = crash
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("inner", "grade_s"):  # not set yet (unpickling): no recursion
+        if name in ("inner", "grade_s", "crash"):  # not set yet (unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
 
     def verify(self, trace: Any, runtime: Any) -> Any:
         time.sleep(self.grade_s)
+        if self.crash:
+            os._exit(3)
         return self.inner.verify(trace, runtime)
 
 
-def slow_grading_jobs(n: int, *, grade_s: float) -> list[Any]:
-    """``n`` distinct verification jobs of correct answers, each taking ``grade_s`` to grade."""
+def slow_grading_jobs(n: int, *, grade_s: float, crash: bool = False) -> list[Any]:
+    """``n`` distinct verification jobs of correct answers, each taking ``grade_s`` to grade (and
+    then killing its grader's process, with ``crash``)."""
     from proofgym.rollout import ReferencePolicy
 
     env = make_env(step_s=0.0, n_tasks=n)
@@ -83,7 +89,7 @@ def slow_grading_jobs(n: int, *, grade_s: float) -> list[Any]:
                 trace.append((action, obs))
                 done = terminated or truncated
             job = env.verification_job([TraceStep(a, o) for a, o in trace])
-            jobs.append(dataclasses.replace(job, task=SlowGradedTask(job.task, grade_s)))
+            jobs.append(dataclasses.replace(job, task=SlowGradedTask(job.task, grade_s, crash)))
     finally:
         env.close()
     return jobs
