@@ -40,10 +40,20 @@ def make_cluster(workers: int = 2) -> Any:
     os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="pgray-", dir="/tmp")
     # the nodes' worker processes import this checkout, not an installed proofgym
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False})
-    for _ in range(workers):
-        cluster.add_node(**NODE_ARGS)
-    cluster.wait_for_nodes()
+    for attempt in (1, 2):
+        # Ray gives a starting node 30 s to register; a machine under heavy load can miss that
+        # once, so the cluster is started once more before the tests fail on it.
+        cluster = Cluster(initialize_head=False)
+        try:
+            cluster.add_node(**NODE_ARGS, include_dashboard=False)
+            for _ in range(workers):
+                cluster.add_node(**NODE_ARGS)
+            cluster.wait_for_nodes()
+            break
+        except Exception:
+            cluster.shutdown()
+            if attempt == 2:
+                raise
     ray.init(address=cluster.address, namespace="proofgym", log_to_driver=False)
     return cluster
 
