@@ -46,8 +46,8 @@ def make_cluster(workers: int = 2) -> Any:
         cluster = Cluster(initialize_head=False)
         try:
             cluster.add_node(**NODE_ARGS, include_dashboard=False)
-            for _ in range(workers):
-                cluster.add_node(**NODE_ARGS)
+            for _ in range(workers):  # started side by side; waited for together
+                cluster.add_node(wait=False, **NODE_ARGS)
             cluster.wait_for_nodes()
             break
         except Exception:

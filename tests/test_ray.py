@@ -52,7 +52,8 @@ def test_arith_on_ray_matches_local(cluster, tmp_path):
     local, local_summary = evaluate("proofgym/Arith-v0", ReferencePolicy(), verifier="inline",
                                     out=tmp_path / "local", **kwargs)
     slots = RaySlots(cpus_per_slot=0.25, slots_per_node=1)
-    remote, ray_summary = evaluate("proofgym/Arith-v0", ReferencePolicy(), backend=slots,
+    # graded inline here (the CodeRepair test below grades on Ray): the slots are what differs
+    remote, ray_summary = evaluate("proofgym/Arith-v0", ReferencePolicy(), backend=slots, verifier="inline",
                                    out=tmp_path / "ray", **kwargs)
     assert ray_summary["mean_reward"] == 1.0
     assert comparable(ray_summary) == comparable(local_summary)
@@ -60,7 +61,6 @@ def test_arith_on_ray_matches_local(cluster, tmp_path):
     assert sorted(t.trajectory_id for t in remote) == sorted(t.trajectory_id for t in local)
     assert {t.extra["rollout"]["backend"] for t in remote} == {"ray"}
     assert remote[0].extra["rollout"]["cluster"]["nodes"] == 3
-    assert {t.extra["verifier"]["backend"] for t in remote} == {"ray"}
     assert {t.extra["rollout"]["backend"] for t in local} == {"local"}
     assert live_actors() == []
 
