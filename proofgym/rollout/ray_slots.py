@@ -6,7 +6,7 @@ calls; ``reset``/``step`` are awaited actor calls, so the loop never blocks on a
 
 Placement: each slot actor reserves ``cpus_per_slot`` CPUs and is pinned to the live node that
 holds the fewest of this run's slots and has room (its CPUs, at most ``slots_per_node``); a node
-that lost a slot gets no new ones for the rest of the run. A run asking for more slots than the
+that lost a slot gets new ones only when no other node has room. A run asking for more slots than the
 live nodes can hold is refused up front (actors that can never be placed would wait forever).
 
 Faults: a call on an actor that died (its node was removed or crashed, the process was killed)
@@ -80,8 +80,7 @@ class RaySlot:
         except ray.exceptions.RayTaskError as exc:  # the env's own error: the episode's failure
             cause = getattr(exc, "cause", None)
             raise (cause if isinstance(cause, Exception) else exc) from None
-        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError,
-                ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
+        except ray.exceptions.RayError as exc:  # the actor, its process or its node is gone
             self.lost = True
             raise SlotLostError(f"the env slot's Ray actor on node {self.node[:12]} was lost during "
                                 f"{method}: {first_line(exc)}") from None
@@ -139,7 +138,7 @@ class RaySlots:
         self._factory_ref: Any = None
         self._live: dict[int, RaySlot] = {}
         self._placing: collections.Counter[str] = collections.Counter()
-        self._suspect: set[str] = set()  # nodes that lost a slot: no new slots there this run
+        self._suspect: set[str] = set()  # nodes that lost a slot: new slots go elsewhere
         self._closing: list[Any] = []
         self._shape: dict[str, Any] = {}
 
@@ -169,14 +168,17 @@ class RaySlots:
         return rooms
 
     def _placement(self) -> tuple[str, dict[str, Any]]:
-        """The live node with the fewest of this run's slots that has room for one more; never a
-        node that just lost a slot (it may be dying while Ray still lists it as alive)."""
+        """The live node with the fewest of this run's slots that has room for one more; a node
+        that lost a slot only when no other has room (it may be dying while Ray still lists it
+        as alive)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         used = collections.Counter(slot.node for slot in self._live.values() if not slot.lost)
         used.update(self._placing)  # slots still starting count where they were placed
-        free = [node for node, room in self._rooms().items()
-                if node not in self._suspect and used[node] < room]
+        rooms = self._rooms()
+        free = [node for node, room in rooms.items() if node not in self._suspect and used[node] < room]
+        if not free:  # every node with room lost a slot (a flaky env, not dead nodes): use them
+            free = [node for node, room in rooms.items() if used[node] < room]
         if not free:
             raise SlotLostError("no live node has room for another env slot")
         node = min(free, key=lambda n: used[n])
@@ -199,6 +201,9 @@ class RaySlots:
                 raise ProofgymError(f"building the env in a Ray actor failed: {_init_error(exc)}") from None
             self._suspect.add(node)
             raise SlotLostError(f"a new env slot actor died while starting: {first_line(exc)}") from None
+        except ray.exceptions.RayError as exc:  # e.g. unschedulable: its node died meanwhile
+            self._suspect.add(node)
+            raise SlotLostError(f"a new env slot actor could not start: {first_line(exc)}") from None
         finally:
             self._placing[node] -= 1
         slot = RaySlot(self, actor, where["node"], {"backend": "ray", "node": where["node"][:12],
