@@ -225,10 +225,10 @@ def test_ray_pool_timeout_and_crash_are_error_verdicts_the_rest_are_graded(clust
     # three different tasks (the same one thrice would be one job: the pool shares in-flight results)
     crash, good = slow_grading_jobs(2, grade_s=0.5, crash=True)[1], slow_grading_jobs(3, grade_s=0.5)[2]
     # the timeout leaves room for Ray to report a dead actor on a loaded machine (seconds)
-    with VerifierPool("ray", processes=2, max_in_flight=4, timeout_s=15.0) as pool:
+    with VerifierPool("ray", processes=2, max_in_flight=4, timeout_s=8.0) as pool:
         futures = [pool.submit(job, name) for job, name in ((hang, "hang"), (crash, "crash"), (good, "good"))]
         hung, crashed, graded = (f.result(timeout=180) for f in futures)
-        assert hung.status == "error" and "15 s timeout" in hung.error
+        assert hung.status == "error" and "8 s timeout" in hung.error
         assert crashed.status == "error" and "Ray actor died" in crashed.error
         assert graded.status == "scored" and graded.reward == 1.0
         assert pool.stats["timeouts"] == 1 and pool.stats["worker_deaths"] >= 1
