@@ -39,7 +39,8 @@ def eval_command(
     verifier: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         help="process (out of band, crash-isolated) | ray (grader actors on the cluster) | inline "
              "(in the episode's slot). Default: ray with --backend ray, else process.")] = None,
-    grader_processes: Annotated[int, typer.Option(min=1, help="Grader worker processes.")] = 2,
+    grader_processes: Annotated[int, typer.Option(
+        min=1, help="Grader worker processes (grader actors with --verifier ray).")] = 2,
     grader_jobs: Annotated[int, typer.Option(min=1, help="Grading jobs in flight at once.")] = 64,
     grader_timeout: Annotated[float, typer.Option(help="Seconds a grading job may take.")] = 60.0,
     max_error_rate: Annotated[float, typer.Option(
@@ -73,7 +74,7 @@ def eval_command(
     verifier = verifier or ("ray" if backend == "ray" else "process")
     if verifier not in ("process", "inline", "ray"):
         raise typer.BadParameter(f"{verifier!r}; use 'process', 'ray' or 'inline'", param_hint="--verifier")
-    slots = _slots(backend, ray_address, cpus_per_slot, slots_per_node)
+    slots = _slots(backend, ray_address, cpus_per_slot, slots_per_node, verifier=verifier)
     options = {}
     if policy.startswith("openai:"):
         options = {"base_url": base_url, "api_key": api_key, "system_prompt": system_prompt,
@@ -127,12 +128,15 @@ def eval_command(
         raise typer.Exit(3)
 
 
-def _slots(backend: str, address: str | None, cpus_per_slot: float, slots_per_node: int | None) -> Any:
-    """The slot backend (``--backend``); the Ray options make sense only with ``ray``."""
+def _slots(backend: str, address: str | None, cpus_per_slot: float, slots_per_node: int | None, *,
+           verifier: str) -> Any:
+    """The slot backend (``--backend``); the Ray options make sense only with ``ray`` (the
+    address also with ``--verifier ray``)."""
     if backend == "local":
-        if address is not None or slots_per_node is not None or cpus_per_slot != 1.0:
-            raise typer.BadParameter("--ray-address, --cpus-per-slot and --slots-per-node are for "
-                                     "--backend ray", param_hint="--backend")
+        stray_address = address is not None and verifier != "ray"
+        if stray_address or slots_per_node is not None or cpus_per_slot != 1.0:
+            raise typer.BadParameter("--ray-address (without --verifier ray), --cpus-per-slot and "
+                                 "--slots-per-node are for --backend ray", param_hint="--backend")
         return "local"
     from proofgym.rollout.ray_slots import RaySlots
     from proofgym.verify.ray_cluster import require_ray
