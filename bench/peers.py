@@ -1,7 +1,7 @@
 """proofgym against its peers' current releases on the same work: single-turn Arith tasks answered
 by the same scripted OpenAI-compatible server, at the same concurrency.
 
-    python bench/peers.py [--rows framework,model] [--venvs /work/wt/venvs]
+    python bench/peers.py [--rows framework,model] [--venvs DIR] [--quick]
 
 Two rows (the issue's targets):
 
@@ -10,25 +10,30 @@ Two rows (the issue's targets):
 * model-bound: 500 episodes at concurrency 16, 200 ms per model call (target: proofgym >= 90%
   of ideal = concurrency / latency).
 
+``--quick`` runs a fifth of the episodes (a few minutes in all; the ratios, not the targets'
+absolute episode counts).
+
 proofgym runs through ``proofgym eval`` itself (a fresh interpreter, the wall time of the whole
 command), and in process (``proofgym.eval.evaluate`` with a fresh grader pool, timed the same
-way) to show what the CLI adds. The peers run each in its own virtualenv (never vendored here):
+way) to show what the CLI adds. The peers run each in its own virtualenv under ``--venvs``
+(never vendored here; ``bench/peers_venvs.sh DIR`` creates them):
 
-* ``inspect_ai`` (``VENVS/inspect``): ``inspect eval bench/inspect_arith.py`` with its
+* ``verifiers`` 0.4 (``DIR/vf04``): ``vf-eval vf_arith`` with the v1 Taskset of
+  ``bench/vf_arith`` (same tasks and answer check), its ``null`` harness (a plain chat program,
+  no tools) on the ``subprocess`` runtime, ``-c`` = concurrency, the client pointed at the
+  scripted server. Its first run installs ``uv`` (``pip install --user uv``) and the chat
+  program's environment; an untimed two-episode run does that before each measured row.
+* ``inspect_ai`` (``DIR/inspect``): ``inspect eval bench/inspect_arith.py`` with its
   OpenAI-compatible provider pointed at the scripted server, ``--max-connections`` = concurrency.
 
-    python -m venv /work/wt/venvs/inspect && /work/wt/venvs/inspect/bin/pip install inspect_ai openai
-
 Each side's time is the wall time of its whole command, start-up included, as a user sees it.
-Not yet here: ``verifiers`` 0.4. Its v1 API runs every rollout through a Harness program (the
-``null`` harness launches a chat program as a uv script in a Runtime, its model traffic through
-an interception proxy) and finds tasksets as installed plugin packages; the adapter (a Taskset
-package installed into its venv, run with ``vf-eval``) is still to be written. The 0.2.1
-``SingleTurnEnv`` adapter this file had was dropped with it (git history, bench/verifiers_side.py).
+(``verifiers`` 0.2.1's ``SingleTurnEnv`` row is not kept: its adapter is in git history,
+bench/verifiers_side.py, and would need a third virtualenv.)
 
 The server answers every task in one message, ``\\boxed{answer}``; proofgym grades with
 math-verify, the peers with their own scorers (noted in the table). A missing venv skips its row
-with a message.
+with a message. The scripted server is one process with its own core: if it were the bottleneck
+it would be so for every row alike (its own time per request is printed at the end).
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -153,44 +160,100 @@ def inspect_side(venv: Path, base_url: str, n: int, c: int) -> dict[str, float] 
             "mean_reward": accuracy if accuracy is not None else float("nan"), "version": version}
 
 
+def verifiers_side(venv: Path, base_url: str, n: int, c: int) -> dict[str, float] | str:
+    vf_eval = venv / "bin" / "vf-eval"
+    if not vf_eval.exists():
+        return f"no virtualenv at {venv} (bench/peers_venvs.sh)"
+    version = subprocess.run([str(venv / "bin" / "python"), "-c",
+                              "import verifiers; print(verifiers.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+
+    def run(tmp: str, count: int) -> tuple[float, subprocess.CompletedProcess[str]]:
+        env = {**os.environ, "PEERS_TASKS": _tasks_file(tmp, count), "PYTHONPATH": str(HERE),
+               "SCRIPTED_API_KEY": "EMPTY"}
+        argv = [str(vf_eval), "vf_arith", "--env.agent.harness.id", "null",
+                "--env.agent.runtime.type", "subprocess", "-m", "scripted",
+                "--client.base-url", base_url, "--client.api-key-var", "SCRIPTED_API_KEY",
+                "-c", str(c), "-n", str(count), "--no-push", "-o", os.path.join(tmp, "out")]
+        started = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600, env=env, cwd=tmp)
+        return time.perf_counter() - started, proc
+
+    with tempfile.TemporaryDirectory() as warm:  # uv and the chat program's environment
+        run(warm, 2)
+    with tempfile.TemporaryDirectory() as tmp:
+        wall, proc = run(tmp, n)
+        if proc.returncode != 0:
+            return f"failed: {(proc.stderr or proc.stdout).strip()[-1500:]}"
+        rewards = []
+        for path in Path(tmp, "out").glob("*/traces.jsonl"):
+            for line in path.read_text().splitlines():
+                episode = json.loads(line)
+                rewards.append(sum(r["score"] * r["weight"] for t in episode["traces"]
+                                   for r in (t.get("rewards") or {}).values()))
+    if len(rewards) != n:
+        return f"vf-eval wrote {len(rewards)} of {n} episodes: {proc.stdout[-800:]}"
+    return {"episodes": n, "wall_s": wall, "mean_reward": sum(rewards) / n, "version": version}
+
+
+def measure(server: ServerProcess, run: Callable[..., dict[str, float] | str],
+            *args: Any) -> dict[str, float] | str:
+    """One side, with the scripted server's CPU per episode while it ran (the server is one
+    process: if it were the bottleneck, it would cap every side alike)."""
+    before = server.cpu_s()
+    result = run(*args)
+    if isinstance(result, dict) and result["episodes"]:
+        result["server_ms"] = (server.cpu_s() - before) / result["episodes"] * 1000
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", default="framework,model", help="framework, model or both")
-    parser.add_argument("--venvs", type=Path, default=Path(os.environ.get("PEERS_VENVS", "/work/wt/venvs")))
+    parser.add_argument("--venvs", type=Path,
+                        default=Path(os.environ.get("PEERS_VENVS", ROOT / ".peers-venvs")),
+                        help="where bench/peers_venvs.sh made the peers' virtualenvs")
     parser.add_argument("--episodes", type=int, default=None, help="override the rows' episode counts")
+    parser.add_argument("--quick", action="store_true", help="a fifth of each row's episodes")
     args = parser.parse_args()
     started = time.perf_counter()
     console.print(f"load average at start {os.getloadavg()} on {os.cpu_count()} cores")
     verdicts: list[str] = []
     for row in args.rows.split(","):
         n, c, latency = ROWS[row]
-        n = args.episodes or n
+        n = args.episodes or (n // 5 if args.quick else n)
         ideal = c / latency
-        with ServerProcess("arith", N_TASKS, latency) as base_url:
-            sides: list[tuple[str, dict[str, float] | str]] = [
-                ("proofgym eval (CLI, math-verify)", proofgym_cli(base_url, n, c)),
-                ("proofgym evaluate() in process", proofgym_in_process(base_url, n, c)),
-            ]
-            ins = inspect_side(args.venvs / "inspect", base_url, n, c)
-            sides.append((f"inspect_ai {ins.get('version', '')} (inspect eval)" if isinstance(ins, dict)
-                          else "inspect_ai", ins))
+        server = ServerProcess("arith", N_TASKS, latency)
+        with server as base_url:
+            sides: list[tuple[str, dict[str, float] | str]] = []
+
+            for name, run, *where in (("proofgym eval (CLI, math-verify)", proofgym_cli),
+                                      ("proofgym evaluate() in process", proofgym_in_process),
+                                      ("verifiers (vf-eval, null harness)", verifiers_side,
+                                       args.venvs / "vf04"),
+                                      ("inspect_ai (inspect eval)", inspect_side, args.venvs / "inspect")):
+                sides.append((name, measure(server, run, *where, base_url, n, c)))
+        # the peers' names with the versions that ran
+        sides = [(name.replace(" (", f" {r['version']} (", 1) if isinstance(r, dict) and "version" in r
+                  else name, r) for name, r in sides]
         table = Table(title=f"{row}-bound: {n} single-turn Arith episodes, concurrency {c}, "
                             f"{latency * 1000:.0f} ms per model call; ideal {ideal:.0f} episodes/s")
         for col in ("framework", "episodes", "wall s", "episodes/s", "of ideal", "mean reward",
-                    "proofgym CLI vs it"):
+                    "server CPU/episode", "proofgym CLI vs it"):
             table.add_column(col, justify="left" if col == "framework" else "right")
         ours = sides[0][1]
         assert isinstance(ours, dict)
         ours_eps = ours["episodes"] / ours["wall_s"]
         for name, r in sides:
             if isinstance(r, str):
-                table.add_row(name, "-", "-", "-", "-", "-", r[:60])
+                table.add_row(name, "-", "-", "-", "-", "-", "-", r[:60])
                 console.print(f"[red]{name}: {r}[/]")
                 continue
             eps = r["episodes"] / r["wall_s"]
             table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{eps:.1f}", f"{eps / ideal:.1%}",
-                          f"{r['mean_reward']:.3f}", f"{ours_eps / eps:.2f}x")
+                          f"{r['mean_reward']:.3f}", f"{r.get('server_ms', float('nan')):.2f} ms",
+                          f"{ours_eps / eps:.2f}x")
             if name.startswith(("verifiers", "inspect")) and row == "framework":
                 verdicts.append(f"framework-bound: proofgym CLI {ours_eps / eps:.2f}x {name.split()[0]} "
                                 f"(target >= 3x: {'met' if ours_eps / eps >= 3 else 'NOT met'})")

@@ -1,6 +1,6 @@
 """Benchmark of the sandbox runtime against the obvious baselines, measured in the same run.
 
-    python bench/sandbox.py            # about a minute on 2 cores
+    python bench/sandbox.py [--quick]   # about a minute on 2 cores (--quick: fewer repeats)
 
 Rows (medians):
   * episode reset, 1,000 and 10,000 file snapshots: ``reset()`` until a shell is ready, vs
@@ -17,6 +17,7 @@ Rows (medians):
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import statistics
@@ -123,14 +124,20 @@ def bench_verification(n: int) -> tuple[float, float, float, str]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats per row")
+    args = parser.parse_args()
+    reps = (12, 100, 8) if args.quick else (30, 300, 25)
     started = time.perf_counter()
+    load_at_start = os.getloadavg()[0]
     console = Console(width=140)
     scratch = Path(tempfile.mkdtemp(prefix="proofgym-bench-"))
     rows = []
     try:
         for n_files in (1_000, 10_000):
             tree = make_tree(scratch / f"tree{n_files}", n_files)
-            warm, cold, copy = bench_reset(tree, scratch, 30)
+            warm, cold, copy = bench_reset(tree, scratch, reps[0])
             # cold is the headline: the copytree baseline gets no background head start, so a
             # warm row (spare booted while the previous episode ran) would not be like-for-like
             rows.append((f"episode reset, {n_files:,} files (cold, prestart=False)", cold,
@@ -138,10 +145,10 @@ def main() -> None:
             rows.append((f"episode reset, {n_files:,} files (warm spare; baseline has no head "
                          "start)", warm, f"copytree {copy:.1f} ms", None, "(reported, no target)",
                          None))
-        persistent, fresh = bench_round_trip(scratch / "tree1000", scratch, 300)
+        persistent, fresh = bench_round_trip(scratch / "tree1000", scratch, reps[1])
         rows.append(("tool round trip `bash: true`", persistent, f"fresh bwrap {fresh:.1f} ms",
                      fresh / persistent, "<= 2 ms, >= 5x", persistent <= 2 and fresh / persistent >= 5))
-        overhead, host_side, isolated, task_id = bench_verification(25)
+        overhead, host_side, isolated, task_id = bench_verification(reps[2])
         rows.append((f"isolated verification overhead ({task_id})", overhead,
                      "same pytest in a running sandbox (paired); "
                      f"host-side part {host_side:.1f} ms; last total {isolated:.0f} ms", None,
@@ -156,7 +163,8 @@ def main() -> None:
                       "-" if ok is None else ("yes" if ok else "NO"))
     console.print(table)
     console.print(f"cores: {os.cpu_count()}, python {sys.version.split()[0]}, "
-                  f"total {time.perf_counter() - started:.0f} s")
+                  f"total {time.perf_counter() - started:.0f} s; load average "
+                  f"{os.getloadavg()[0]:.1f} (at start {load_at_start:.1f})")
 
 
 if __name__ == "__main__":

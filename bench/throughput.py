@@ -43,6 +43,7 @@ from proofgym.verify.pool import VerifierPool
 
 console = Console(width=130)
 N_TASKS = 200
+REPAIR_CONCURRENCY = 8  # a sandbox per slot: what 2 cores hold
 #: The lean HTTP client; the openai SDK's own CPU per call (~3 ms here) caps a 2-core box at a
 #: few hundred calls/s, which is measured separately in row 3b.
 TRANSPORT = "aiohttp"
@@ -156,6 +157,40 @@ async def arith_math_verify(base_url: str, episodes: int, concurrency: int, inli
             "busy": orchestrator.slot_busy_fraction}
 
 
+async def code_repair(base_url: str, episodes: int, concurrency: int, inline: bool) -> dict[str, float]:
+    """A real sandboxed grader: CodeRepair's reference fixes (the scripted server writes them
+    with the file tools), graded by its hidden tests in a fresh sandbox each."""
+    from proofgym import Limits, UniversalVerifiableEnv
+    from proofgym.envs.code_repair import code_repair_tasks
+    from proofgym.runtimes.sandbox import SandboxRuntime
+    from proofgym.tasks import TaskSet
+
+    tasks = TaskSet(code_repair_tasks())
+    policy = OpenAIPolicy("scripted", base_url=base_url, timeout_s=60, transport=TRANSPORT)
+    envs: list[UniversalVerifiableEnv] = []
+
+    def env() -> UniversalVerifiableEnv:
+        envs.append(UniversalVerifiableEnv(SandboxRuntime(), max_turns=1, tasks=tasks,
+                                           limits=Limits(max_turns=1, max_tool_calls=40)))
+        return envs[-1]
+    try:
+        with VerifierPool("process", processes=2, max_in_flight=concurrency) as pool:  # fresh per row
+            def make() -> Orchestrator:
+                return Orchestrator(env, policy, concurrency=concurrency, verifier=pool,
+                                    inline_verification=inline)
+            await make().run(plan_episodes(tasks.ids, episodes=concurrency, seed=10**6))
+            orchestrator = make()
+            results = await orchestrator.run(plan_episodes(tasks.ids, episodes=episodes))
+    finally:
+        await policy.aclose()
+        for e in envs:
+            e.close()
+    assert all(t.reward == 1.0 for t in results), [
+        (t.task_id, t.error or t.verdict) for t in results if t.reward != 1.0][:3]
+    return {"episodes": episodes, "wall_s": orchestrator.wall_s, "eps": episodes / orchestrator.wall_s,
+            "busy": orchestrator.slot_busy_fraction}
+
+
 def overhead_per_step(episodes: int, repeats: int) -> dict[str, float]:
     """What the orchestrator adds per env step over a bare sync loop playing the same episodes
     (zero-latency scripted policy, concurrency 1, grading on threads off the slot's path, as
@@ -229,11 +264,18 @@ def main() -> None:
                         help="episodes per row of the grader-wait sweep and the math-verify rows (0: skip)")
     parser.add_argument("--cli-episodes", type=int, default=1000,
                         help="episodes of the `proofgym eval` vs in-process row (0: skip)")
+    parser.add_argument("--code-repair-episodes", type=int, default=48,
+                        help="episodes per CodeRepair row (sandboxed pytest grader, c=8; 0: skip)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer episodes everywhere (a few minutes): ratios, not the targets' sizes")
     parser.add_argument("--in-process-only", action="store_true",
                         help="only the overhead and memory measurements, as JSON (used internally)")
     args = parser.parse_args()
+    if args.quick:
+        args.episodes, args.seed_episodes, args.memory_episodes = 300, 6, 2000
+        args.sweep_episodes, args.cli_episodes, args.code_repair_episodes = 120, 300, 16
     if args.in_process_only:
-        result = {**overhead_per_step(episodes=300, repeats=7),
+        result = {**overhead_per_step(episodes=300, repeats=3 if args.quick else 7),
                   **asyncio.run(memory_growth(args.memory_episodes))}
         print(json.dumps(result))
         return
@@ -249,7 +291,8 @@ def main() -> None:
     # The in-process measurements run in a fresh process of their own, so neither they nor the
     # HTTP runs inherit the other's threads, caches and garbage.
     proc = subprocess.run([sys.executable, __file__, "--in-process-only",
-                           "--memory-episodes", str(args.memory_episodes)],
+                           "--memory-episodes", str(args.memory_episodes),
+                           *(["--quick"] if args.quick else [])],
                           capture_output=True, text=True, check=True)
     over = mem = json.loads(proc.stdout.strip().splitlines()[-1])
     sweep: list[tuple[float, dict[str, float], dict[str, float]]] = []
@@ -279,6 +322,12 @@ def main() -> None:
             for inline_mode in (True, False):
                 math_rows.append(("inline" if inline_mode else "out of band", asyncio.run(
                     arith_math_verify(arith_url, args.sweep_episodes, args.concurrency, inline_mode))))
+    repair_rows: list[dict[str, float]] = []
+    if args.code_repair_episodes:
+        with ServerProcess("code_repair", 0, args.latency) as repair_url:
+            for inline_mode in (True, False):
+                repair_rows.append(asyncio.run(code_repair(repair_url, args.code_repair_episodes,
+                                                           REPAIR_CONCURRENCY, inline_mode)))
 
     cli_row: tuple[dict[str, float], dict[str, float]] | None = None
     if args.cli_episodes:
@@ -300,7 +349,7 @@ def main() -> None:
         table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{r['eps']:.2f}",
                       f"{r['busy']:.1%}", f"{r['eps'] / ideal_of:.1%}", f"{r['eps'] / floor['eps']:.1f}x")
     console.print(table)
-    if sweep or math_rows:
+    if sweep or math_rows or repair_rows:
         extra = Table(title=f"graders: out of band vs inline ({args.sweep_episodes} episodes per row, "
                             f"concurrency {args.concurrency}, a fresh pool per row)")
         for col in ("grader", "inline eps/s", "out of band eps/s", "gain", "out-of-band efficiency"):
@@ -315,6 +364,11 @@ def main() -> None:
             extra.add_row("Arith, math-verify (CPU-bound, 1 model call)", f"{inl['eps']:.1f}",
                           f"{oo['eps']:.1f}", f"{oo['eps'] / inl['eps']:.2f}x",
                           f"{oo['eps'] / arith_ideal:.1%}")
+        if repair_rows:
+            inl, oo = repair_rows
+            extra.add_row(f"CodeRepair, sandboxed pytest ({args.code_repair_episodes} episodes, "
+                          f"c={REPAIR_CONCURRENCY}, sandboxes)", f"{inl['eps']:.2f}", f"{oo['eps']:.2f}",
+                          f"{oo['eps'] / inl['eps']:.2f}x", f"busy {oo['busy']:.0%}")
         console.print(extra)
 
     efficiency, speedup = oob["eps"] / ideal, oob["eps"] / inline["eps"]
@@ -343,7 +397,8 @@ def main() -> None:
             f"c={args.concurrency})", f"{cli['wall_s']:.2f} s vs {inproc['wall_s']:.2f} s ({gap:+.0%})",
             "<= +10%", gap <= 0.10)
     console.print(targets)
-    console.print(f"(overheads: medians of 7 runs of 300 episodes) bare loop {over['bare_us']:.1f} us/step; "
+    console.print(f"(overheads: medians of {3 if args.quick else 7} runs of 300 episodes) bare loop "
+                  f"{over['bare_us']:.1f} us/step; "
                   "orchestrator at concurrency 64: "
                   f"{over['c64_us']:.1f} us/step of wall time (zero-latency policy)")
     console.print(f"bench wall time {time.perf_counter() - bench_started:.0f} s; load average "

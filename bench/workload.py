@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from proofgym import (
@@ -126,6 +128,10 @@ def _serve(kind: str, n_tasks: int, latency_s: float, ports: Any) -> None:
     if kind == "ledger":
         tasks = ledger_tasks(n_tasks)
         script = ReferenceScript(tasks)
+    elif kind == "code_repair":  # each task's reference fix, written with the file tools
+        from proofgym.envs.code_repair import code_repair_tasks
+
+        script = ReferenceScript(code_repair_tasks())
     else:  # arith answered directly (single turn, no tool): the peers comparison
         from proofgym.envs.arith import arith_tasks
 
@@ -157,6 +163,11 @@ class ServerProcess:
     def __exit__(self, *exc: object) -> None:
         self._process.terminate()
         self._process.join(timeout=10)
+
+    def cpu_s(self) -> float:
+        """CPU seconds the server process has used so far (user + system)."""
+        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb() -> float:

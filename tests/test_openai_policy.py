@@ -22,6 +22,7 @@ from proofgym import (
     UniversalVerifiableEnv,
     Verdict,
 )
+from proofgym.core import ProofgymError
 from proofgym.envs.arith import ArithTask, arith_tasks, calculator
 from proofgym.eval import evaluate, make_env, plan_episodes
 from proofgym.record import Trajectory
@@ -244,3 +245,12 @@ def test_fault_specs_parse_and_reject_nonsense() -> None:
         Fault.parse("503")
     with pytest.raises(ValueError, match="KIND"):
         Fault.parse("429:often")
+
+
+def test_the_default_transport_is_lean_for_a_self_hosted_server_and_the_sdk_for_openai() -> None:
+    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").describe()["transport"] == "aiohttp"
+    assert OpenAIPolicy("m", base_url="https://api.openai.com/v1").describe()["transport"] == "openai"
+    assert OpenAIPolicy("m").describe()["transport"] == "openai"
+    assert OpenAIPolicy("m", base_url="http://h/v1", transport="openai").describe()["transport"] == "openai"
+    with pytest.raises(ProofgymError, match="unknown transport"):
+        OpenAIPolicy("m", transport="carrier-pigeon")

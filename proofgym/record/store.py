@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +208,18 @@ class RunStore:
         Stamps the contract id and the task's split, and derives the trajectory id from
         (contract id, task id, ``extra["attempt"]``). A repeat of a recorded episode is ignored.
         """
+        self._sync(self._append(trajectory))
+
+    def write_many(self, trajectories: Sequence[Trajectory]) -> None:
+        """:meth:`write` for several, in order, made durable by one fsync (the orchestrator
+        hands over the episodes that finished while the previous write was under way)."""
+        ticket = 0
+        for trajectory in trajectories:
+            ticket = max(ticket, self._append(trajectory))
+        self._sync(ticket)
+
+    def _append(self, trajectory: Trajectory) -> int:
+        """Write and flush one record; the ticket to :meth:`_sync` for it to be durable."""
         if self._file is None:
             raise RunStoreError(f"{self.root} was opened read-only; use RunStore.resume to add episodes")
         trajectory.contract_id = self.contract.id
@@ -239,7 +251,7 @@ class RunStore:
         if duplicate:
             log.warning("%s: trajectory %s is already recorded; not writing it twice",
                         self.root, trajectory.trajectory_id)
-        self._sync(ticket)
+        return ticket
 
     def _sync(self, ticket: int) -> None:
         """Return once line ``ticket`` is fsynced; one fsync covers every line written before it."""

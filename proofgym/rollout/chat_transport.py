@@ -4,10 +4,12 @@ Both send the same JSON to ``{base_url}/chat/completions`` and return the respon
 dict. Failures are :class:`TransportError` s that say whether a retry can help (429, 5xx,
 timeouts, dropped connections) and are named alike on both paths (``RateLimitError 429``...).
 
-* ``openai`` (default): the official async client; use it for hosted APIs (its auth, headers and
+* ``openai``: the official async client; used for OpenAI's own API (its auth, headers and
   quirks are maintained upstream). It costs a few milliseconds of CPU per call.
 * ``aiohttp``: a plain HTTP client for self-hosted OpenAI-compatible servers (vLLM, SGLang) at
   high concurrency, where the SDK's per-call CPU becomes the bottleneck (about 5x less here).
+
+``OpenAIPolicy``'s default, ``auto``, picks ``aiohttp`` for any ``base_url`` but OpenAI's API.
 """
 
 from __future__ import annotations

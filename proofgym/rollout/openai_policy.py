@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 from gymnasium import spaces
@@ -41,6 +42,15 @@ class PolicyInfrastructureError(ProofgymError, RuntimeError):
     wrong answer. Episodes failing with it are errors, never scored."""
 
 
+def resolve_transport(transport: str, base_url: str | None) -> str:
+    """``auto``: the lean client for a self-hosted server (the SDK's per-call CPU is what caps a
+    high-concurrency run), the SDK for OpenAI's own API (its auth and quirks kept upstream)."""
+    if transport != "auto":
+        return transport
+    host = urlsplit(base_url).hostname if base_url else None
+    return "openai" if host is None or host == "openai.com" or host.endswith(".openai.com") else "aiohttp"
+
+
 class OpenAIPolicy:
     """Plays episodes with a chat model over the OpenAI API.
 
@@ -56,20 +66,23 @@ class OpenAIPolicy:
         backoff_s: First retry delay; doubles per retry up to ``max_backoff_s``, with jitter.
         timeout_s: Per-call timeout.
         parse_text_tool_calls: Also read ``<tool_call>{...}</tool_call>`` from the content.
-        transport: ``openai`` (the official SDK client) or ``aiohttp`` (lean, for self-hosted
-            servers at high concurrency); see :mod:`proofgym.rollout.chat_transport`.
+        transport: ``openai`` (the official SDK client), ``aiohttp`` (lean, for self-hosted
+            servers at high concurrency) or ``auto`` (the default: ``aiohttp`` for a
+            ``base_url`` other than OpenAI's own API, else ``openai``); see
+            :mod:`proofgym.rollout.chat_transport`. ``describe()`` records the one used.
     """
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  system_prompt: str | None = None, sampling: Mapping[str, Any] | None = None,
                  version: str = "0", max_retries: int = 4, backoff_s: float = 0.25,
                  max_backoff_s: float = 8.0, timeout_s: float = 120.0,
-                 parse_text_tool_calls: bool = True, transport: str = "openai") -> None:
+                 parse_text_tool_calls: bool = True, transport: str = "auto") -> None:
         if max_retries < 0 or backoff_s < 0 or timeout_s <= 0:
             raise ConfigError("max_retries and backoff_s must be >= 0 and timeout_s > 0")
-        if transport not in TRANSPORTS:
-            raise ConfigError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
-        self.transport_name = transport
+        if transport not in (*TRANSPORTS, "auto"):
+            raise ConfigError(f"unknown transport {transport!r}; use one of "
+                              f"{', '.join((*TRANSPORTS, 'auto'))}")
+        self.transport_name = resolve_transport(transport, base_url)
         self.model, self.base_url, self.api_key = model, base_url, api_key
         self.system_prompt = system_prompt
         self.sampling = dict(sampling or {})

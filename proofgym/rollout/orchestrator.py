@@ -40,9 +40,9 @@ from proofgym.core import (
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.record import StepRecord, Trajectory, trajectory_id_for
 from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
+from proofgym.rollout.ordered_writer import OrderedWriter
 from proofgym.rollout.policies import Policy
 from proofgym.rollout.progress import RunCounters, RunProgress
-from proofgym.rollout.runtime_executor import RuntimeExecutor
 from proofgym.rollout.slots import EnvSlot, LocalSlots, SlotBackend, SlotLostError
 from proofgym.verify.pool import VerifierPool
 
@@ -171,7 +171,7 @@ class Orchestrator:
         queue = iter(specs)
         self.slots.start(self.env_factory, concurrency=self.concurrency,
                          runtime_threads=self.runtime_threads)
-        writer = RuntimeExecutor(1, name="proofgym-sink")  # one thread: records keep their order
+        writer = OrderedWriter(sink) if sink is not None else None
         grading: set[asyncio.Task[None]] = set()
         room = asyncio.Semaphore(self.max_awaiting_grades)
         envs: list[EnvSlot] = []
@@ -179,8 +179,8 @@ class Orchestrator:
         fatal: list[BaseException] = []  # delivery failures: the run stops and raises
 
         async def deliver(traj: Trajectory) -> None:
-            if sink is not None:
-                await writer.run(sink.write, traj)
+            if writer is not None:
+                await writer.write(traj)
             if traj.status == "error":
                 self.counters.errors += 1
             elif traj.verdict is not None and traj.verdict.status == "error":
@@ -285,7 +285,8 @@ class Orchestrator:
             for env in envs:
                 env.close()
             self.slots.shutdown()
-            writer.shutdown()
+            if writer is not None:
+                writer.shutdown()
             if self._own_verifier:
                 self.verifier.close()
         if fatal:

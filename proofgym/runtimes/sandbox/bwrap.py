@@ -2,9 +2,10 @@
 
 bubblewrap 0.8 (Debian 12) has no ``--overlay``, so the overlay is mounted *around* it and
 ``bwrap`` binds the merged directory as ``/workspace``: in a mount namespace of the sandbox's
-own, set up between ``fork`` and ``exec`` (:mod:`~proofgym.runtimes.sandbox.namespaces`), so it
-dies with the sandbox. ``bwrap`` itself always runs as an unprivileged host user (as root: the
-dedicated sandbox user), under the seccomp filter of :mod:`~proofgym.runtimes.sandbox.seccomp`.
+own, set up between ``fork`` and ``exec`` by the spawner process
+(:mod:`~proofgym.runtimes.sandbox.spawner`), so it dies with the sandbox. ``bwrap`` itself
+always runs as an unprivileged host user (as root: the dedicated sandbox user), under the
+seccomp filter of :mod:`~proofgym.runtimes.sandbox.seccomp`.
 The upper directory is an ordinary host directory that holds exactly the sandbox's changes.
 """
 
@@ -130,7 +131,7 @@ def _proc_covers() -> list[str]:
 class Spawned:
     """A started sandbox: its outer ``bwrap`` process and what is known about its namespaces."""
 
-    proc: subprocess.Popen[bytes]
+    proc: namespaces.SandboxProcess  # offers what the sandbox code uses of subprocess.Popen
     pidns: str | None = None  # "pid:[INODE]" of the sandbox's pid namespace, when known
     host_mount: Path | None = None  # kept for callers: mounts never enter the host's namespace
 
@@ -146,10 +147,10 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
     """Start ``argv`` (a :func:`bwrap_argv`) over ``overlay``, inside ``cgroup``, with the rlimits
     and the seccomp filter, as an unprivileged host user.
 
-    The child (:func:`namespaces.run_child`) joins the cgroup and sets the rlimits before
-    ``exec``, so nothing in the sandbox ever runs unconfined. ``bwrap`` reads its arguments from
-    a pipe (``--args``), so no host path shows in the sandbox's process list, and runs with an
-    empty environment, so none shows in ``/proc/1/environ``.
+    The spawner's child (:mod:`~proofgym.runtimes.sandbox.spawner`) joins the cgroup and sets
+    the rlimits before ``exec``, so nothing in the sandbox ever runs unconfined. ``bwrap`` reads
+    its arguments from a pipe (``--args``), so no host path shows in the sandbox's process
+    list, and runs with an empty environment, so none shows in ``/proc/1/environ``.
     """
     privileged = os.geteuid() == 0
     if privileged and overlay is not None:
@@ -161,7 +162,6 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
     fds: list[int] = []
     try:
         info_r, info_w = _pipe(fds)
-        err_r, err_w = _pipe(fds)
         sec_r = seccomp.program_fd()
         fds.append(sec_r)
         # the options go through a pipe, the command stays on the command line (bwrap wants it
@@ -183,24 +183,18 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
                                 for top in ("usr", "opt", "etc")})
             options = [renames.get(a, a) for a in options]
         args_r = _args_pipe(["--info-fd", str(info_w), "--seccomp", str(sec_r), *options], fds)
-        plan = namespaces.plan_for(
-            episode_dir=str(overlay.upper.parent) if overlay is not None else None,
-            lower=str(overlay.lower) if overlay is not None else None,
-            cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits, error_fd=err_w,
-            publish=str(publish) if publish else None, system_root=system_root)
         if overlay is not None and not all(d.parent == overlay.upper.parent for d in
                                            (overlay.work, overlay.merged, overlay.view)):
             raise SandboxSetupError("an Overlay's directories must share one parent (Overlay.create)")
-        try:
-            proc = subprocess.Popen(
-                [argv[0], "--args", str(args_r), *argv[cut:]], stdin=stdin, stdout=stdout, stderr=stderr,
-                close_fds=True, pass_fds=(info_w, sec_r, args_r, *pass_fds),
-                start_new_session=True, env={}, preexec_fn=lambda: namespaces.run_child(plan))
-        except subprocess.SubprocessError as exc:
-            raise SandboxSetupError(_child_error(err_r, exc)) from exc
-        except FileNotFoundError as exc:
-            raise SandboxSetupError(INSTALL_HINT) from exc
-        for fd in (info_w, sec_r, args_r, err_w):
+        keep = (info_w, sec_r, args_r, *pass_fds)
+        plan = namespaces.plan_for(
+            argv=[argv[0], "--args", str(args_r), *argv[cut:]], keep_fds=keep,
+            episode_dir=str(overlay.upper.parent) if overlay is not None else None,
+            lower=str(overlay.lower) if overlay is not None else None,
+            cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits,
+            publish=str(publish) if publish else None, system_root=system_root)
+        proc = namespaces.start(plan, stdin=stdin, stdout=stdout, stderr=stderr, keep_fds=keep)
+        for fd in (info_w, sec_r, args_r):
             os.close(fd)
             fds.remove(fd)
         if privileged:
@@ -263,21 +257,6 @@ def _args_pipe(args: Sequence[str], fds: list[int]) -> int:
     os.close(w)
     fds.remove(w)
     return r
-
-
-def _child_error(err_r: int, exc: BaseException) -> str:
-    os.set_blocking(err_r, False)
-    try:
-        why = os.read(err_r, 4096).decode(errors="replace")
-    except OSError:
-        why = ""
-    if os.geteuid() == 0:
-        hint = ("As root the sandbox is set up in a private mount namespace and then run as the "
-                f"unprivileged sandbox user ({namespaces.SANDBOX_UID_ENV}).")
-    else:
-        hint = ("The kernel must allow unprivileged user namespaces (sysctl "
-                "kernel.unprivileged_userns_clone=1) and overlayfs in them (Linux >= 5.11).")
-    return f"could not prepare the sandbox's namespace and overlay: {why or exc}. {hint}"
 
 
 def _give_pipes(fds: Sequence[int]) -> None:

@@ -14,9 +14,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from proofgym.runtimes.sandbox.namespaces import release_cgroup
+
 _ROOT = Path("/sys/fs/cgroup")
 _counter = itertools.count()
 _swept: set[bool] = set()  # sweep stale cgroups once per process
+#: The spawner's per-cgroup helper is in the cgroup too: the sandbox's own cap is unchanged.
+_HELPER = 1
 
 
 @dataclass
@@ -60,7 +64,13 @@ class SandboxCgroup:
                 continue
         return sorted(pids)
 
+    def release(self) -> None:
+        """Have the spawner's helper leave (it joins a cgroup that starts several sandboxes:
+        :class:`proofgym.runtimes.sandbox.spawner.Loop`); then :meth:`pids` is the sandbox's."""
+        release_cgroup(self.procs_files())
+
     def remove(self) -> None:
+        self.release()
         for d in self.dirs:
             try:
                 d.rmdir()
@@ -105,7 +115,7 @@ def create(memory_bytes: int, max_processes: int) -> SandboxCgroup | None:
                 d.mkdir()
                 made.append(d)
             _swept.add(True)
-            (made[0] / "pids.max").write_text(str(max_processes))
+            (made[0] / "pids.max").write_text(str(max_processes + _HELPER))
             (made[1] / "memory.limit_in_bytes").write_text(str(memory_bytes))
             memsw = made[1] / "memory.memsw.limit_in_bytes"
             if memsw.exists():
@@ -121,7 +131,7 @@ def create(memory_bytes: int, max_processes: int) -> SandboxCgroup | None:
                 return None
             d = base / name
             d.mkdir()
-            (d / "pids.max").write_text(str(max_processes))
+            (d / "pids.max").write_text(str(max_processes + _HELPER))
             (d / "memory.max").write_text(str(memory_bytes))
             (d / "memory.swap.max").write_text("0") if (d / "memory.swap.max").exists() else None
             return SandboxCgroup((d,), v2=True)

@@ -1,33 +1,34 @@
-"""What a sandbox's first process does between ``fork`` and ``exec`` of ``bwrap``.
+"""Starting a sandbox's ``bwrap`` through the spawner, and the process handle it returns.
 
-The child gets a mount namespace of its own, mounts the workspace overlay there (so no mount of
-a sandbox is ever in the host's mount table, and all of them go away with the sandbox's last
-process, however the eval process ends), joins the cgroup, sets the rlimits and a fresh session
-keyring, and then runs ``bwrap`` as an unprivileged host user:
+What a sandbox's first process does between ``fork`` and ``exec`` of ``bwrap`` (its own mount
+namespace with the overlay, the cgroup, the rlimits, the privilege drop, a fresh session
+keyring) is done by :mod:`proofgym.runtimes.sandbox.spawner`, a small single-threaded process
+started once per host process: never as a ``preexec_fn`` of this (threaded, large) process. This
+module computes what the child does (:func:`plan_for`), sends it there, and returns a
+:class:`SandboxProcess`, which offers the part of :class:`subprocess.Popen` that the sandbox code
+uses (the spawner, not this process, is ``bwrap``'s parent and reaps it; signals go through a
+pidfd, so they never reach a recycled pid).
 
-* **as root** it mounts as root (an ordinary overlay, as container runtimes do), then drops to
-  the sandbox user (:func:`sandbox_ids`, a fixed unprivileged uid/gid with no supplementary
-  groups and no capabilities) before ``exec``. The task snapshot is attached through an
-  *idmapped* mount whose files, as owned by the snapshot's owner, appear owned by the sandbox
-  user, so the agent can edit them (copy-up keeps that owner) while the snapshot itself is never
-  written and needs no ``chown``.
-* **as an ordinary user** it enters a new user namespace (mapped to that user) and mounts the
-  overlay there with ``userxattr``.
-
-The overlay's options name its layers relative to the episode directory (``lowerdir=lower``),
-so ``/proc/self/mountinfo`` inside the sandbox shows no host path.
+As root the sandbox runs as :func:`sandbox_ids`, a fixed unprivileged uid/gid with no
+supplementary groups and no capabilities; as an ordinary user, in a user namespace mapped to
+that user.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import contextlib
+import marshal
 import os
-import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
 
 from proofgym.runtimes.sandbox.system import SandboxSetupError
 
@@ -35,22 +36,8 @@ from proofgym.runtimes.sandbox.system import SandboxSetupError
 #: environment variables; the ids need no account, and must not be 0 or used by anything else).
 SANDBOX_UID_ENV, SANDBOX_GID_ENV = "PROOFGYM_SANDBOX_UID", "PROOFGYM_SANDBOX_GID"
 DEFAULT_SANDBOX_ID = 0x7FFE0000
-
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUSER = 0x10000000
-_MS_RDONLY, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 4096, 0x4000, 1 << 18
-_SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR, _SYS_KEYCTL = 428, 429, 442, 250
-_OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_EMPTY_PATH, _AT_FDCWD = 1, 0o2000000, 0x1000, -100
-_MOVE_MOUNT_F_EMPTY_PATH = 4
-_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV, _MOUNT_ATTR_IDMAP = 1, 2, 4, 0x100000
-_KEYCTL_JOIN_SESSION_KEYRING = 1
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.syscall.restype = ctypes.c_long
-
-
-class _MountAttr(ctypes.Structure):
-    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+SPAWNER = Path(__file__).with_name("spawner.py")
+_MAX_FDS = 64
 
 
 def sandbox_ids() -> tuple[int, int]:
@@ -70,180 +57,280 @@ def sandbox_ids() -> tuple[int, int]:
     return ids[0], ids[1]
 
 
-_idmaps: dict[tuple[int, int, int, int], int] = {}
-_idmaps_lock = threading.Lock()
-
-
-def idmap_userns(owner: tuple[int, int], to: tuple[int, int]) -> int:
-    """An fd of a user namespace mapping the host ``owner`` uid/gid to ``to`` (the sandbox
-    user): what an idmapped mount of a snapshot owned by ``owner`` needs. Made once per
-    process and mapping (a short-lived child holds the namespace while root writes its map)."""
-    key = (*owner, *to)
-    with _idmaps_lock:
-        if key in _idmaps:
-            return _idmaps[key]
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - child: system calls only, then exit
-            code = 1
-            try:
-                os.close(w)
-                if _libc.unshare(_CLONE_NEWUSER) == 0:
-                    code = 0
-                    os.read(r, 1)  # hold the namespace until the parent has its fd
-            finally:
-                os._exit(code)
-        os.close(r)
-        try:
-            fd = -1
-            for _ in range(2000):  # until the child is in its new namespace
-                if os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user"):
-                    break
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    raise SandboxSetupError("cannot create a user namespace for the idmapped "
-                                            "snapshot mount (is user.max_user_namespaces 0?)")
-                time.sleep(0.0005)
-            for name, text in (("uid_map", f"{owner[0]} {to[0]} 1"),
-                               ("gid_map", f"{owner[1]} {to[1]} 1")):
-                with open(f"/proc/{pid}/{name}", "w") as f:
-                    f.write(text)
-            fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-        finally:
-            os.close(w)  # the child's read returns and it exits
-            os.waitpid(pid, 0)
-        _idmaps[key] = fd
-        return fd
-
-
-@dataclass(frozen=True)
-class ChildPlan:
-    """Everything the child does, computed in the parent (the child only makes system calls)."""
-
-    privileged: bool
-    drop_to: tuple[int, int] | None  # (uid, gid) to become, as root
-    map_ids: tuple[int, int]  # our (uid, gid), mapped to 0 in the new user namespace, unprivileged
-    episode_dir: bytes | None  # cwd while mounting: the overlay's layers are named relative to it
-    lower: bytes | None  # the snapshot, attached at ``episode_dir/lower``
-    options: bytes  # the overlay's mount options
-    idmap_fd: int  # user namespace for the idmapped snapshot (-1: plain bind)
-    cgroup_procs: tuple[str, ...]
-    rlimits: tuple[tuple[int, int], ...]
-    error_fd: int  # where a failure is described before the child gives up
-    publish: bytes | None = None  # as root: where ``bwrap`` finds ``workspace`` and ``system``
-    system_root: bytes | None = None  # a staged MinimalSystem, shown through its own overlay
-
-
 def overlay_options(userxattr: bool) -> bytes:
     return b"lowerdir=lower,upperdir=upper,workdir=work" + (b",userxattr" if userxattr else b"")
 
 
-def run_child(plan: ChildPlan) -> None:
-    """The ``preexec_fn`` of a sandbox's ``bwrap``; on failure it writes why to
-    ``plan.error_fd`` (the parent turns that into a :class:`SandboxSetupError`)."""
-    try:
-        _run_child(plan)
-    except BaseException as exc:
-        os.write(plan.error_fd, str(exc).encode(errors="replace")[:2000])
-        raise
-
-
-def _check(ret: int, what: str) -> int:
-    if ret < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-    return ret
-
-
-def _write(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
-def _run_child(plan: ChildPlan) -> None:
-    if plan.privileged:
-        for path in plan.cgroup_procs:  # before anything else: nothing runs unaccounted
-            _write(path, b"0")
-        _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    else:
-        uid, gid = plan.map_ids
-        _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(CLONE_NEWUSER|CLONE_NEWNS)")
-        _write("/proc/self/setgroups", b"deny")
-        _write("/proc/self/uid_map", f"0 {uid} 1".encode())
-        _write("/proc/self/gid_map", f"0 {gid} 1".encode())
-    _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
-    if plan.system_root is not None:
-        # a file system of its own, so mountinfo names /usr by its path in it, not on the host
-        os.chdir(plan.system_root)
-        target = plan.publish + b"/system" if plan.publish else b"sys"
-        _check(_libc.mount(b"overlay", target, b"overlay", _MS_RDONLY,
-                           b"lowerdir=sys:empty" + (b"" if plan.privileged else b",userxattr")),
-               "mounting the minimal system")
-    if plan.episode_dir is not None and plan.lower is not None:
-        os.chdir(plan.episode_dir)
-        _attach_lower(plan.lower, plan.idmap_fd)
-        _check(_libc.mount(b"overlay", b"merged", b"overlay", 0, plan.options),
-               "mounting the workspace overlay")
-        if plan.publish is not None:
-            _check(_libc.mount(b"merged", plan.publish + b"/workspace", None, _MS_BIND, None),
-                   "showing the workspace to the sandbox user")
-    if not plan.privileged:
-        for path in plan.cgroup_procs:
-            _write(path, b"0")
-    for res, value in plan.rlimits:
-        resource.setrlimit(res, (value, value))
-    if plan.drop_to is not None:
-        uid, gid = plan.drop_to
-        os.setgroups([])
-        os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)  # from root to a non-zero uid: every capability is dropped
-        if os.geteuid() != uid or os.getegid() != gid:
-            raise OSError("the privilege drop did not take")
-    # a new, empty session keyring: the host's session keys are not reachable from here
-    _check(_libc.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None), "joining a new keyring")
-    os.chdir("/")
-
-
-def _attach_lower(lower: bytes, idmap_fd: int) -> None:
-    """The snapshot at ``./lower``: read-only, and idmapped when ``idmap_fd`` is given."""
-    if idmap_fd < 0:
-        _check(_libc.mount(lower, b"lower", None, _MS_BIND | _MS_REC, None), "binding the snapshot")
-        return
-    tree = _check(_libc.syscall(_SYS_OPEN_TREE, _AT_FDCWD, lower, _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC),
-                  "open_tree(snapshot)")
-    try:
-        attr = _MountAttr(_MOUNT_ATTR_IDMAP | _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV,
-                          0, 0, idmap_fd)
-        try:
-            _check(_libc.syscall(_SYS_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH, ctypes.byref(attr),
-                                 ctypes.sizeof(attr)), "idmapping the snapshot")
-        except OSError as exc:
-            raise OSError(exc.errno, f"{exc.strerror}. As root the snapshot is shown to the "
-                          "unprivileged sandbox user through an idmapped mount (Linux >= 5.12; "
-                          "ext4, xfs, btrfs or tmpfs >= 6.3): move the snapshot to such a file "
-                          "system, or run proofgym as an ordinary user") from exc
-        _check(_libc.syscall(_SYS_MOVE_MOUNT, tree, b"", _AT_FDCWD, b"lower", _MOVE_MOUNT_F_EMPTY_PATH),
-               "attaching the snapshot")
-    finally:
-        os.close(tree)
-
-
-def plan_for(*, episode_dir: str | None, lower: str | None, cgroup_procs: Sequence[str],
-             rlimits: Sequence[tuple[int, int]], error_fd: int,
-             publish: str | None = None, system_root: str | None = None) -> ChildPlan:
-    """The :class:`ChildPlan` for this process's privileges (root or not)."""
+def plan_for(*, argv: Sequence[str], keep_fds: Sequence[int], episode_dir: str | None,
+             lower: str | None, cgroup_procs: Sequence[str], rlimits: Sequence[tuple[int, int]],
+             publish: str | None = None, system_root: str | None = None) -> dict[str, Any]:
+    """What the spawner's child does for this process's privileges (root or not): a dict of
+    plain values (it crosses to the spawner with ``marshal``). ``keep_fds`` stay open in the
+    child at the same numbers (the command line names them)."""
     privileged = os.geteuid() == 0
     drop_to = sandbox_ids() if privileged else None
-    idmap_fd = -1
+    idmap = None
     if privileged and lower is not None:
         st = os.stat(lower)
-        assert drop_to is not None
-        idmap_fd = idmap_userns((st.st_uid, st.st_gid), drop_to)
-    return ChildPlan(privileged, drop_to, (os.getuid(), os.getgid()),
-                     os.fsencode(episode_dir) if episode_dir else None,
-                     os.fsencode(lower) if lower else None, overlay_options(not privileged),
-                     idmap_fd, tuple(cgroup_procs), tuple(rlimits), error_fd,
-                     os.fsencode(publish) if publish and privileged else None,
-                     os.fsencode(system_root) if system_root else None)
+        idmap = ((st.st_uid, st.st_gid), drop_to)
+    return {"argv": [os.fsencode(a) for a in argv], "keep": list(keep_fds),
+            "privileged": privileged, "drop_to": drop_to, "map_ids": (os.getuid(), os.getgid()),
+            "episode_dir": os.fsencode(episode_dir) if episode_dir else None,
+            "lower": os.fsencode(lower) if lower else None,
+            "options": overlay_options(not privileged), "idmap": idmap,
+            "cgroup_procs": list(cgroup_procs), "rlimits": [tuple(r) for r in rlimits],
+            "publish": os.fsencode(publish) if publish and privileged else None,
+            "system_root": os.fsencode(system_root) if system_root else None}
+
+
+class SandboxProcess:
+    """A ``bwrap`` started by the spawner: ``pid``, ``stdin``/``stdout``/``stderr``,
+    ``returncode`` (negative: killed by that signal), :meth:`poll`, :meth:`wait`,
+    :meth:`send_signal`, :meth:`kill`, :meth:`communicate`, as :class:`subprocess.Popen`."""
+
+    def __init__(self, args: Sequence[str], pid: int, pidfd: int, reply: socket.socket,
+                 stdin: IO[bytes] | None, stdout: IO[bytes] | None,
+                 stderr: IO[bytes] | None) -> None:
+        self.args = list(args)
+        self.pid = pid
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: int | None = None
+        self._pidfd = pidfd
+        self._reply = reply
+        self._lock = threading.Lock()  # reading the status (held while waiting for it)
+        self._pidfd_lock = threading.Lock()  # using or closing the pidfd (never held long)
+
+    def _collect(self, timeout: float | None) -> bool:
+        """Read the exit status the spawner sends once it has reaped the process; ``False`` if
+        it did not come within ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            return False
+        try:
+            if self.returncode is not None:
+                return True
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._reply], [], [], remaining)[0]:
+                return False
+            data = self._reply.recv(64)
+            if data[:1] == b"S":
+                self.returncode = os.waitstatus_to_exitcode(int.from_bytes(data[1:5], "big", signed=True))
+            else:  # the spawner is gone, and with it (--die-with-parent) this bwrap
+                self.returncode = -signal.SIGKILL
+            self._release()
+            return True
+        finally:
+            self._lock.release()
+
+    def _release(self) -> None:
+        self._reply.close()
+        with self._pidfd_lock:
+            if self._pidfd >= 0:
+                os.close(self._pidfd)
+                self._pidfd = -1
+
+    def poll(self) -> int | None:
+        self._collect(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._collect(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        # not under the status lock: another thread may be waiting for the exit this causes
+        with self._pidfd_lock, contextlib.suppress(ProcessLookupError):
+            if self._pidfd >= 0:
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def communicate(self, input: bytes | None = None,
+                    timeout: float | None = None) -> tuple[bytes | None, bytes | None]:
+        """Write ``input``, read ``stdout``/``stderr`` to their end, wait for the exit."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                if input:
+                    self.stdin.write(input)
+                self.stdin.close()
+        pipes = [f for f in (self.stdout, self.stderr) if f is not None]
+        out = {id(f): bytearray() for f in pipes}
+        streams = {f.fileno(): f for f in pipes}
+        while streams:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            for fd in select.select(list(streams), [], [], remaining)[0]:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    out[id(streams[fd])] += chunk
+                else:
+                    streams.pop(fd).close()
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return tuple(None if f is None else bytes(out[id(f)])  # type: ignore[return-value]
+                     for f in (self.stdout, self.stderr))
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._pidfd >= 0:
+                os.close(self._pidfd)
+                self._pidfd = -1
+
+
+class _Spawner:
+    """This process's spawner (one per host process: a forked child starts its own)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner = -1
+        self._control: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        # a forked child must not hold the parent's control socket (the spawner ends when the
+        # parent's last copy closes) nor send on it
+        if self._control is not None:
+            with contextlib.suppress(OSError):
+                self._control.close()
+        self._control = self._proc = None
+        self._owner = -1
+
+    def _connection(self, restart: bool = False) -> socket.socket:
+        with self._lock:
+            if restart or self._owner != os.getpid() or self._control is None:
+                if self._control is not None:
+                    self._control.close()
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                with theirs:
+                    # exec'd (no preexec_fn): safe from a threaded process; no site, no
+                    # environment-driven imports; its own session, so a terminal's ^C is ours
+                    self._proc = subprocess.Popen(
+                        [sys.executable, "-I", "-S", "-B", str(SPAWNER), str(theirs.fileno())],
+                        pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                        start_new_session=True)
+                self._control, self._owner = ours, os.getpid()
+            return self._control
+
+    def release(self, cgroup_procs: Sequence[str]) -> None:
+        """The cgroup is about to be removed: the spawner's helper in it (if any) exits, and
+        this returns once it has."""
+        with self._lock:
+            control = self._control if self._owner == os.getpid() else None
+        if control is None:  # no spawner here, so no helper in any cgroup
+            return
+        reply, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with reply:
+            with remote:
+                try:
+                    socket.send_fds(control, [marshal.dumps({"op": "release",
+                                                             "cgroup_procs": list(cgroup_procs)})],
+                                    [remote.fileno()])
+                except OSError:  # the spawner is gone, and its helpers with it
+                    return
+            reply.settimeout(10.0)
+            with contextlib.suppress(OSError):
+                reply.recv(8)
+
+    def send(self, data: bytes, fds: Sequence[int]) -> None:
+        for attempt in (False, True):
+            control = self._connection(restart=attempt)
+            try:
+                socket.send_fds(control, [data], list(fds))
+                return
+            except (BrokenPipeError, ConnectionResetError):
+                if attempt:
+                    raise SandboxSetupError("the sandbox spawner process exited; see its "
+                                            "output above") from None
+
+
+_spawner = _Spawner()
+
+
+def release_cgroup(cgroup_procs: Sequence[str]) -> None:
+    """Before a sandbox cgroup is removed: the spawner's helper in it exits (see
+    :class:`proofgym.runtimes.sandbox.spawner.Loop`)."""
+    _spawner.release(cgroup_procs)
+
+
+def start(plan: dict[str, Any], *, stdin: int | None, stdout: int | None, stderr: int | None,
+          keep_fds: Sequence[int] = ()) -> SandboxProcess:
+    """Start ``plan`` (a :func:`plan_for`) in the spawner. ``stdin``/``stdout``/``stderr`` as for
+    :class:`subprocess.Popen` (``PIPE``, ``DEVNULL``, ``STDOUT`` for stderr, a descriptor, or
+    ``None``: this process's own). Raises :class:`SandboxSetupError` with what the child
+    reported if it could not set the sandbox up."""
+    ours: list[int] = []  # our ends of pipes we made, wrapped as files at the end
+    theirs: list[int] = []  # what the child gets, closed here once sent
+    child_std: list[int] = []
+    try:
+        for i, how in enumerate((stdin, stdout, stderr)):
+            if how == subprocess.PIPE:
+                r, w = os.pipe()
+                child_end, our_end = (r, w) if i == 0 else (w, r)
+                ours.append(our_end)
+                theirs.append(child_end)
+                child_std.append(child_end)
+            else:
+                ours.append(-1)
+                if how == subprocess.DEVNULL:
+                    fd = os.open(os.devnull, os.O_RDWR)
+                    theirs.append(fd)
+                    child_std.append(fd)
+                elif how == subprocess.STDOUT and i == 2:
+                    child_std.append(child_std[1])
+                else:
+                    child_std.append(i if how is None else int(how))
+        err_r, err_w = os.pipe()
+        theirs.append(err_w)
+        reply, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with remote:
+                _spawner.send(marshal.dumps(plan), [remote.fileno(), *child_std, err_w, *keep_fds])
+            for fd in theirs:
+                os.close(fd)
+            theirs = []
+            msg, fds, _, _ = socket.recv_fds(reply, 4096, 1)
+        except BaseException:
+            reply.close()
+            os.close(err_r)
+            raise
+        with os.fdopen(err_r, "rb") as err:
+            why = err.read()  # until the child's exec (close-on-exec) or its exit
+        if msg[:1] != b"P" or not fds:
+            reply.close()
+            raise SandboxSetupError(_setup_error(msg[1:] if msg[:1] == b"E" else b"the sandbox "
+                                                 b"spawner exited"))
+        files = [None if fd < 0 else open(fd, "wb" if i == 0 else "rb")  # noqa: SIM115
+                 for i, fd in enumerate(ours)]
+        ours = []
+        proc = SandboxProcess(plan["argv"], int.from_bytes(msg[1:9], "big"), fds[0], reply,
+                              *files)
+        if why:
+            proc.wait()
+            for f in files:
+                if f is not None:
+                    f.close()
+            raise SandboxSetupError(_setup_error(why))
+        return proc
+    finally:
+        for fd in (*ours, *theirs):
+            if fd >= 0:
+                os.close(fd)
+
+
+def _setup_error(why: bytes) -> str:
+    if os.geteuid() == 0:
+        hint = ("As root the sandbox is set up in a private mount namespace and then run as the "
+                f"unprivileged sandbox user ({SANDBOX_UID_ENV}).")
+    else:
+        hint = ("The kernel must allow unprivileged user namespaces (sysctl "
+                "kernel.unprivileged_userns_clone=1) and overlayfs in them (Linux >= 5.11).")
+    return (f"could not prepare the sandbox's namespace and overlay: "
+            f"{why.decode(errors='replace').strip()}. {hint}")

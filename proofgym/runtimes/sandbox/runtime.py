@@ -214,6 +214,7 @@ class SandboxRuntime:
             self._retire(self._spare[1], self._spare[0])
         self._retire(self._pending, None)
         if self._cgroup is not None:
+            self._cgroup.release()
             for _ in range(50):  # the pid namespace's processes exit just after its init
                 if not self._cgroup.pids():
                     break

@@ -33,11 +33,13 @@ _GRACE_S = 5.0
 _MAGIC = b"PGSV1\n"
 
 
-#: The sandbox's pid 1: the sandbox's interpreter, reading the supervisor's source from the
-#: channel first (:func:`supervisor_source`), so its command line stays short.
+#: The sandbox's pid 1: the sandbox's interpreter, reading the supervisor's compiled code from
+#: the channel first (:func:`supervisor_source`), so its command line stays short and it does
+#: not compile 600 lines at every start (the sandbox runs the host's interpreter, so the
+#: ``marshal`` format matches).
 SUPERVISOR_COMMAND = ("/opt/python/bin/python3", "-I", "-S", "-c",
-                      "import os\nn = int(os.read(0, 8))\ns = b''\nwhile len(s) < n:\n"
-                      "    s += os.read(0, n - len(s)) or os._exit(1)\nexec(s)")
+                      "import os, marshal\nn = int(os.read(0, 8))\ns = b''\nwhile len(s) < n:\n"
+                      "    s += os.read(0, n - len(s)) or os._exit(1)\nexec(marshal.loads(s))")
 
 
 def supervisor_command() -> list[str]:
@@ -46,9 +48,11 @@ def supervisor_command() -> list[str]:
 
 @cache
 def supervisor_source() -> bytes:
-    """What the host writes first to a sandbox started with :func:`supervisor_command`."""
-    source = Path(__file__).with_name("supervisor.py").read_bytes()
-    return b"%08d" % len(source) + source
+    """What the host writes first to a sandbox started with :func:`supervisor_command`: the
+    length, then the supervisor's code object."""
+    path = Path(__file__).with_name("supervisor.py")
+    code = marshal.dumps(compile(path.read_bytes(), str(path.name), "exec"))
+    return b"%08d" % len(code) + code
 
 
 def ansi_c_quote(text: str) -> str:
