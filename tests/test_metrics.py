@@ -141,3 +141,26 @@ def test_evaluate_writes_the_metrics_into_summary_json(tmp_path):
     assert on_disk["tool_calls"] == 8 and on_disk["tool_errors"] == {}
     assert all(not math.isnan(v) for v in on_disk["time"].values())
     assert on_disk["time"]["verify_s"] > 0
+
+
+def test_summary_does_not_depend_on_the_order_episodes_finished():
+    """Concurrent runs (and the Ray backend) record episodes in completion order: the summary,
+    its per-task rows and its seeded bootstrap interval are the same for any order."""
+    import random
+
+    from proofgym.core import Verdict
+    from proofgym.eval import compute_metrics
+    from proofgym.record import Trajectory
+
+    trajs = []
+    for i in range(12):
+        t = Trajectory(trajectory_id=f"t{i}#0", env_id="e", task_id=f"t{i}", task_hash="h", seed=i,
+                       policy={}, prompt="", tools=[])
+        t.verdict = Verdict(float(i % 3 == 0) * 0.5 + float(i % 4 == 0) * 0.5)
+        t.extra["attempt"] = 0
+        trajs.append(t)
+    shuffled = trajs[:]
+    random.Random(7).shuffle(shuffled)
+    a, b = compute_metrics(trajs), compute_metrics(shuffled)
+    assert a["mean_reward_ci"] == b["mean_reward_ci"] and a["mean_reward_ci"][0] < a["mean_reward_ci"][1]
+    assert a["per_task"] == b["per_task"] and a == b

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -36,11 +36,13 @@ def eval_command(
         "-c", "--concurrency", min=1, help="Episodes in flight at once (the async orchestrator).")] = 1,
     repeats: Annotated[int, typer.Option(
         "-G", "--repeats", min=1, help="Attempts per task, recorded as a group.")] = 1,
-    verifier: Annotated[str, typer.Option(
-        help="process (out of band, crash-isolated) | inline (in the episode's slot)")] = "process",
-    grader_processes: Annotated[int | None, typer.Option(
-        min=1, help="Grader worker processes [default: the CPU count].")] = None,
-    grader_jobs: Annotated[int | None, typer.Option(
+    verifier: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        help="process (out of band, crash-isolated) | ray (grader actors on the cluster) | inline "
+             "(in the episode's slot). Default: ray with --backend ray, else process.")] = None,
+    grader_processes: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
+        min=1, help="Grader worker processes (grader actors with --verifier ray) [default: the CPU "
+                    "count].")] = None,
+    grader_jobs: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
         min=1, help="Grading jobs in flight at once [default: the CPU count; raise it for graders "
                     "that mostly wait, e.g. an LLM judge].")] = None,
     grader_timeout: Annotated[float, typer.Option(help="Seconds a grading job may take.")] = 60.0,
@@ -53,6 +55,15 @@ def eval_command(
         "--env-arg", metavar="KEY=VALUE",
         help="A keyword argument for the env's factory, typed by its signature (repeatable); "
              "recorded in the run's contract.json.")] = None,
+    backend: Annotated[str, typer.Option(
+        help="Where env slots run: local (this process) | ray (Ray actors on a cluster).")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        help="Ray cluster to use with --backend ray (default: $RAY_ADDRESS, a local `ray start` "
+             "cluster, else a new local one).")] = None,
+    cpus_per_slot: Annotated[float, typer.Option(
+        min=0.0, help="CPUs each env slot reserves on its node (--backend ray).")] = 1.0,
+    slots_per_node: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
+        min=1, help="At most this many env slots per node (--backend ray).")] = None,
 ) -> None:
     """Run a policy on an environment and report rewards."""
     from proofgym.cli.env_args import parse_env_args
@@ -66,8 +77,12 @@ def eval_command(
     for name, value in (("--grader-timeout", grader_timeout), ("--client-timeout", client_timeout)):
         if not value > 0:
             raise ConfigError(f"{name} must be a number of seconds > 0 (got {value:g})")
-    if verifier not in ("process", "inline"):
-        raise typer.BadParameter(f"{verifier!r}; use 'process' or 'inline'", param_hint="--verifier")
+    if backend not in ("local", "ray"):
+        raise typer.BadParameter(f"{backend!r}; use 'local' or 'ray'", param_hint="--backend")
+    verifier = verifier or ("ray" if backend == "ray" else "process")
+    if verifier not in ("process", "inline", "ray"):
+        raise typer.BadParameter(f"{verifier!r}; use 'process', 'ray' or 'inline'", param_hint="--verifier")
+    slots = _slots(backend, ray_address, cpus_per_slot, slots_per_node, verifier=verifier)
     options = {}
     if policy.startswith("openai:"):
         options = {"base_url": base_url, "api_key": api_key, "system_prompt": system_prompt,
@@ -93,9 +108,10 @@ def eval_command(
     # (ProofgymError) are printed once, by the CLI's entry point.
     try:
         with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
-                          timeout_s=grader_timeout) as pool:
+                          timeout_s=grader_timeout, ray_address=ray_address) as pool:
             trajectories, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
-                                             progress=RunProgress(title, console=console), **common)
+                                             progress=RunProgress(title, console=console), backend=slots,
+                                             **common)
     except BaseException:
         if claimed and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # the run never started: leave no empty default directory behind
@@ -119,6 +135,23 @@ def eval_command(
                       f"{summary.get('mean_reward_all')} counts them as 0. See verify_errors and "
                       "episode_errors in summary.json for the causes.")
         raise typer.Exit(3)
+
+
+def _slots(backend: str, address: str | None, cpus_per_slot: float, slots_per_node: int | None, *,
+           verifier: str) -> Any:
+    """The slot backend (``--backend``); the Ray options make sense only with ``ray`` (the
+    address also with ``--verifier ray``)."""
+    if backend == "local":
+        stray_address = address is not None and verifier != "ray"
+        if stray_address or slots_per_node is not None or cpus_per_slot != 1.0:
+            raise typer.BadParameter("--ray-address (without --verifier ray), --cpus-per-slot and "
+                                 "--slots-per-node are for --backend ray", param_hint="--backend")
+        return "local"
+    from proofgym.rollout.ray_slots import RaySlots
+    from proofgym.verify.ray_cluster import require_ray
+
+    require_ray()  # a one-line usage error naming the install command when Ray is missing
+    return RaySlots(address=address, cpus_per_slot=cpus_per_slot, slots_per_node=slots_per_node)
 
 
 def _first_line(text: str | None) -> str:

@@ -45,7 +45,7 @@ def main() -> None:
 
     try:
         app()
-    except ProofgymError as exc:  # escaped: "pip install 'proofgym[sandbox]'" is not markup
+    except ProofgymError as exc:  # escaped: a message may hold brackets ("proofgym[ray]")
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a path that cannot be written or read: name it, no traceback

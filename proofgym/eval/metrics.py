@@ -69,13 +69,15 @@ def bootstrap_interval(groups: Sequence[Sequence[float]], *, confidence: float =
 
 def attempts_by_task(trajectories: Iterable[Trajectory]) -> dict[str, list[Trajectory]]:
     """Trajectories grouped by task id, each group ordered by attempt index
-    (``Trajectory.extra["attempt"]``, falling back to record order)."""
+    (``Trajectory.extra["attempt"]``, falling back to record order); groups in task id order, so
+    the summary (``per_task``, the seeded bootstrap interval) does not depend on the order in
+    which episodes happened to finish (concurrency, backend)."""
     groups: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         groups[t.task_id].append(t)
     for group in groups.values():
         group.sort(key=lambda t: _attempt(t, -1))
-    return dict(groups)
+    return dict(sorted(groups.items()))
 
 
 def _attempt(t: Trajectory, default: int) -> int:

@@ -8,6 +8,7 @@ store without the loop knowing about it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout import AsyncPolicy, Orchestrator, Policy, is_async_policy
 from proofgym.rollout.episode import run_sync
 from proofgym.rollout.progress import RunProgress
+from proofgym.rollout.slots import LocalSlots, SlotBackend
 from proofgym.verify.pool import VerifierPool
 
 
@@ -128,6 +130,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
              on_episode: Callable[[Trajectory], None] | None = None, concurrency: int = 1,
              verifier: str | VerifierPool | None = None, progress: bool | RunProgress = False,
              resume: Path | None = None, split: str | None = None, splits: Path | None = None,
+             backend: str | SlotBackend = "local", ray_address: str | None = None,
              ) -> tuple[list[Trajectory], dict[str, Any]]:
     """Run a policy on ``env_id`` and summarise.
 
@@ -145,7 +148,15 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     synchronous run: worker processes re-import a script's ``__main__``, so a script that runs
     them needs an ``if __name__ == "__main__":`` guard. ``proofgym eval`` always uses a
     ``process`` pool.
+
+    ``backend`` is where env slots live: ``"local"`` (this process), ``"ray"`` (Ray actors on the
+    cluster at ``ray_address``; placement options through a
+    :class:`~proofgym.rollout.ray_slots.RaySlots` passed as ``backend``). The backend is not part
+    of the run's contract: a run resumed on another backend continues the same run.
     """
+    slots = _slot_backend(backend, ray_address)
+    if verifier is None and slots.name == "ray":
+        verifier = "ray"  # graders on the cluster too
     if verifier is None:
         verifier = "process" if concurrency > 1 or is_async_policy(policy) else "inline"
     env = make_env(env_id, **(env_kwargs or {}))
@@ -159,7 +170,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
             trajectories = _run(env, env_id, policy, plan, sink=run.store, on_episode=on_episode,
                                 concurrency=concurrency, verifier=pool, group_size=repeats,
                                 env_kwargs=env_kwargs or {}, progress=progress,
-                                contract_id=run.contract.id)
+                                contract_id=run.contract.id, slots=slots)
         finally:
             run.close()
     finally:
@@ -174,17 +185,21 @@ def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncP
          plan: list[EpisodeSpec], *, sink: TrajectorySink | None,
          on_episode: Callable[[Trajectory], None] | None, concurrency: int,
          verifier: VerifierPool, group_size: int, env_kwargs: dict[str, Any],
-         progress: bool | RunProgress, contract_id: str) -> list[Trajectory]:
+         progress: bool | RunProgress, contract_id: str, slots: SlotBackend) -> list[Trajectory]:
     spare = [first_env]  # the env built to plan the run serves as the first slot's env
     # Task sets are built once per run: a factory that takes `tasks=` gets the first env's.
     shared = {"tasks": first_env.tasks} if _takes_tasks(env_id) and "tasks" not in env_kwargs else {}
 
-    def env_factory() -> UniversalVerifiableEnv:
+    def local_factory() -> UniversalVerifiableEnv:
         return spare.pop() if spare else make_env(env_id, **env_kwargs, **shared)
+
+    # Remote slots build their envs where they run, from a factory that pickles by reference.
+    env_factory = (local_factory if isinstance(slots, LocalSlots)
+                   else functools.partial(make_env, env_id, **env_kwargs, **shared))
 
     orchestrator = Orchestrator(env_factory, policy, concurrency=concurrency, verifier=verifier,
                                 group_size=group_size, env_id=env_id, progress=progress,
-                                contract_id=contract_id,
+                                contract_id=contract_id, slots=slots,
                                 # one episode at a time: runtime calls need no thread hand-off
                                 runtime_threads=0 if concurrency == 1 else None)
 
@@ -208,6 +223,20 @@ def _takes_tasks(env_id: str) -> bool:
         return "tasks" in inspect.signature(factory).parameters
     except (gymnasium.error.Error, TypeError, ValueError, ImportError, AttributeError):
         return False
+
+
+def _slot_backend(backend: str | SlotBackend, ray_address: str | None) -> SlotBackend:
+    if not isinstance(backend, str):
+        return backend
+    if backend == "local":
+        if ray_address is not None:
+            raise ConfigError("ray_address is for backend='ray'")
+        return LocalSlots()
+    if backend == "ray":
+        from proofgym.rollout.ray_slots import RaySlots
+
+        return RaySlots(address=ray_address)
+    raise ConfigError(f"unknown backend {backend!r}; use 'local' or 'ray'")
 
 
 #: Public name for the validator (which shares a task set across its envs the same way).

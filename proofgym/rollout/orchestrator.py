@@ -43,7 +43,7 @@ from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_p
 from proofgym.rollout.ordered_writer import OrderedWriter
 from proofgym.rollout.policies import Policy
 from proofgym.rollout.progress import RunCounters, RunProgress
-from proofgym.rollout.runtime_executor import RuntimeExecutor
+from proofgym.rollout.slots import EnvSlot, LocalSlots, SlotBackend, SlotLostError
 from proofgym.verify.pool import VerifierPool
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,10 @@ class Orchestrator:
         own_envs: Close the envs the factory built when the run ends (``False`` when the
             factory hands out an env the caller keeps using).
         grade: Submit finished episodes for grading (``False``: trajectories carry no verdict).
+        slots: Where env slots live (:mod:`proofgym.rollout.slots`): default ``local`` (this
+            process); a :class:`~proofgym.rollout.ray_slots.RaySlots` puts them in Ray actors.
+            A slot its backend loses mid-episode is replaced and the episode re-run, up to the
+            backend's ``episode_retries`` times, then recorded as an error trajectory.
     """
 
     def __init__(self, env_factory: Callable[[], UniversalVerifiableEnv], policy: AsyncPolicy | Policy, *,
@@ -126,7 +130,8 @@ class Orchestrator:
                  inline_verification: bool | None = None, max_awaiting_grades: int | None = None,
                  runtime_threads: int | None = None, group_size: int = 1, env_id: str = "",
                  progress: RunProgress | bool = False, grade_timeout_s: float | None = None,
-                 contract_id: str | None = None, own_envs: bool = True, grade: bool = True) -> None:
+                 contract_id: str | None = None, own_envs: bool = True, grade: bool = True,
+                 slots: SlotBackend | None = None) -> None:
         if concurrency < 1 or group_size < 1:
             raise ConfigError(f"concurrency and group_size must be >= 1 (got {concurrency}, {group_size})")
         self.env_factory = env_factory
@@ -147,6 +152,7 @@ class Orchestrator:
         self.contract_id = contract_id
         self.own_envs = own_envs
         self.grade = grade
+        self.slots: SlotBackend = slots if slots is not None else LocalSlots(own_envs=own_envs)
         self._policy_takes_seed = "seed" in inspect.signature(self.policy.start_episode).parameters
         self.counters = RunCounters()
         #: Seconds slots spent generating (inside episodes), and the run's wall time.
@@ -163,11 +169,12 @@ class Orchestrator:
         self.generation_s = 0.0
         results: list[Trajectory] = []
         queue = iter(specs)
-        runtime_pool = RuntimeExecutor(self.runtime_threads) if self.runtime_threads else _OnTheLoop()
+        self.slots.start(self.env_factory, concurrency=self.concurrency,
+                         runtime_threads=self.runtime_threads)
         writer = OrderedWriter(sink) if sink is not None else None
         grading: set[asyncio.Task[None]] = set()
         room = asyncio.Semaphore(self.max_awaiting_grades)
-        envs: list[UniversalVerifiableEnv] = []
+        envs: list[EnvSlot] = []
 
         fatal: list[BaseException] = []  # delivery failures: the run stops and raises
 
@@ -195,9 +202,41 @@ class Orchestrator:
                 self.counters.awaiting_grades -= 1
                 room.release()
 
-        async def slot() -> None:
-            env = await runtime_pool.run(self.env_factory)
+        async def fresh_slot() -> EnvSlot | None:
+            try:
+                env = await self.slots.open()
+            except SlotLostError as exc:  # no room or no node now: this episode is an error record
+                log.warning("could not open an env slot: %s", exc)
+                return None
             envs.append(env)
+            return env
+
+        async def play(env: EnvSlot | None, spec: PlannedEpisode,
+                       ) -> tuple[EnvSlot | None, Trajectory, VerificationJob | None]:
+            """The episode, re-run in a fresh slot when its slot was lost (bounded)."""
+            for retry in range(self.slots.episode_retries + 1):
+                if env is None or env.lost:
+                    if env is not None:
+                        envs.remove(env)
+                        env.close()
+                    env = await fresh_slot()
+                    if env is None:
+                        continue
+                traj, job = await self._episode(env, spec)
+                if retry:
+                    traj.extra["rollout"] = {**traj.extra.get("rollout", {}), "reruns": retry}
+                if not env.lost:
+                    return env, traj, job
+                log.warning("episode %s lost its env slot (%s); %s", traj.trajectory_id, traj.error,
+                            "re-running it" if retry < self.slots.episode_retries else "recording an error")
+            if env is None:  # never got a slot: an infrastructure error record, re-run by --resume
+                why = f"no env slot could be opened ({self.slots.name} backend: no room or no live node)"
+                traj = self._failed(self._blank(spec), why, time.perf_counter())
+                return None, traj, None
+            return env, traj, job
+
+        async def slot() -> None:
+            env = await fresh_slot()
             for spec in queue:
                 if fatal:
                     return
@@ -205,7 +244,7 @@ class Orchestrator:
                 self._show()
                 t0 = time.perf_counter()
                 try:
-                    traj, job = await self._episode(env, spec, runtime_pool)
+                    env, traj, job = await play(env, spec)
                 finally:
                     self.generation_s += time.perf_counter() - t0
                     self.counters.in_flight -= 1
@@ -243,10 +282,9 @@ class Orchestrator:
             self.wall_s = time.perf_counter() - started
             if self.progress is not None:
                 self.progress.__exit__(None, None, None)
-            if self.own_envs:
-                for env in envs:
-                    env.close()
-            runtime_pool.shutdown()
+            for env in envs:
+                env.close()
+            self.slots.shutdown()
             if writer is not None:
                 writer.shutdown()
             if self._own_verifier:
@@ -271,9 +309,15 @@ class Orchestrator:
             self.progress.update(self.counters)
 
     # -------------------------------------------------------------- episode
-    async def _episode(self, env: UniversalVerifiableEnv, spec: PlannedEpisode,
-                       runtime_pool: RuntimeExecutor | _OnTheLoop,
-                       ) -> tuple[Trajectory, VerificationJob | None]:
+    def _blank(self, spec: PlannedEpisode) -> Trajectory:
+        trajectory_id = (trajectory_id_for(self.contract_id, spec.task_id, spec.attempt)
+                         if self.contract_id else spec.key)
+        traj = Trajectory(trajectory_id=trajectory_id, env_id=self.env_id, task_id=spec.task_id,
+                          task_hash="", seed=spec.seed, policy=self.policy.describe(), prompt="", tools=[])
+        self._mark(traj, spec)
+        return traj
+
+    async def _episode(self, env: EnvSlot, spec: PlannedEpisode) -> tuple[Trajectory, VerificationJob | None]:
         """Play one episode; never raises (a failure is an error trajectory without a job)."""
         started = time.perf_counter()
         described = self.policy.describe()
@@ -282,11 +326,10 @@ class Orchestrator:
         trajectory_id = (trajectory_id_for(self.contract_id, spec.task_id, spec.attempt)
                          if self.contract_id else spec.key)
         try:
-            obs, info = await runtime_pool.run(lambda: env.reset(seed=spec.seed, options=options))
+            obs, info = await env.reset(spec.seed, options)
         except Exception as exc:
-            traj = Trajectory(trajectory_id=trajectory_id, env_id=self.env_id, task_id=spec.task_id,
-                              task_hash="", seed=spec.seed, policy=described, prompt="", tools=[])
-            self._mark(traj, spec)
+            traj = self._blank(spec)
+            traj.extra["rollout"] = env.where
             return self._failed(traj, f"env.reset failed: {describe_exception(exc)}", started), None
         task = env.current_task
         assert task is not None and env.current_spec is not None
@@ -296,6 +339,7 @@ class Orchestrator:
                           task_hash=task.content_hash, seed=spec.seed, policy=described,
                           prompt=env.current_spec.prompt, tools=info["tools"])
         self._mark(traj, spec)
+        traj.extra["rollout"] = env.where
         steps: list[TraceStep] = []
         policy_s = env_s = 0.0
         session: PolicySession | None = None
@@ -311,8 +355,8 @@ class Orchestrator:
                 t1 = time.perf_counter()
                 tokens = decision.usage.get("total_tokens")
                 if tokens:
-                    env.charge(tokens=int(tokens))
-                obs, _reward, terminated, truncated, info = await runtime_pool.run(env.step, decision.action)
+                    env.charge(int(tokens))
+                obs, _reward, terminated, truncated, info = await env.step(decision.action)
                 t2 = time.perf_counter()
                 policy_s += t1 - t0
                 env_s += t2 - t1
@@ -321,7 +365,7 @@ class Orchestrator:
                     break
             else:
                 raise RuntimeError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
-            job = env.verification_job(steps) if self.grade else None
+            job = await env.verification_job(steps) if self.grade else None
         except Exception as exc:  # this episode's failure only: recorded, the run goes on
             return self._failed(traj, describe_exception(exc), started, policy_s, env_s), None
         finally:
@@ -356,16 +400,6 @@ class Orchestrator:
         traj.timings["verify_s"] = time.perf_counter() - t0
         traj.extra["verifier"] = self.verifier.describe()
         traj.artifact = job.artifact.to_dict()  # kept so `proofgym verify` can re-grade
-
-
-class _OnTheLoop:
-    """``runtime_threads=0``: runtime calls run directly on the event loop."""
-
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return fn(*args)
-
-    def shutdown(self) -> None:
-        return None
 
 
 async def _close_quietly(session: PolicySession) -> None:

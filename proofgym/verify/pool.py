@@ -8,6 +8,8 @@ Where jobs run is a *backend* behind a small protocol (:mod:`proofgym.verify.poo
   jobs at once on threads. A grader that raises, hangs past its timeout or kills its process
   (``os._exit``, a segfault) yields ``Verdict(status="error")`` with the reason; the pool replaces
   the worker and the other jobs are unaffected.
+* ``ray`` (:mod:`proofgym.verify.pool_ray`): grader actors on a Ray cluster, the ``process``
+  backend's semantics (a node that dies takes its jobs' actors with it: they are re-graded).
 * ``inline`` (:mod:`proofgym.verify.pool_inline`): threads in this process (for debugging).
   Timeouts still hold (the stuck thread is abandoned), but a grader that kills the process kills
   the caller.
@@ -42,7 +44,7 @@ from proofgym.verify.pool_backend import GradingBackend, JobKey, PoolJob
 from proofgym.verify.pool_inline import InlineBackend
 from proofgym.verify.pool_process import ProcessBackend
 
-Backend = Literal["process", "inline"]
+Backend = Literal["process", "inline", "ray"]
 
 #: How much longer than a task's own grading timeout the pool waits for its job: a sandboxed
 #: grading may overrun its test budget by the sandbox start and the report (CodeRepair: up to
@@ -76,8 +78,10 @@ class VerifierPool:
     """Grades :class:`VerificationJob` s off the generation path.
 
     Args:
-        backend: ``"process"`` (crash-isolated worker processes) or ``"inline"`` (threads here).
-        processes: Worker processes (``process`` backend); default: the CPU count.
+        backend: ``"process"`` (crash-isolated worker processes), ``"ray"`` (grader actors on a
+            Ray cluster) or ``"inline"`` (threads here).
+        processes: Worker processes (``process`` backend), grader actors (``ray`` backend);
+            default: the CPU count.
         max_in_flight: Jobs graded at once, over all workers; the rest wait in order (a job's
             timeout starts when it is handed out). Default: the CPU count, so CPU-bound graders
             (sandboxed tests) do not stretch each other; set it above ``processes`` when graders
@@ -86,6 +90,8 @@ class VerifierPool:
             whose task declares a longer ``grading_timeout_s`` gets that plus a margin.
         start_method: multiprocessing start method; ``forkserver`` keeps workers clean of the
             parent's threads and locks.
+        ray_address: The Ray cluster (``ray`` backend; default as :func:`ray_cluster.connect`).
+        cpus_per_grader: CPUs each Ray grader actor reserves (``ray`` backend).
 
     Invariants: every submitted job's future resolves exactly once, with a :class:`Verdict`
     (never an exception); a verdict is ``status="error"`` when grading failed, never a silent 0.
@@ -93,11 +99,12 @@ class VerifierPool:
 
     def __init__(self, backend: Backend = "process", *, processes: int | None = None,
                  max_in_flight: int | None = None, timeout_s: float = 60.0,
-                 start_method: str = "forkserver", preload: Sequence[str] = ()) -> None:
+                 start_method: str = "forkserver", preload: Sequence[str] = (),
+                 ray_address: str | None = None, cpus_per_grader: float = 0.0) -> None:
         processes = processes if processes is not None else os.cpu_count() or 1
         max_in_flight = max_in_flight if max_in_flight is not None else os.cpu_count() or 1
-        if backend not in ("process", "inline"):
-            raise ConfigError(f"unknown verifier backend {backend!r}; use 'process' or 'inline'")
+        if backend not in ("process", "inline", "ray"):
+            raise ConfigError(f"unknown verifier backend {backend!r}; use 'process', 'ray' or 'inline'")
         if processes < 1 or max_in_flight < 1 or not timeout_s > 0:
             raise ConfigError(f"the verifier pool needs processes >= 1, max_in_flight >= 1 and a timeout "
                               f"> 0 s (got {processes}, {max_in_flight}, {timeout_s:g} s)")
@@ -119,10 +126,18 @@ class VerifierPool:
         self._supervisor: threading.Thread | None = None
         self.stats = {"submitted": 0, "deduplicated": 0, "graded": 0, "errors": 0, "timeouts": 0,
                       "worker_deaths": 0, "workers_started": 0}
-        self._backend: GradingBackend = (
-            ProcessBackend(self, processes=processes, max_in_flight=max_in_flight,
-                           start_method=start_method, preload=preload)
-            if backend == "process" else InlineBackend(self))
+        self._backend: GradingBackend
+        if backend == "process":
+            self._backend = ProcessBackend(self, processes=processes, max_in_flight=max_in_flight,
+                                           start_method=start_method, preload=preload)
+        elif backend == "ray":
+            from proofgym.verify.pool_ray import RayBackend  # Ray is optional: imported on demand
+
+            self._backend = RayBackend(self, processes=processes, max_in_flight=max_in_flight,
+                                       address=ray_address, cpus_per_grader=cpus_per_grader,
+                                       preload=preload)
+        else:
+            self._backend = InlineBackend(self)
 
     # ------------------------------------------------------------------ public
     def submit(self, job: VerificationJob, trajectory_id: str, *, timeout_s: float | None = None,
@@ -179,8 +194,12 @@ class VerifierPool:
         return self._closed
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.backend, "processes": self.processes if self.backend == "process" else 0,
-                "max_in_flight": self.max_in_flight, "timeout_s": self.timeout_s}
+        described = {"backend": self.backend,
+                     "processes": self.processes if self.backend in ("process", "ray") else 0,
+                     "max_in_flight": self.max_in_flight, "timeout_s": self.timeout_s}
+        if self.backend == "ray":
+            described.update(self._backend.describe())  # type: ignore[attr-defined]
+        return described
 
     def close(self) -> None:
         """Stop the workers. Jobs not yet graded resolve as error verdicts ("pool closed")."""
