@@ -102,3 +102,50 @@ def test_verdict_reason_round_trips_and_old_records_still_load():
 def test_the_api_is_exported_from_proofgym():
     assert proofgym.run_pytest is run_pytest and proofgym.run_program is run_program
     assert {"run_pytest", "run_program", "TestRun", "ProgramRun"} <= set(proofgym.__all__)
+
+
+def test_a_change_through_a_snapshot_symlink_never_reaches_the_protected_file(snap: Path):
+    """The runner writes the artifact inside the sandbox: a symlink of the snapshot's in the way
+    (``tests_link -> tests``) is replaced, as an overlay's upper layer would hide it, never
+    followed into the protected ``tests/``."""
+    require_tool("bwrap")
+    (snap / "tests" / "helpers.py").write_text("EXPECTED = 5\n")
+    (snap / "tests" / "test_app.py").write_text(
+        "from app import add\nfrom helpers import EXPECTED\n\n\n"
+        "def test_add():\n    assert add(2, 3) == EXPECTED\n")
+    (snap / "tests_link").symlink_to("tests")
+    ids = ["tests/test_app.py::test_add"]
+    honest = run_pytest(snap, {}, tests=ids, timeout_s=60)
+    assert honest.results == {ids[0]: "failed"}  # add() subtracts
+    forged = run_pytest(snap, {"tests_link/helpers.py": b"EXPECTED = -1\n"}, tests=ids,
+                        timeout_s=60)
+    assert forged.results == {ids[0]: "failed"}, forged.messages
+
+
+def test_a_grading_after_another_over_the_same_snapshot_takes_a_prebooted_runner_once(snap: Path):
+    require_tool("bwrap")
+    import time
+
+    from proofgym.verify.warm_runners import WARM
+
+    ids = ["tests/test_app.py::test_add"]
+    run_pytest(snap, {}, tests=ids, timeout_s=60)
+    deadline = time.monotonic() + 30
+    while not any(str(snap) == key[0] for key in WARM._spares) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the spare boots in the background
+    before = dict(WARM.stats)
+    run = run_pytest(snap, {"app.py": b"def add(a, b):\n    return a + b\n"}, tests=ids, timeout_s=60)
+    assert run.results == {ids[0]: "passed"}
+    assert WARM.stats["warm"] == before["warm"] + 1 and WARM.stats["cold"] == before["cold"]
+    spare = WARM._spares.get(next(k for k in WARM._spares if k[0] == str(snap)), []) \
+        if any(k[0] == str(snap) for k in WARM._spares) else []
+    assert all(r.booted.proc.poll() is None for r in spare)  # only unused runners wait
+
+
+def test_two_gradings_that_differ_only_in_their_reason_are_the_same_grade():
+    from proofgym.eval.validate import verdict_difference
+
+    a = Verdict(0.0, {"resolved": 0.0}, reason="assert <Obj at 0x7f01> == 3")
+    b = Verdict(0.0, {"resolved": 0.0}, reason="assert <Obj at 0x7f99> == 3")
+    assert verdict_difference(a, b) is None
+    assert verdict_difference(a, Verdict(1.0, {"resolved": 1.0}, reason=a.reason)) is not None

@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from proofgym.eval import plots
-from proofgym.eval.report import _asset, _sha256
+from proofgym.eval.html_page import asset, page_head
 from proofgym.version import __version__
 
 COMPARE_HTML = "compare.html"
@@ -215,24 +215,14 @@ def _breakdown_table(key: str, groups: list[dict[str, Any]]) -> str:
 
 def render_compare(result: dict[str, Any]) -> str:
     """The page for a :func:`proofgym.eval.compare.compare` result."""
-    css = _asset("report.css") + _EXTRA_CSS
-    csp = (f"default-src 'none'; style-src '{_sha256(css)}'; img-src data:; base-uri 'none'; "
-           "form-action 'none'")
+    css = asset("report.css") + _EXTRA_CSS
     names = " vs ".join(r["label"] for r in result["runs"])
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     warnings = "".join(f"<p class=warning>{escape(w)}</p>" for w in result["warnings"])
     pairs = "".join(_pair(p, result, i) for i, p in enumerate(result["pairs"]))
     nav = "".join(f'<a href="#pair-{i}">{escape(p["a"])} vs {escape(p["b"])}</a>'
                   for i, p in enumerate(result["pairs"]))
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>{escape(names)} · proofgym compare</title>
-<style>{css}</style></head>
-<body>
-<header><h1>{escape(names)}</h1>
+    return page_head(f"{names} · proofgym compare", css) + f"""<header><h1>{escape(names)}</h1>
 <p class="sub">paired by task and attempt · success = reward ≥ {result['pass_threshold']:g} ·
 proofgym {escape(__version__)} · generated {generated}</p>
 <nav><a href="#runs">Quality and cost</a><a href="#contracts">Contracts</a>{nav}</nav></header>

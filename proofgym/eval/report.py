@@ -12,11 +12,8 @@ inserts it as text.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from datetime import datetime, timezone
 from html import escape
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ import orjson
 
 from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.eval import plots
+from proofgym.eval.html_page import asset, page_head
 from proofgym.eval.metrics import end_reason
 from proofgym.eval.rundir import RunRecord, contract_id_of, load_run
 from proofgym.eval.summary import summarize
@@ -35,14 +33,6 @@ REPORT = "report.html"
 
 #: Longest text kept per message or tool output in the page (the JSONL keeps everything).
 MAX_TEXT = 20_000
-
-
-def _asset(name: str) -> str:
-    return resources.files("proofgym.eval").joinpath("report_assets", name).read_text(encoding="utf-8")
-
-
-def _sha256(text: str) -> str:
-    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
 
 
 def _cut(text: Any) -> str:
@@ -206,9 +196,7 @@ def render_report(run: RunRecord, summary: dict[str, Any] | None = None) -> str:
     data = {"tasks": s.get("per_task") or [], "threshold": s.get("pass_threshold", 1.0),
             "prompts": {t.task_id: _cut(t.prompt) for t in trajs},
             "trajectories": [transcript(t) for t in trajs]}
-    css, js = _asset("report.css"), _asset("report.js")
-    csp = (f"default-src 'none'; style-src '{_sha256(css)}'; script-src '{_sha256(js)}'; "
-           "img-src data:; base-uri 'none'; form-action 'none'")
+    css, js = asset("report.css"), asset("report.js")
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     tools = sorted({str(tool.get("function", {}).get("name", "?")) for t in trajs[:1] for tool in t.tools})
     figures = _plots(s, [t.reward for t in trajs if t.reward is not None])
@@ -218,15 +206,7 @@ def render_report(run: RunRecord, summary: dict[str, Any] | None = None) -> str:
               for _ in [0] if run.skipped_lines]
     banner = "".join(f'<p class="warning">{escape(n)}</p>' for n in notes)
     split = f" · split {escape(str(s['split']))}" if s.get("split") else ""
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>{escape(title)} · proofgym report</title>
-<style>{css}</style></head>
-<body>
-<header><h1>{escape(title)}</h1>
+    return page_head(f"{title} · proofgym report", css, js) + f"""<header><h1>{escape(title)}</h1>
 <p class="sub">{len(trajs)} episodes{split} · {escape(str(run.path))}
  · tools: {escape(", ".join(tools) or "none")}
  · policy <code>{escape(orjson.dumps(policy, default=repr).decode())}</code>

@@ -112,9 +112,11 @@ def _score_problem(verdict: Verdict | None, traj: Trajectory, expected: float) -
 
 def verdict_difference(first: Verdict, second: Verdict) -> str | None:
     """What differs between two gradings of one trajectory (``None``: the same verdict), ignoring
-    duration metrics (``*_s``, ``*_ms``, ``*_seconds``)."""
+    duration metrics (``*_s``, ``*_ms``, ``*_seconds``) and the ``reason`` (an explanation, which
+    may quote a failure with a memory address in it)."""
     a, b = first.to_dict(), second.to_dict()
-    diffs = [f"{k} {a[k]!r} then {b[k]!r}" for k in a if k != "metrics" and a[k] != b[k]]
+    diffs = [f"{k} {a[k]!r} then {b[k]!r}" for k in a
+             if k not in ("metrics", "reason") and a[k] != b[k]]
     ma, mb = a["metrics"], b["metrics"]
     for name in sorted(set(ma) | set(mb)):
         if not name.endswith(DURATION_SUFFIXES) and ma.get(name) != mb.get(name):

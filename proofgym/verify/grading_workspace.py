@@ -13,12 +13,14 @@ import subprocess
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from proofgym.core.errors import ProofgymError
 from proofgym.runtimes.sandbox import MinimalSystem, SandboxLimits, SandboxSetupError, cgroups
 from proofgym.runtimes.sandbox.bwrap import (
     Overlay,
+    Spawned,
     bwrap_argv,
     find_bwrap,
     remove_scratch,
@@ -99,15 +101,38 @@ def split_changes(changes: Mapping[str, bytes | None], protected: Sequence[str]
     return allowed, dropped
 
 
-@contextlib.contextmanager
-def grading_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
-                    extra: Mapping[str, bytes], *, command: Sequence[str],
-                    limits: SandboxLimits, packages: Sequence[str], pass_fds: Sequence[int] = (),
-                    stdin: int | None = subprocess.DEVNULL,
-                    stderr: int | None = subprocess.STDOUT) -> Iterator[subprocess.Popen[bytes]]:
+@dataclass
+class Booted:
+    """A started grading sandbox: its process and what must be tidied after it."""
+
+    proc: subprocess.Popen[bytes]
+    spawned: Spawned
+    cgroup: cgroups.SandboxCgroup | None
+    root: Path
+
+    def close(self, *, wait: bool = False) -> None:
+        """Kill what still runs in it and remove its cgroup and scratch directory (in the
+        background unless ``wait``)."""
+        if self.proc.poll() is None:
+            kill_sandbox(self.proc)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        self.spawned.detach_mount()
+        if wait:
+            _clean_up(self.cgroup, self.root)
+        else:
+            _CLEANUP.submit(_clean_up, self.cgroup, self.root)  # the grade does not wait
+
+
+def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
+                  extra: Mapping[str, bytes], *, command: Sequence[str], limits: SandboxLimits,
+                  packages: Sequence[str], pass_fds: Sequence[int] = (),
+                  stdin: int | None = subprocess.DEVNULL,
+                  stderr: int | None = subprocess.STDOUT) -> Booted:
     """A fresh sandbox over ``snapshot`` plus ``allowed`` then ``extra`` (the grader's files),
-    running ``command``; killed and tidied on exit. Raises :class:`ArtifactRejected` when the
-    changes cannot be written (their fault), :class:`SandboxSetupError` for host faults."""
+    running ``command``. Raises :class:`ArtifactRejected` when the changes cannot be written
+    (their fault), :class:`SandboxSetupError` for host faults."""
     bwrap = find_bwrap()
     system = MinimalSystem.default(tuple(packages))
     root = scratch_dir("proofgym-grade-", limits.workspace_mb)
@@ -115,7 +140,6 @@ def grading_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
     if cgroup is None and os.geteuid() == 0:
         remove_scratch(root)
         raise SandboxSetupError("grading as root needs a writable cgroup hierarchy to cap processes")
-    proc = spawned = None
     try:
         overlay = Overlay.create(snapshot, root)
         try:
@@ -133,14 +157,25 @@ def grading_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
         argv = bwrap_argv(bwrap, system, limits, command, workspace=overlay.merged)
         spawned = spawn(argv, overlay=overlay, limits=limits, cgroup=cgroup, pass_fds=pass_fds,
                         stdin=stdin, stderr=stderr)
-        proc = spawned.proc
-        yield proc
+    except BaseException:
+        _CLEANUP.submit(_clean_up, cgroup, root)
+        raise
+    return Booted(spawned.proc, spawned, cgroup, root)
+
+
+@contextlib.contextmanager
+def grading_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
+                    extra: Mapping[str, bytes], *, command: Sequence[str],
+                    limits: SandboxLimits, packages: Sequence[str], pass_fds: Sequence[int] = (),
+                    stdin: int | None = subprocess.DEVNULL,
+                    stderr: int | None = subprocess.STDOUT) -> Iterator[subprocess.Popen[bytes]]:
+    """:func:`start_sandbox` as a context: killed and tidied on exit."""
+    booted = start_sandbox(snapshot, allowed, extra, command=command, limits=limits,
+                           packages=packages, pass_fds=pass_fds, stdin=stdin, stderr=stderr)
+    try:
+        yield booted.proc
     finally:
-        if proc is not None and proc.poll() is None:
-            kill_sandbox(proc)
-        if spawned is not None:
-            spawned.detach_mount()
-        _CLEANUP.submit(_clean_up, cgroup, root)  # the grade does not wait for the tidying
+        booted.close()
 
 
 def _apply(upper: Path, snapshot: Path, files: Mapping[str, bytes | None]) -> list[str]:

@@ -30,16 +30,15 @@ from typing import Any
 
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxSetupError
 from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES
-from proofgym.verify.sandboxed import (
+from proofgym.verify.grading_workspace import (
     DEFAULT_PROTECTED,
     ArtifactRejected,
-    TestRun,
     check_artifact,
     grading_sandbox,
     kill_sandbox,
-    run_tests_isolated,
     split_changes,
 )
+from proofgym.verify.sandboxed import TestRun, run_tests_isolated
 
 __all__ = ["DEFAULT_PROTECTED", "ProgramRun", "SandboxSetupError", "TestRun", "run_program",
            "run_pytest"]

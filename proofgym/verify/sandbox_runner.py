@@ -13,12 +13,18 @@ It uses the standard library and pytest only, and never imports code from the wo
   the same user), then runs each test in a forked child that closes the report descriptor before
   any test code runs; a child reports only through its exit status. After each test every other
   process of the sandbox is killed, so nothing the code under test starts outlives its test.
-* The parent alone writes the results, as one JSON object, to the report descriptor.
+* The parent alone writes the results, as one JSON object, to the report descriptor. A test
+  process's failure message comes back on a pipe of its own: informative text, never a result.
+* It may be started ahead of its grading (:mod:`proofgym.verify.warm_runners`): it loads pytest,
+  says ``ready``, then reads its one job from a pipe (the manifest and the files to write) and
+  writes those files into ``/workspace`` itself, each path component opened with ``O_NOFOLLOW``
+  from a directory descriptor, before any test runs.
 
 A child's exit status is forgeable by the code it runs; that is what the mutants are for.
 """
 
 import contextlib
+import errno
 import json
 import os
 import select
@@ -46,16 +52,28 @@ _STDLIB_PRELOAD = (
 
 
 def main() -> None:
-    report_fd = int(sys.argv[1])
-    manifest = json.loads(sys.argv[2])
+    report_fd, job_fd = int(sys.argv[1]), int(sys.argv[2])
     os.set_inheritable(report_fd, False)
+    os.set_inheritable(job_fd, False)
     for key in [k for k in os.environ if k.startswith("PYTEST")]:
         del os.environ[key]
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     _non_dumpable()
     _preload()
-    session = _configure(manifest.get("config") or _empty_config())
+    session = _configure(sys.argv[3] or _empty_config())
     os.write(report_fd, b"ready\n")
+    job = _read_job(job_fd)  # the runner may wait here, booted ahead of its grading
+    if job is None:  # the host closed the pipe without a job: never used
+        return
+    manifest, files = job
+    try:
+        problem = _write_files(files)
+    except OSError as exc:  # not the artifact's doing: the host sees a runner that failed
+        _send(report_fd, {"setup_error": f"writing the workspace failed: {exc}"})
+        return
+    if problem is not None:
+        _send(report_fd, {"rejected": problem})
+        return
     deadline = time.monotonic() + float(manifest["budget_s"])
     per_test = float(manifest["test_timeout_s"])
     results = {}
@@ -74,12 +92,101 @@ def main() -> None:
         _kill_others()
         if status == "timeout":  # the test command's time limit: what is left does not run
             stopped = node
-    report = {"results": results, "messages": messages, "stopped_at": stopped}
-    data = json.dumps(report).encode()
-    view = memoryview(data)
+    _send(report_fd, {"results": results, "messages": messages, "stopped_at": stopped})
+
+
+def _send(report_fd: int, report: dict) -> None:
+    view = memoryview(json.dumps(report).encode())
     while view:
         view = view[os.write(report_fd, view):]
     os.close(report_fd)
+
+
+def _read_job(fd: int):
+    """The job the host sends once: a JSON line (the manifest and ``[path, size or null]`` per
+    file), then the files' bytes in that order; ``None`` if the pipe closes empty."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    data = b"".join(chunks)
+    if not data:
+        return None
+    cut = data.index(b"\n")
+    head = json.loads(data[:cut])
+    body = memoryview(data)[cut + 1:]  # slices of a view: the files are not copied again
+    files, offset = [], 0
+    for path, size in head["files"]:
+        files.append((path, None if size is None else body[offset:offset + size]))
+        offset += size or 0
+    return head["manifest"], files
+
+
+#: What writing the artifact can run into that is the artifact's doing (too large, no space).
+_AGENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENAMETOOLONG, errno.EISDIR,
+                 errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP}
+
+
+def _write_files(files) -> str | None:
+    """Write (or, for ``None``, delete) each workspace-relative path, in order, never following
+    a symlink: a symlink, file or directory in the way is replaced, as an overlay's upper layer
+    would hide it. Returns why the artifact cannot be applied, or ``None``."""
+    for path, data in files:
+        try:
+            _write_one(path, data)
+        except OSError as exc:
+            if exc.errno in _AGENT_ERRNOS:
+                return f"the artifact cannot be applied: {exc.strerror} ({path})"
+            raise
+    return None
+
+
+def _write_one(path: str, data) -> None:
+    import shutil
+    import stat
+
+    parts = path.split("/")
+    fd = os.open("/workspace", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in parts[:-1]:
+            try:
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if data is None:
+                    return
+                os.mkdir(name, 0o755, dir_fd=fd)
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError:  # a symlink or a file in the way
+                if data is None:
+                    return
+                os.unlink(name, dir_fd=fd)
+                os.mkdir(name, 0o755, dir_fd=fd)
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        name = parts[-1]
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(name, dir_fd=fd)
+        elif st is not None:
+            os.unlink(name, dir_fd=fd)
+        if data is None:
+            return
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
 
 
 def _non_dumpable() -> None:

@@ -5,8 +5,10 @@ Changes to protected paths (tests, pytest configuration files of any name pytest
 ``conftest.py``) are dropped, so those files are exactly the snapshot's. The tests to run, and
 one mutant of each (:mod:`proofgym.verify.mutants`), are written as freshly named single-test
 files in a random order; the hidden tests' own files never enter the sandbox. The runner
-(:mod:`proofgym.verify.sandbox_runner`) runs each of them in its own forked process and writes
-the results, by generated id, to a descriptor no test process holds; the host maps them back.
+(:mod:`proofgym.verify.sandbox_runner`, booted ahead when a spare is ready:
+:mod:`proofgym.verify.warm_runners`) receives the files on a pipe, writes them, runs each test in
+its own forked process and writes the results, by generated id, to a descriptor no test process
+holds; the host maps them back.
 
 Who caused a failure decides what it is: an artifact that cannot be applied (an unsafe or
 inconsistent path, too large, no space left), tests that run out of time, a test process that
@@ -21,6 +23,7 @@ import os
 import random
 import selectors
 import subprocess
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,15 +36,15 @@ from proofgym.verify.grading_workspace import (
     ALWAYS_PROTECTED,
     CONFIG_FILES,
     DEFAULT_PROTECTED,
-    ArtifactRejected,
     check_artifact,
     files_under,
-    grading_sandbox,
     is_protected,
     kill_sandbox,
     split_changes,
+    start_sandbox,
 )
 from proofgym.verify.mutants import Layout, TestSourceError, build_layout, list_tests
+from proofgym.verify.warm_runners import WARM, Runner
 
 __all__ = ["ALWAYS_PROTECTED", "CONFIG_FILES", "DEFAULT_PROTECTED", "TestRun", "check_artifact",
            "explain", "files_under", "is_protected", "run_tests_isolated", "swebench_verdict"]
@@ -148,25 +151,23 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                           mutate_files=[f for f in sources if f in hidden] or None)
     extra = {**{p: c for p, c in hidden.items() if p not in sources}, **layout.files}
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
-    manifest = {"run": layout.run, "config": config, "budget_s": timeout_s,
+    manifest = {"run": layout.run, "budget_s": timeout_s,
                 "test_timeout_s": test_timeout_s or timeout_s}
-    read_fd, write_fd = os.pipe()
-    runner = ["/opt/python/bin/python3", "-I", "-B", "-c", _RUNNER, str(write_fd),
-              json.dumps(manifest)]
+    job = encode_job(manifest, [*allowed.items(), *extra.items()])
+    key = (str(snapshot), config, limits, tuple(packages))
+    runner = WARM.take(key, lambda: _boot_runner(snapshot, config, limits, packages))
+    t1 = time.perf_counter()
+    proc = runner.booted.proc
+    sender = threading.Thread(target=_send_job, args=(runner.job_fd, job), daemon=True)
+    runner.job_fd = -1  # the sender closes it
     try:
-        with grading_sandbox(snapshot, allowed, extra, command=runner, limits=limits,
-                             packages=packages, pass_fds=(write_fd,)) as proc:
-            t1 = time.perf_counter()
-            os.close(write_fd)
-            write_fd = -1
-            report, output, host_timeout = _collect(proc, read_fd, timeout_s + _STARTUP_S)
-            t2 = time.perf_counter()
-    except ArtifactRejected as exc:
-        return _rejected(str(exc), dropped, t0)
+        sender.start()
+        report, output, host_timeout = _collect(proc, runner.report_fd, timeout_s + _STARTUP_S)
+        report = runner.ready + report
+        t2 = time.perf_counter()
     finally:
-        for fd in (read_fd, write_fd):
-            if fd >= 0:
-                os.close(fd)
+        runner.discard()
+        sender.join()
     t3 = time.perf_counter()
     timings = {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,
                "total_s": time.perf_counter() - t0}
@@ -174,14 +175,70 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         if host_timeout:
             raise SandboxSetupError(f"the grading runner did not start within {_STARTUP_S + timeout_s:.0f} s")
         raise SandboxSetupError("the grading runner failed before running any test (exit "
-                                f"{proc.returncode if proc else None}): {output[-2000:]}")
+                                f"{proc.returncode}): {output[-2000:]}")
+    outcome = _outcome(report[len(_READY):])
+    if "setup_error" in outcome:
+        raise SandboxSetupError(f"the grading runner could not prepare the workspace: "
+                                f"{outcome['setup_error']}")
+    if "rejected" in outcome:
+        return _rejected(str(outcome["rejected"]), dropped, t0)
     raw, error, messages = parse_report(report[len(_READY):], layout.run)
-    run = _summarise(layout, raw, error, proc.returncode if proc else None, host_timeout, output,
-                     dropped, timings)
+    run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings)
     if run.results:
         run = replace(run, messages={real: _real_names(messages[gen], gen, real)
                                      for gen, real in layout.real.items() if gen in messages})
     return run
+
+
+def _boot_runner(snapshot: Path, config: str | None, limits: SandboxLimits,
+                 packages: Sequence[str]) -> Runner:
+    """A fresh grading sandbox whose runner loads pytest, then waits for its job."""
+    report_r, report_w = os.pipe()
+    job_r, job_w = os.pipe()
+    argv = ["/opt/python/bin/python3", "-I", "-B", "-c", _RUNNER, str(report_w), str(job_r),
+            config or ""]
+    try:
+        booted = start_sandbox(snapshot, {}, {}, command=argv, limits=limits, packages=packages,
+                               pass_fds=(report_w, job_r))
+    except BaseException:
+        os.close(report_r)
+        os.close(job_w)
+        raise
+    finally:
+        os.close(report_w)
+        os.close(job_r)
+    return Runner(booted, report_r, job_w, time.monotonic())
+
+
+def encode_job(manifest: Mapping[str, object], files: Sequence[tuple[str, bytes | None]]) -> bytes:
+    """The runner's job: a JSON line (the manifest, ``[path, size or null]`` per file), then the
+    files' bytes in order (later entries win: the grader's files come after the artifact's)."""
+    head = {"manifest": manifest, "files": [[p, None if c is None else len(c)] for p, c in files]}
+    return b"".join([json.dumps(head).encode(), b"\n", *(c for _, c in files if c is not None)])
+
+
+def _send_job(fd: int, job: bytes) -> None:
+    """Write the job and close; a runner that died first (the host sees no report) ends it."""
+    view = memoryview(job)
+    try:
+        while view:
+            view = view[os.write(fd, view[:1 << 20]):]
+    except BrokenPipeError:
+        view = view[:0]
+    finally:
+        os.close(fd)
+
+
+def _outcome(data: bytes) -> dict:
+    """The report's top-level object when it is a rejection or a setup error, else ``{}``."""
+    try:
+        report = json.loads(data)
+    except ValueError:
+        return {}
+    if isinstance(report, dict) and ({"rejected", "setup_error"} & set(report)) and \
+            "results" not in report:
+        return report
+    return {}
 
 
 def _real_names(message: str, generated: str, real: str) -> str:
