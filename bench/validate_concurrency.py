@@ -22,15 +22,19 @@ REPO = Path(__file__).resolve().parents[1]
 TARGET = 1.7
 
 
-def run(env_id: str, tasks: int, concurrency: int) -> tuple[float, float | None, bool]:
-    """Wall time measured here, the wall time the command reports, and whether it passed."""
+def run(env_id: str, tasks: int, concurrency: int) -> tuple[float, float | None, bool, list[str]]:
+    """Wall time measured here, the wall time the command reports, whether it passed, and its
+    FAIL lines."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "proofgym", "validate", env_id, "-n", str(tasks),
                            "-c", str(concurrency)], env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
     found = re.search(r"in ([\d.]+) s wall time", proc.stdout)
-    return wall, float(found.group(1)) if found else None, proc.returncode == 0
+    fails = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
+    if proc.returncode != 0 and not fails:
+        fails = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+    return wall, float(found.group(1)) if found else None, proc.returncode == 0, fails
 
 
 def main() -> None:
@@ -45,10 +49,12 @@ def main() -> None:
     base = None
     for c in args.concurrency:
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        wall, reported, ok = run(args.env, args.tasks, c)
+        wall, reported, ok, fails = run(args.env, args.tasks, c)
         base = base or wall
         print(f"{c:>3} {wall:>8.1f} {reported if reported is not None else float('nan'):>11.1f} "
               f"{base / wall:>7.2f}x {ok!s:>7} {load:>30}", flush=True)
+        for line in fails[:5]:
+            print(f"      {line[:200]}", flush=True)
     print(f"target: -c 2 at least {TARGET}x faster than -c 1 (speedup column, same run)")
 
 
