@@ -109,6 +109,9 @@ class Orchestrator:
             ``0`` runs them on the event loop itself: only for in-process runtimes whose calls
             take microseconds (it saves a thread hand-off per step, which costs tens to hundreds
             of microseconds on a busy machine); a call that blocks would stall every episode.
+            Whatever the setting, an env whose runtime reports ``cheap`` (an
+            :class:`InProcessRuntime` whose tools are all declared ``@tool(cheap=True)``, or
+            that has none) runs on the event loop.
         group_size: Attempts per task forming a group (GRPO-style); recorded as
             ``extra["group"] = {"id", "index", "size"}`` from the plan's ``attempt``.
         env_id: Recorded on every trajectory.
@@ -163,7 +166,8 @@ class Orchestrator:
         self.generation_s = 0.0
         results: list[Trajectory] = []
         queue = iter(specs)
-        runtime_pool = RuntimeExecutor(self.runtime_threads) if self.runtime_threads else _OnTheLoop()
+        on_loop = _OnTheLoop()
+        runtime_pool = RuntimeExecutor(self.runtime_threads) if self.runtime_threads else on_loop
         writer = OrderedWriter(sink) if sink is not None else None
         grading: set[asyncio.Task[None]] = set()
         room = asyncio.Semaphore(self.max_awaiting_grades)
@@ -198,6 +202,7 @@ class Orchestrator:
         async def slot() -> None:
             env = await runtime_pool.run(self.env_factory)
             envs.append(env)
+            runner = on_loop if getattr(env.runtime, "cheap", False) is True else runtime_pool
             for spec in queue:
                 if fatal:
                     return
@@ -205,7 +210,7 @@ class Orchestrator:
                 self._show()
                 t0 = time.perf_counter()
                 try:
-                    traj, job = await self._episode(env, spec, runtime_pool)
+                    traj, job = await self._episode(env, spec, runner)
                 finally:
                     self.generation_s += time.perf_counter() - t0
                     self.counters.in_flight -= 1
