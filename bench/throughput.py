@@ -209,10 +209,11 @@ def overhead_per_step(episodes: int, repeats: int) -> dict[str, float]:
             bare_episode(bare_env, policy, task_id=spec.task_id, seed=spec.seed)
         return time.perf_counter() - w0, time.process_time() - c0
 
-    def orch(concurrency: int, threads: int | None) -> tuple[float, float]:
+    def orch(concurrency: int, threads: int | None, cheap: bool = True) -> tuple[float, float]:
         async def run() -> tuple[float, float]:
             with VerifierPool("inline") as pool:
-                o = Orchestrator(lambda: ledger_env(tasks), ReferencePolicy(), concurrency=concurrency,
+                o = Orchestrator(lambda: ledger_env(tasks, cheap=cheap), ReferencePolicy(),
+                                 concurrency=concurrency,
                                  verifier=pool, runtime_threads=threads, inline_verification=False)
                 w0, c0 = time.perf_counter(), time.process_time()
                 await o.run(plan, collect=False)
@@ -222,14 +223,18 @@ def overhead_per_step(episodes: int, repeats: int) -> dict[str, float]:
     bare()
     orch(1, None)
     bares: list[float] = []
-    over: dict[str, list[float]] = {"threads": [], "loop": [], "cpu": [], "c64": []}
+    over: dict[str, list[float]] = {"threads": [], "loop": [], "cpu": [], "c64": [],
+                                    "default": [], "default_cpu": []}
     for _ in range(repeats):
         b_wall, b_cpu = bare()
         bares.append(b_wall / steps)
-        o_wall, o_cpu = orch(1, None)
+        d_wall, d_cpu = orch(1, None)  # the default settings; the lookup tool is declared cheap
+        over["default"].append((d_wall - b_wall) / steps)
+        over["default_cpu"].append((d_cpu - b_cpu) / steps)
+        o_wall, o_cpu = orch(1, None, cheap=False)  # not declared cheap: runtime threads
         over["threads"].append((o_wall - b_wall) / steps)
         over["cpu"].append((o_cpu - b_cpu) / steps)
-        over["loop"].append((orch(1, 0)[0] - b_wall) / steps)
+        over["loop"].append((orch(1, 0, cheap=False)[0] - b_wall) / steps)
         over["c64"].append(orch(64, None)[0] / steps)
     return {"bare_us": statistics.median(bares) * 1e6,
             **{f"{k}_us": statistics.median(v) * 1e6 for k, v in over.items()}}
@@ -381,9 +386,13 @@ def main() -> None:
 
     row("out-of-band efficiency vs ideal", f"{efficiency:.1%}", ">= 90%", efficiency >= 0.9)
     row("out-of-band vs inline verification", f"{speedup:.2f}x", ">= 1.4x", speedup >= 1.4)
-    row("overhead per env step, wall, runtime on threads (default)", f"{over['threads_us']:.1f} us",
-        "<= 100 us", over["threads_us"] <= 100)
-    row("overhead per env step, CPU time, runtime on threads", f"{over['cpu_us']:.1f} us",
+    row("overhead per env step, wall, default (tool declared cheap: on the loop)",
+        f"{over['default_us']:.1f} us", "<= 100 us", over["default_us"] <= 100)
+    row("overhead per env step, CPU time, default", f"{over['default_cpu_us']:.1f} us",
+        "<= 100 us", over["default_cpu_us"] <= 100)
+    row("overhead per env step, wall, tool not declared cheap (runtime threads)",
+        f"{over['threads_us']:.1f} us", "<= 100 us", over["threads_us"] <= 100)
+    row("overhead per env step, CPU time, runtime threads", f"{over['cpu_us']:.1f} us",
         "<= 100 us", over["cpu_us"] <= 100)
     row("overhead per env step, wall, runtime_threads=0", f"{over['loop_us']:.1f} us",
         "<= 100 us", over["loop_us"] <= 100)

@@ -32,13 +32,13 @@ from proofgym import (
     tool,
 )
 from proofgym.core import ActionScript
-from proofgym.tools import ToolContext
+from proofgym.tools import Tool, ToolContext
 
 TURNS = 3
 CALLS_PER_EPISODE = 2 * TURNS
 
 
-@tool
+@tool(cheap=True)
 def lookup(key: str, ctx: ToolContext) -> str:
     """Look up the value stored under a key.
 
@@ -111,9 +111,12 @@ def ledger_tasks(n: int = 200, *, grade_wait_s: float = 0.0, grade_cpu_s: float 
     return TaskSet.from_generator(make, n, name="ledger")
 
 
-def ledger_env(tasks: TaskSet) -> UniversalVerifiableEnv:
+def ledger_env(tasks: TaskSet, *, cheap: bool = True) -> UniversalVerifiableEnv:
+    """``cheap=False``: the same tool, not declared cheap, so the orchestrator hands every
+    ``env.step`` to a runtime thread (how a tool that may block is run)."""
     # timeout_s=None: the lookup tool is trivial, run it inline (no per-call thread hop).
-    return UniversalVerifiableEnv(InProcessRuntime([lookup], timeout_s=None), max_turns=TURNS,
+    tool_ = lookup if cheap else Tool(lookup.fn, name="lookup")
+    return UniversalVerifiableEnv(InProcessRuntime([tool_], timeout_s=None), max_turns=TURNS,
                                   tasks=tasks, limits=Limits(max_turns=TURNS, max_tool_calls=10))
 
 

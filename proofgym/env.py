@@ -126,7 +126,9 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         obs = {"turn": 0, "observation": spec.prompt, "type": "turn_init"}
         if self.render_mode == "ansi":
             self._transcript = [f"[task {task.id}]", f"user: {spec.prompt}"]
-        info = {"task_id": task.id, "tools": copy.deepcopy(spec.tools),
+        # spec.tools equals the runtime's schemas (_complete_spec); a fresh copy of those is
+        # cheaper than copy.deepcopy of the spec's
+        info = {"task_id": task.id, "tools": self.runtime.tools.schemas(),
                 "metadata": copy.deepcopy(spec.metadata or {})}
         return obs, info
 

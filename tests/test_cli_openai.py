@@ -34,7 +34,7 @@ def test_eval_cli_runs_an_openai_policy_concurrently_with_groups(tmp_path) -> No
 
 
 def test_eval_cli_rejects_a_bad_verifier_and_base_url_without_openai() -> None:
-    bad = run_cli("eval", "proofgym/Arith-v0", "--verifier", "ray", check=False)
+    bad = run_cli("eval", "proofgym/Arith-v0", "--verifier", "threads", check=False)
     assert bad.returncode != 0 and "process" in bad.stdout + bad.stderr
     stray = run_cli("eval", "proofgym/Arith-v0", "--base-url", "http://x/v1", check=False)
     assert stray.returncode != 0 and "openai:MODEL" in stray.stdout + stray.stderr

@@ -42,9 +42,13 @@ class AsyncReference:
     """An in-process async policy replaying reference solutions; fails the episodes named in
     ``fail`` halfway, and yields to the event loop at every step (as a model call would)."""
 
-    def __init__(self, fail: set[str] = frozenset(), version: str = "7") -> None:
+    def __init__(self, fail: set[str] = frozenset(), version: str = "7", *, gather: int = 0) -> None:
         self.fail, self.version = fail, version
         self.concurrent = self.peak = 0
+        # gather=n: the first steps wait until n episodes are open at once, so whether the run
+        # reaches its concurrency does not depend on how fast the first slots finish (an env
+        # whose runtime is cheap runs its steps on the loop, without a thread hand-off)
+        self.gather, self.gathered = gather, asyncio.Event()
 
     def describe(self) -> dict[str, Any]:
         return {"name": "async-reference", "version": self.version}
@@ -61,9 +65,12 @@ class _Session:
         self.steps = 0
         policy.concurrent += 1
         policy.peak = max(policy.peak, policy.concurrent)
+        if policy.peak >= policy.gather:
+            policy.gathered.set()
 
     async def act(self, observation: Mapping[str, Any]) -> PolicyStep:
         await asyncio.sleep(0)
+        await self.policy.gathered.wait()
         self.steps += 1
         if self.task.id in self.policy.fail and self.steps == 2:
             raise ConnectionError(f"model died on {self.task.id}")
@@ -98,7 +105,7 @@ async def test_thousand_episodes_at_concurrency_64_each_delivered_exactly_once()
         built[threading.get_ident()] += 1
         return guess_env()
 
-    policy = AsyncReference(fail=failing)
+    policy = AsyncReference(fail=failing, gather=64)
     sink = ListSink()
     with VerifierPool("process", processes=2, max_in_flight=64) as pool:
         orchestrator = Orchestrator(factory, policy, concurrency=64, verifier=pool,

@@ -109,6 +109,9 @@ class Orchestrator:
             ``0`` runs them on the event loop itself: only for in-process runtimes whose calls
             take microseconds (it saves a thread hand-off per step, which costs tens to hundreds
             of microseconds on a busy machine); a call that blocks would stall every episode.
+            Whatever the setting, an env whose runtime reports ``cheap`` (an
+            :class:`InProcessRuntime` whose tools are all declared ``@tool(cheap=True)``, or
+            that has none) runs on the event loop.
         group_size: Attempts per task forming a group (GRPO-style); recorded as
             ``extra["group"] = {"id", "index", "size"}`` from the plan's ``attempt``.
         env_id: Recorded on every trajectory.

@@ -127,7 +127,10 @@ class LocalSlots:
     async def open(self) -> LocalSlot:
         assert self._factory is not None, "start() first"
         env = await self._calls.run(self._factory)
-        return LocalSlot(env, self._calls, self._own)
+        # an env whose runtime is declared cheap (no tools, or all @tool(cheap=True)) runs on the
+        # loop whatever runtime_threads says: a thread hand-off would cost more than the call
+        calls = OnTheLoop() if getattr(env.runtime, "cheap", False) is True else self._calls
+        return LocalSlot(env, calls, self._own)
 
     def shutdown(self) -> None:
         self._calls.shutdown()

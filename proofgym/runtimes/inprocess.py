@@ -47,6 +47,13 @@ class InProcessRuntime:
         self._abandoned = 0
 
     @property
+    def cheap(self) -> bool:
+        """Every tool is declared cheap (``@tool(cheap=True)``; true with no tools): the
+        orchestrator then runs this runtime's ``reset``/``step`` on its event loop instead of
+        handing each call to a runtime thread and back."""
+        return all(t.cheap for t in self.tools)
+
+    @property
     def state(self) -> dict[str, Any]:
         """The episode's mutable state (what ``Task.setup_runtime`` seeds and tools change)."""
         return self.context.state

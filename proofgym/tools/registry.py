@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+import orjson
 
 from proofgym.tools.result import ToolResult
 from proofgym.tools.tool import Tool, ToolContext
@@ -15,6 +16,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._schemas_json: bytes | None = None
         for t in tools:
             self.add(t)
 
@@ -23,6 +25,7 @@ class ToolRegistry:
         if t.name in self._tools:
             raise ValueError(f"a tool named {t.name!r} is already registered")
         self._tools[t.name] = t
+        self._schemas_json = None
         return t
 
     def __contains__(self, name: object) -> bool:
@@ -43,7 +46,11 @@ class ToolRegistry:
 
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI function-calling schemas, as fresh copies (callers may mutate them)."""
-        return [copy.deepcopy(t.schema) for t in self._tools.values()]
+        # A schema is JSON by construction; parsing its cached serialization is a deep copy at a
+        # tenth of copy.deepcopy's cost (the env copies the schemas at every reset).
+        if self._schemas_json is None:
+            self._schemas_json = orjson.dumps([t.schema for t in self._tools.values()])
+        return orjson.loads(self._schemas_json)
 
     def prepare(self, tool_name: Any, tool_input: Any) -> tuple[Tool, dict[str, Any]] | ToolResult:
         """Resolve and validate a call: the tool and its kwargs, or the error result to return."""

@@ -47,9 +47,13 @@ class Tool:
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None,
-                 description: str | None = None) -> None:
+                 description: str | None = None, cheap: bool = False) -> None:
         self.fn = fn
         self.name = name or fn.__name__
+        #: Declared by the author: the tool returns within microseconds and never blocks (pure
+        #: Python on in-memory state). An orchestrator may then run it on its event loop rather
+        #: than hand each call to a thread (see ``InProcessRuntime.cheap``).
+        self.cheap = cheap
         if not self.name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"tool name {self.name!r} must be letters, digits, '_' or '-'")
         doc = docstring_parser.parse(inspect.getdoc(fn) or "")
@@ -66,7 +70,7 @@ class Tool:
         self._injected: dict[str, type] = {}
         self.model = self._build_model(fn, param_docs)
         self.parameters = self._json_schema()
-        self._custom = (name, description)
+        self._custom = (name, description, cheap)
         self.__name__ = self.name
         self.__qualname__ = getattr(fn, "__qualname__", self.name)
         self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
@@ -227,8 +231,9 @@ class Tool:
         return f"Tool({self.name!r})"
 
 
-def _rebuild_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
-    return Tool(fn, name=name, description=description)
+def _rebuild_tool(fn: Callable[..., Any], name: str | None, description: str | None,
+                  cheap: bool = False) -> Tool:
+    return Tool(fn, name=name, description=description, cheap=cheap)
 
 
 def render_output(value: Any) -> str:
@@ -244,11 +249,12 @@ def render_output(value: Any) -> str:
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
-         description: str | None = None) -> Any:
+         description: str | None = None, cheap: bool = False) -> Any:
     """Make a :class:`Tool` from a type-hinted function with a Google-style docstring.
 
-    Usable bare (``@tool``) or with arguments (``@tool(name="calc")``).
+    Usable bare (``@tool``) or with arguments (``@tool(name="calc")``). ``cheap=True`` declares
+    that the tool returns within microseconds and never blocks (see :attr:`Tool.cheap`).
     """
     if fn is None:
-        return lambda f: Tool(f, name=name, description=description)
-    return Tool(fn, name=name, description=description)
+        return lambda f: Tool(f, name=name, description=description, cheap=cheap)
+    return Tool(fn, name=name, description=description, cheap=cheap)

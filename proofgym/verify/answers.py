@@ -13,8 +13,6 @@ import threading
 import unicodedata
 from typing import Any
 
-from math_verify import parse, verify
-
 from proofgym.core.errors import ProofgymError
 
 
@@ -86,6 +84,8 @@ MATH_TIMEOUT_S = 15.0
 def _serve(requests: int, replies: int) -> None:
     """The worker's loop (in a forked child, math-verify already imported): one JSON request
     per line in, one ``[ok, reason]`` line out, until the parent closes its end."""
+    from math_verify import parse, verify  # imported by _warm_up before the fork: no cost here
+
     logging.disable(logging.WARNING)
     with os.fdopen(requests, "r") as inbox, os.fdopen(replies, "w") as outbox:
         for line in inbox:
@@ -108,6 +108,10 @@ def _warm_up() -> None:
     so that every worker forked from now on (and every process forked from this one) starts warm."""
     global _WARM
     if not _WARM:
+        # imported here, not at module level: a process that only builds tasks (the CLI's main
+        # process; graders run in the pool) never pays math-verify's import (about a second)
+        from math_verify import parse, verify
+
         verify(parse("$1/2$", parsing_timeout=None), parse("$0.5$", parsing_timeout=None),
                timeout_seconds=None)
         _WARM = True
