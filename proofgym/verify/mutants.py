@@ -352,13 +352,18 @@ def _mutate_literal(node: ast.expr, rng: random.Random) -> bool:
 
 
 def _mutate_value(value: object, rng: random.Random) -> object | None:
+    """A changed value, drawn so that it is as likely above as below ``value``: the mutant's
+    value alone does not say which of a pair is the real test (an always-larger mutant would let
+    "return the smaller" pick the real one). The int deltas are half odd, half even, so the
+    parity of a value says nothing either."""
     if isinstance(value, bool):
         return not value
+    sign = rng.choice((-1, 1))
     if isinstance(value, int):
-        delta = rng.choice((1, 2, 3, 5, 7))
-        return value + delta if value < delta or rng.random() < 0.5 else value - delta
+        return value + sign * rng.choice((1, 2, 3, 4))
     if isinstance(value, float):
-        return value + rng.choice((0.5, 1.0, 2.5)) if value == 0 else value * rng.choice((0.5, 1.5, 2.0))
+        scale = abs(value) if value else 1.0
+        return value + sign * scale * rng.choice((0.25, 0.5, 0.75))
     if isinstance(value, str):
         return _mutate_text(value, rng) or None
     if isinstance(value, bytes):
