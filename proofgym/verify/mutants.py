@@ -4,12 +4,17 @@ Code under test shares a process with the test it is checked by, so anything tha
 can be forged (a patched runner, an import hook that swaps test functions, results whose
 ``__eq__`` is always true, ``os._exit(0)``). A *mutant* is the same test with one expected value
 changed; no code that computes a value passes both a test and its mutant. This catches forgery
-that passes every test; it does not stop code that reads the generated files and passes one test
-of each pair (see "Not defended" in ``docs/threat-model.md`` and
-``tests/security/test_attack_mutant_pairs.py``). Every
-grading lays out each test, real or mutant, alone in a freshly named file with a freshly named
-function, in a random order; the mapping back to the real test ids stays on the host. A run in
-which a mutant passes together with its test was tampered with.
+that passes every test. Every grading lays out each test, real or mutant, alone in a freshly
+named file with a freshly named function, in a random order; the mapping back to the real test
+ids stays on the host, and a test process sees only its own file
+(:mod:`proofgym.verify.sandbox_runner`). A run in which a mutant passes together with its test
+was tampered with.
+
+A mutated number is as likely below as above the real value, so a test's value alone does not
+say whether it is the real test or the mutant. The remaining limit: code that guesses per test
+is right half the time per pair, so with k mutated hidden tests it resolves a task by chance with
+probability 2^-k (see "Grading" in ``docs/threat-model.md`` and
+``tests/security/test_attack_mutant_pairs.py``).
 
 Tests are listed from the files' AST, never by importing them (importing runs the code under
 test). Test functions are ``test*`` functions at module level and ``test*`` methods of ``Test*``

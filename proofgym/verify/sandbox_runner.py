@@ -16,9 +16,15 @@ It uses the standard library and pytest only, and never imports code from the wo
 * The parent alone writes the results, as one JSON object, to the report descriptor. A test
   process's failure message comes back on a pipe of its own: informative text, never a result.
 * It may be started ahead of its grading (:mod:`proofgym.verify.warm_runners`): it loads pytest,
-  says ``ready``, then reads its one job from a pipe (the manifest and the files to write) and
-  writes those files into ``/workspace`` itself, each path component opened with ``O_NOFOLLOW``
-  from a directory descriptor, before any test runs.
+  says ``ready``, then reads its one job from a pipe (the manifest, the files to write and the
+  generated test files) and writes the files into ``/workspace`` itself, each path component
+  opened with ``O_NOFOLLOW`` from a directory descriptor, before any test runs.
+* A test process sees only its own generated test file: the job is held in one ``bytearray``,
+  test N's file is written just before test N's process is forked (and removed after), and that
+  process zeroes its copy of the job before any test code runs.
+* After each test, the writable areas are put back as they were before the first test and every
+  System V IPC object is removed: a test process leaves nothing for the next one
+  (``tests/security/test_attack_test_isolation.py``).
 
 A child's exit status is forgeable by the code it runs; that is what the mutants are for.
 """

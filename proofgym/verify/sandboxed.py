@@ -7,8 +7,8 @@ one mutant of each (:mod:`proofgym.verify.mutants`), are written as freshly name
 files in a random order; the hidden tests' own files never enter the sandbox. The runner
 (:mod:`proofgym.verify.sandbox_runner`, booted ahead when a spare is ready:
 :mod:`proofgym.verify.warm_runners`) receives the files on a pipe, writes them, runs each test in
-its own forked process and writes the results, by generated id, to a descriptor no test process
-holds; the host maps them back.
+its own forked process (which sees its own generated test file only) and writes the results, by
+generated id, to a descriptor no test process holds; the host maps them back.
 
 Who caused a failure decides what it is: an artifact that cannot be applied (an unsafe or
 inconsistent path, too large, no space left), tests that run out of time, a test process that
