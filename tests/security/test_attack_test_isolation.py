@@ -6,7 +6,8 @@ its mutant and passes one of each. Two ways to see them:
 
 * in memory: the test process is forked from the runner, which received every generated test
   over a pipe; the agent's code walks ``gc.get_objects()``, their referents and the stack's
-  frames looking for another test's text;
+  frames, or reads every writable mapping of its own address space raw (freed memory
+  included), looking for another test's text;
 * through the file system or IPC: test process A writes what it saw to ``/tmp``,
   ``/workspace``, ``/dev/shm`` or a System V shared memory segment (or changes, deletes or hides
   a workspace file), and test process B reads it.
@@ -68,14 +69,37 @@ def snoop(mine):
 
 def _snoop_tests() -> bytes:
     return b"from snooper import snoop\n" + b"".join(
-        f"\n\ndef test_{n}():\n    assert snoop('SECRETMARK_{n}') == []\n".encode() for n in _NAMES)
+        f"\n\ndef test_{n}():\n    found = snoop('SECRETMARK_{n}')\n"
+        f"    assert not found, 'FOUND ' + ';'.join(found)\n".encode() for n in _NAMES)
 
 
-def test_a_test_process_finds_no_other_tests_source_in_its_memory(tmp_path: Path):
+_RAW_SNOOPER = b'''
+import ctypes, re
+
+_MARK = re.compile(rb"SECRETMARK_[a-z]+")
+
+
+def snoop(mine):
+    found = set()
+    with open("/proc/self/maps") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        fields = line.split()
+        if not fields[1].startswith("rw") or (len(fields) > 5 and fields[5].startswith("[v")):
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        found.update(m.decode() for m in _MARK.findall(ctypes.string_at(start, end - start)))
+    found.discard(mine)
+    return sorted(found)
+'''
+
+
+@pytest.mark.parametrize("snooper", [_SNOOPER, _RAW_SNOOPER], ids=["gc-and-frames", "raw-memory"])
+def test_a_test_process_finds_no_other_tests_source_in_its_memory(tmp_path: Path, snooper: bytes):
     require_tool("bwrap")
     (tmp_path / "tests").mkdir()
     ids = [f"tests/test_s.py::test_{n}" for n in _NAMES]
-    run = run_tests_isolated(tmp_path, {"snooper.py": _SNOOPER}, tests=ids,
+    run = run_tests_isolated(tmp_path, {"snooper.py": snooper}, tests=ids,
                              hidden={"tests/test_s.py": _snoop_tests()}, mutants=False,
                              timeout_s=60)
     assert run.results == {i: "passed" for i in ids}, (run.results, run.messages, run.report_error)
