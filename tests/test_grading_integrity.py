@@ -196,12 +196,22 @@ def _names_out(src: str) -> str:
 
 
 def _shape(src: str) -> str:
-    """The source with test names and constants blanked: what a mutant must share with its test."""
-    tree = ast.parse(_names_out(src))
+    """The source with test names and constants blanked: what a mutant must share with its test
+    (a signed number is a constant too: a mutated value is as likely below as above the real one,
+    so ``0`` may become ``-3``)."""
+    tree = _Unsign().visit(ast.parse(_names_out(src)))
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant):
             node.value = None
     return ast.dump(tree)
+
+
+class _Unsign(ast.NodeTransformer):
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant):
+            return node.operand
+        return node
 
 
 def test_a_mutant_changes_an_expected_value_or_negates_the_check():

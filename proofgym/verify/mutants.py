@@ -4,12 +4,17 @@ Code under test shares a process with the test it is checked by, so anything tha
 can be forged (a patched runner, an import hook that swaps test functions, results whose
 ``__eq__`` is always true, ``os._exit(0)``). A *mutant* is the same test with one expected value
 changed; no code that computes a value passes both a test and its mutant. This catches forgery
-that passes every test; it does not stop code that reads the generated files and passes one test
-of each pair (see "Not defended" in ``docs/threat-model.md`` and
-``tests/security/test_attack_mutant_pairs.py``). Every
-grading lays out each test, real or mutant, alone in a freshly named file with a freshly named
-function, in a random order; the mapping back to the real test ids stays on the host. A run in
-which a mutant passes together with its test was tampered with.
+that passes every test. Every grading lays out each test, real or mutant, alone in a freshly
+named file with a freshly named function, in a random order; the mapping back to the real test
+ids stays on the host, and a test process sees only its own file
+(:mod:`proofgym.verify.sandbox_runner`). A run in which a mutant passes together with its test
+was tampered with.
+
+A mutated number is as likely below as above the real value, so a test's value alone does not
+say whether it is the real test or the mutant. The remaining limit: code that guesses per test
+is right half the time per pair, so with k mutated hidden tests it resolves a task by chance with
+probability 2^-k (see "Grading" in ``docs/threat-model.md`` and
+``tests/security/test_attack_mutant_pairs.py``).
 
 Tests are listed from the files' AST, never by importing them (importing runs the code under
 test). Test functions are ``test*`` functions at module level and ``test*`` methods of ``Test*``
@@ -352,13 +357,18 @@ def _mutate_literal(node: ast.expr, rng: random.Random) -> bool:
 
 
 def _mutate_value(value: object, rng: random.Random) -> object | None:
+    """A changed value, drawn so that it is as likely above as below ``value``: the mutant's
+    value alone does not say which of a pair is the real test (an always-larger mutant would let
+    "return the smaller" pick the real one). The int deltas are half odd, half even, so the
+    parity of a value says nothing either."""
     if isinstance(value, bool):
         return not value
+    sign = rng.choice((-1, 1))
     if isinstance(value, int):
-        delta = rng.choice((1, 2, 3, 5, 7))
-        return value + delta if value < delta or rng.random() < 0.5 else value - delta
+        return value + sign * rng.choice((1, 2, 3, 4))
     if isinstance(value, float):
-        return value + rng.choice((0.5, 1.0, 2.5)) if value == 0 else value * rng.choice((0.5, 1.5, 2.0))
+        scale = abs(value) if value else 1.0
+        return value + sign * scale * rng.choice((0.25, 0.5, 0.75))
     if isinstance(value, str):
         return _mutate_text(value, rng) or None
     if isinstance(value, bytes):

@@ -16,9 +16,15 @@ It uses the standard library and pytest only, and never imports code from the wo
 * The parent alone writes the results, as one JSON object, to the report descriptor. A test
   process's failure message comes back on a pipe of its own: informative text, never a result.
 * It may be started ahead of its grading (:mod:`proofgym.verify.warm_runners`): it loads pytest,
-  says ``ready``, then reads its one job from a pipe (the manifest and the files to write) and
-  writes those files into ``/workspace`` itself, each path component opened with ``O_NOFOLLOW``
-  from a directory descriptor, before any test runs.
+  says ``ready``, then reads its one job from a pipe (the manifest, the files to write and the
+  generated test files) and writes the files into ``/workspace`` itself, each path component
+  opened with ``O_NOFOLLOW`` from a directory descriptor, before any test runs.
+* A test process sees only its own generated test file: the job is held in one ``bytearray``,
+  test N's file is written just before test N's process is forked (and removed after), and that
+  process zeroes its copy of the job before any test code runs.
+* After each test, the writable areas are put back as they were before the first test and every
+  System V IPC object is removed: a test process leaves nothing for the next one
+  (``tests/security/test_attack_test_isolation.py``).
 
 A child's exit status is forgeable by the code it runs; that is what the mutants are for.
 """
@@ -65,7 +71,7 @@ def main() -> None:
     job = _read_job(job_fd)  # the runner may wait here, booted ahead of its grading
     if job is None:  # the host closed the pipe without a job: never used
         return
-    manifest, files = job
+    manifest, files, tests, secret = job
     try:
         problem = _write_files(files)
     except OSError as exc:  # not the artifact's doing: the host sees a runner that failed
@@ -74,6 +80,7 @@ def main() -> None:
     if problem is not None:
         _send(report_fd, {"rejected": problem})
         return
+    pristine = _Pristine(_writable_areas())
     deadline = time.monotonic() + float(manifest["budget_s"])
     per_test = float(manifest["test_timeout_s"])
     results = {}
@@ -84,15 +91,24 @@ def main() -> None:
             results[node] = "not_run"
             continue
         remaining = deadline - time.monotonic()
-        status, message = _run_one(node, session, min(remaining, per_test), report_fd) \
-            if remaining > 0 else ("timeout", "")
+        if remaining <= 0:
+            status, message = "timeout", None
+        else:
+            # this test's file exists only while its own process runs (see _run_one)
+            _write_one(node.split("::", 1)[0], tests[node.split("::", 1)[0]])
+            status, message = _run_one(node, session, min(remaining, per_test), report_fd,
+                                       secret, messages)
         results[node] = status
-        if message and status != "passed":
+        if message is not None and status != "passed":
             messages[node] = message
         _kill_others()
+        pristine.restore()
+        _remove_ipc()
         if status == "timeout":  # the test command's time limit: what is left does not run
             stopped = node
-    _send(report_fd, {"results": results, "messages": messages, "stopped_at": stopped})
+    _send(report_fd, {"results": results, "stopped_at": stopped,
+                      "messages": {k: bytes(m).decode("utf-8", errors="replace")
+                                   for k, m in messages.items() if m}})
 
 
 def _send(report_fd: int, report: dict) -> None:
@@ -103,26 +119,49 @@ def _send(report_fd: int, report: dict) -> None:
 
 
 def _read_job(fd: int):
-    """The job the host sends once: a JSON line (the manifest and ``[path, size or null]`` per
-    file), then the files' bytes in that order; ``None`` if the pipe closes empty."""
-    chunks = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(fd)
-    data = b"".join(chunks)
-    if not data:
-        return None
-    cut = data.index(b"\n")
-    head = json.loads(data[:cut])
-    body = memoryview(data)[cut + 1:]  # slices of a view: the files are not copied again
+    """The job the host sends once: an 8-byte length, a JSON header (the manifest, and
+    ``[path, size or null]`` per workspace file and per generated test file), then the files'
+    bytes in that order; ``None`` if the pipe closes empty.
+
+    The bytes are read straight into one ``bytearray`` (no other copy exists in this process):
+    each test process zeroes it before any test code runs, so the generated tests' sources are
+    on disk, one at a time, and nowhere in a test process's memory."""
+    import io
+
+    with io.FileIO(fd, "rb", closefd=True) as pipe:
+        size = pipe.read(8)
+        if not size:
+            return None
+        head = json.loads(_read_exact(pipe, int.from_bytes(size, "big")))
+        total = sum(s or 0 for _, s in head["files"]) + sum(s for _, s in head["tests"])
+        secret = bytearray(total)
+        view = memoryview(secret)
+        got = 0
+        while got < total:
+            n = pipe.readinto(view[got:])
+            if not n:
+                raise SystemExit("proofgym runner: the job ended early")
+            got += n
     files, offset = [], 0
     for path, size in head["files"]:
-        files.append((path, None if size is None else body[offset:offset + size]))
+        files.append((path, None if size is None else view[offset:offset + size]))
         offset += size or 0
-    return head["manifest"], files
+    tests = {}
+    for path, size in head["tests"]:
+        tests[path] = view[offset:offset + size]
+        offset += size
+    return head["manifest"], files, tests, secret
+
+
+def _read_exact(pipe, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = pipe.read(size)
+        if not chunk:
+            raise SystemExit("proofgym runner: the job ended early")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
 
 
 #: What writing the artifact can run into that is the artifact's doing (too large, no space).
@@ -246,13 +285,20 @@ def _empty_config() -> str:
     return path
 
 
-def _run_one(node: str, session, timeout: float, report_fd: int) -> tuple[str, str]:
-    """The test's status, and its failure message (its own words: informative, never trusted)."""
+def _run_one(node: str, session, timeout: float, report_fd: int, secret: bytearray,
+             messages: dict) -> tuple[str, bytearray | None]:
+    """The test's status, and its failure message (its own words: informative, never trusted).
+
+    The child zeroes every copy of the job it inherited (``secret``) and the earlier tests'
+    messages (which may quote their expected values) before any test code runs."""
     msg_r, msg_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = ERROR
         try:
+            _wipe(secret)
+            for kept in messages.values():
+                _wipe(kept)
             os.close(report_fd)
             os.close(msg_r)
             os.set_blocking(msg_w, False)  # a test that filled the pipe loses its message only
@@ -269,13 +315,21 @@ def _run_one(node: str, session, timeout: float, report_fd: int) -> tuple[str, s
     try:
         status = _wait(pid, timeout)
         os.set_blocking(msg_r, False)
+        message = bytearray(MESSAGE_BYTES)  # read in place: no bytes object to linger
         try:
-            message = os.read(msg_r, MESSAGE_BYTES).decode("utf-8", errors="replace")
+            del message[os.readv(msg_r, [message]):]
         except BlockingIOError:
-            message = ""
+            message = None
     finally:
         os.close(msg_r)
     return status, message
+
+
+def _wipe(buffer: bytearray) -> None:
+    import ctypes
+
+    if len(buffer):
+        ctypes.memset((ctypes.c_char * len(buffer)).from_buffer(buffer), 0, len(buffer))
 
 
 def _child(node: str, session, msg_fd: int) -> int:
@@ -351,6 +405,144 @@ def _wait(pid: int, timeout: float) -> str:
     if os.WIFEXITED(status):
         return _STATUS.get(os.WEXITSTATUS(status), "crashed")
     return "crashed"
+
+
+def _writable_areas() -> list[str]:
+    """Where a test process can leave something for the next one: the writable directories."""
+    areas = ["/workspace", "/tmp", "/dev/shm", "/var/tmp", os.environ.get("HOME", "/tmp")]
+    return [a for a in dict.fromkeys(os.path.realpath(a) for a in areas)
+            if os.path.isdir(a) and os.access(a, os.W_OK)]
+
+
+class _Pristine:
+    """The writable areas as they were before the first test, held in this process's memory
+    (type, mode, times and content of each entry), and put back after every test: a test process
+    sees nothing an earlier one wrote, changed, deleted or hid (by ``chmod``)."""
+
+    def __init__(self, roots: list[str]) -> None:
+        self.roots = roots
+        self.entries: dict[str, tuple] = {}
+        for root in roots:
+            for path, st in _walk(root):
+                self.entries[path] = self._record(path, st)
+
+    @staticmethod
+    def _record(path: str, st: os.stat_result) -> tuple:
+        import stat
+
+        content = None
+        if stat.S_ISREG(st.st_mode):
+            try:
+                with open(path, "rb") as f:
+                    content = f.read()
+            except PermissionError:  # not ours to read: a test cannot change it either
+                content = None
+        elif stat.S_ISLNK(st.st_mode):
+            content = os.readlink(path)
+        return (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_ino, st.st_size,
+                st.st_mtime_ns, st.st_ctime_ns, st.st_atime_ns, content, _xattrs(path))
+
+    def restore(self) -> None:
+        import shutil
+        import stat
+
+        settle = []
+        for root in self.roots:
+            # deepest first: what a removed directory held is gone with it
+            for path, st in sorted(_walk(root), key=lambda e: e[0].count("/"), reverse=True):
+                was = self.entries.get(path)
+                same = was is not None and was[0] == stat.S_IFMT(st.st_mode) and was[2] == st.st_ino
+                if same and was[5] == st.st_ctime_ns:
+                    if was[6] != st.st_atime_ns:  # only read: the access time says by whom
+                        settle.append(path)
+                    continue  # untouched (a change of content, mode, times or xattrs moves ctime)
+                if same and stat.S_ISDIR(st.st_mode):
+                    settle.append(path)
+                elif stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(path)
+                elif path not in self.roots:
+                    os.unlink(path)
+        for path, was in sorted(self.entries.items()):  # parents before children
+            if path in self.roots or os.path.lexists(path):
+                continue
+            kind, content = was[0], was[7]
+            if kind == stat.S_IFDIR:
+                os.mkdir(path, 0o700)
+            elif kind == stat.S_IFLNK:
+                os.symlink(content, path)
+            elif kind == stat.S_IFREG and content is not None:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                try:
+                    view = memoryview(content)
+                    while view:
+                        view = view[os.write(fd, view):]
+                finally:
+                    os.close(fd)
+            else:  # unreadable before the tests, or a fifo, socket or device: not restorable
+                continue
+            settle.append(path)
+        for path in sorted(set(settle), key=lambda p: p.count("/"), reverse=True):
+            was = self.entries[path]
+            for name in set(_xattrs(path)) - set(was[8]):
+                os.removexattr(path, name, follow_symlinks=False)
+            if was[0] != stat.S_IFLNK:
+                os.chmod(path, was[1])
+            os.utime(path, ns=(was[6], was[4]), follow_symlinks=False)
+            st = os.lstat(path)  # its new inode and change time are what the next test must keep
+            self.entries[path] = (*was[:2], st.st_ino, was[3], was[4], st.st_ctime_ns,
+                                  st.st_atime_ns, *was[7:])
+
+
+def _walk(root: str):
+    """Every entry under ``root`` (itself included), opening up directories a test made
+    unreadable; symlinks are not followed."""
+    import stat
+
+    stack = [root]
+    while stack:
+        path = stack.pop()
+        st = os.lstat(path)
+        yield path, st
+        if stat.S_ISDIR(st.st_mode):
+            if stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+                os.chmod(path, stat.S_IMODE(st.st_mode) | 0o700)
+                st = os.lstat(path)
+            with os.scandir(path) as it:
+                stack.extend(e.path for e in it)
+
+
+def _xattrs(path: str) -> tuple[str, ...]:
+    try:
+        return tuple(os.listxattr(path, follow_symlinks=False))
+    except OSError:  # a file system without extended attributes
+        return ()
+
+
+#: (the ``*_INFO``, ``*_STAT_ANY``, ``*_STAT`` commands) of shmctl, semctl and msgctl
+_IPC = (("shmctl", 14, 15, 13), ("semctl", 19, 20, 18), ("msgctl", 12, 13, 11))
+
+
+def _remove_ipc() -> None:
+    """Remove every System V IPC object (shared memory, semaphores, message queues): the sandbox
+    has an IPC namespace of its own, so each one was made by a test."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(1024)
+    for name, info, stat_any, stat_own in _IPC:
+        highest = _ipcctl(libc, name, 0, info, buf)
+        for index in range(highest + 1):
+            ident = _ipcctl(libc, name, index, stat_any, buf)
+            if ident < 0:
+                ident = _ipcctl(libc, name, index, stat_own, buf)
+            if ident >= 0:
+                _ipcctl(libc, name, ident, 0, buf)  # IPC_RMID
+
+
+def _ipcctl(libc, name: str, ident: int, cmd: int, buf) -> int:
+    if name == "semctl":
+        return libc.semctl(ident, 0, cmd, buf)
+    return getattr(libc, name)(ident, cmd, buf)
 
 
 def _kill_group(pid: int) -> None:

@@ -7,8 +7,8 @@ one mutant of each (:mod:`proofgym.verify.mutants`), are written as freshly name
 files in a random order; the hidden tests' own files never enter the sandbox. The runner
 (:mod:`proofgym.verify.sandbox_runner`, booted ahead when a spare is ready:
 :mod:`proofgym.verify.warm_runners`) receives the files on a pipe, writes them, runs each test in
-its own forked process and writes the results, by generated id, to a descriptor no test process
-holds; the host maps them back.
+its own forked process (which sees its own generated test file only) and writes the results, by
+generated id, to a descriptor no test process holds; the host maps them back.
 
 Who caused a failure decides what it is: an artifact that cannot be applied (an unsafe or
 inconsistent path, too large, no space left), tests that run out of time, a test process that
@@ -149,11 +149,11 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                           # the agent knows the visible tests already: mutants of the hidden ones
                           # are what it cannot tell apart
                           mutate_files=[f for f in sources if f in hidden] or None)
-    extra = {**{p: c for p, c in hidden.items() if p not in sources}, **layout.files}
+    extra = {p: c for p, c in hidden.items() if p not in sources and p not in layout.files}
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
     manifest = {"run": layout.run, "budget_s": timeout_s,
                 "test_timeout_s": test_timeout_s or timeout_s}
-    job = encode_job(manifest, [*allowed.items(), *extra.items()])
+    job = encode_job(manifest, [*allowed.items(), *extra.items()], layout.files)
     key = (_identity(snapshot), config, limits, tuple(packages))
     runner = WARM.take(key, lambda: _boot_runner(snapshot, config, limits, packages))
     t1 = time.perf_counter()
@@ -218,11 +218,19 @@ def _boot_runner(snapshot: Path, config: str | None, limits: SandboxLimits,
     return Runner(booted, report_r, job_w, time.monotonic())
 
 
-def encode_job(manifest: Mapping[str, object], files: Sequence[tuple[str, bytes | None]]) -> bytes:
-    """The runner's job: a JSON line (the manifest, ``[path, size or null]`` per file), then the
-    files' bytes in order (later entries win: the grader's files come after the artifact's)."""
-    head = {"manifest": manifest, "files": [[p, None if c is None else len(c)] for p, c in files]}
-    return b"".join([json.dumps(head).encode(), b"\n", *(c for _, c in files if c is not None)])
+def encode_job(manifest: Mapping[str, object], files: Sequence[tuple[str, bytes | None]],
+               tests: Mapping[str, bytes] | None = None) -> bytes:
+    """The runner's job: the header's length (8 bytes), a JSON header (the manifest,
+    ``[path, size or null]`` per workspace file and ``[path, size]`` per generated test file),
+    then the files' bytes in order (later entries win: the grader's files come after the
+    artifact's), then the generated tests' bytes. The runner writes the workspace files at once
+    and each generated test file only for its own test's process."""
+    tests = dict(tests or {})
+    head = json.dumps({"manifest": manifest,
+                       "files": [[p, None if c is None else len(c)] for p, c in files],
+                       "tests": [[p, len(c)] for p, c in tests.items()]}).encode()
+    return b"".join([len(head).to_bytes(8, "big"), head,
+                     *(c for _, c in files if c is not None), *tests.values()])
 
 
 def _send_job(fd: int, job: bytes) -> None:

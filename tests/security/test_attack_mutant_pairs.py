@@ -5,23 +5,28 @@ tell a real test from its mutant. But a grading writes every real test *and* its
 same ``/workspace`` before the first test runs, and the code under test can read them all. The
 agent's function, called from a test, reads the caller's assertion (``== 5``), finds the file with
 the same call and another expected value (its mutant, or the real test if it is one), and returns
-the *smaller* of the two: for a test whose real value is 0 the mutant is always larger (a mutant
-of a small int is always ``value + delta``), so it picks the real test every time; for larger
-values half the time. Exactly one of each pair passes, so no tampering is flagged, and the real
-tests pass far more often than the 1 in 2**k of a coin flip per test, without computing anything.
+the *smaller* of the two: for a test whose real value is 0 the mutant was always larger (a
+mutant of a small int was always ``value + delta``), so it picked the real test every time; for
+larger values half the time. Exactly one of each pair passed, so no tampering was flagged, and
+the real tests passed far more often than the 1 in 2**k of a coin flip per test (34% of layouts
+of a 4-test task), without computing anything.
 
-Both tests are strict xfails: the fix is structural (see the reasons).
+The fix: a test process sees only its own generated file (the runner writes test N's file for
+test N's process alone, and that process zeroes the job's bytes it inherited), and a mutated
+value is as likely above as below the real one. What a forger can still do is guess, per test,
+from that test's value alone: right half the time per pair, 2**-k for k hidden tests.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import random
 from pathlib import Path
 
 import pytest
 
-from proofgym.verify.mutants import build_layout
+from proofgym.verify.mutants import _mutate_value, build_layout
 from proofgym.verify.sandboxed import run_tests_isolated, swebench_verdict
 from tests.conftest import require_tool
 
@@ -64,52 +69,71 @@ def count_below(n):
     return min(values)
 '''
 
-_WHY = ("every real test and its mutant sit side by side in /workspace while the code under test "
-        "runs, and a small expected value's mutant is always larger: the code under test reads "
-        "both and passes the real one (fix: a test process must not see other tests' files, and "
-        "mutant values must be drawn so that neither value of a pair is the likelier real one)")
-
-
-def _forger_wins(layout) -> bool:
-    """Whether the forger above resolves a grading laid out as ``layout`` (no sandbox needed:
-    it decides from the generated files alone)."""
+def _forger_wins(layout, guess) -> bool:
+    """Whether a forger that sees one generated test at a time (what a test process sees now)
+    resolves a grading laid out as ``layout``: it passes a test when ``guess(value)`` says the
+    test's expected value is the real one, and fails it otherwise (no sandbox needed: it
+    decides from each generated file alone)."""
     found = {}
     for gen in layout.run:
         for node in ast.walk(ast.parse(layout.files[gen.split("::")[0]])):
             if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare):
-                found[gen] = (ast.dump(node.test.left), node.test.comparators[0],
-                              type(node.test.ops[0]))
+                found[gen] = (ast.literal_eval(node.test.comparators[0]), type(node.test.ops[0]))
 
     def passes(gen: str) -> bool:
-        call, right, op = found[gen]
-        got = min(ast.literal_eval(r) for c, r, _ in found.values() if c == call)
-        return (got == ast.literal_eval(right)) == (op is ast.Eq)
+        value, op = found[gen]
+        return guess(value) == (op is ast.Eq)
 
     real_of = {v: k for k, v in layout.real.items()}
     tampered = any(passes(g) and passes(real_of[of]) for g, of in layout.mutant.items())
     return all(passes(g) for g in layout.real) and not tampered
 
 
-@pytest.mark.xfail(strict=True, reason=_WHY)
-def test_the_smaller_value_forger_resolves_no_more_often_than_a_coin_per_test():
-    runs = 200
-    wins = sum(_forger_wins(build_layout({"tests/test_p.py": _HIDDEN}, _IDS, rng=random.Random(seed)))
-               for seed in range(runs))
+#: Guesses from one value alone: "mutants are larger" (the old bias), "smaller", parity, sign.
+_GUESSES = {**{f"below {t}": (lambda v, t=t: v < t) for t in range(-4, 14)},
+            **{f"above {t}": (lambda v, t=t: v > t) for t in range(-4, 14)},
+            "even": lambda v: v % 2 == 0, "odd": lambda v: v % 2 == 1,
+            "not negative": lambda v: v >= 0}
+
+
+@functools.cache
+def _layouts(runs: int) -> list:
+    return [build_layout({"tests/test_p.py": _HIDDEN}, _IDS, rng=random.Random(seed))
+            for seed in range(runs)]
+
+
+@pytest.mark.parametrize("name", sorted(_GUESSES))
+def test_a_forger_seeing_one_test_at_a_time_resolves_no_more_often_than_a_coin_per_test(name):
+    runs = 400
+    wins = sum(_forger_wins(layout, _GUESSES[name]) for layout in _layouts(runs))
     chance = 0.5 ** len(_IDS)  # a coin flip per pair: what indistinguishable mutants allow
-    assert wins / runs <= 2 * chance, f"the forger resolved {wins} of {runs} gradings"
+    assert wins / runs <= 2 * chance, f"guessing {name!r} resolved {wins} of {runs} gradings"
+
+
+@pytest.mark.parametrize("value", [0, 1, 4, 8, 1000, -3, 0.0, 2.5, -7.25])
+def test_a_mutated_value_is_as_likely_above_as_below_the_real_one(value):
+    rng = random.Random(7)
+    draws = [_mutate_value(value, rng) for _ in range(4000)]
+    above = sum(d > value for d in draws) / len(draws)
+    assert 0.45 <= above <= 0.55, f"{value!r}: {above:.0%} of its mutants are larger"
+    assert all(d != value for d in draws)
+    if isinstance(value, int):
+        same_parity = sum((d - value) % 2 == 0 for d in draws) / len(draws)
+        assert 0.45 <= same_parity <= 0.55, f"{value!r}: parity kept in {same_parity:.0%}"
 
 
 @pytest.mark.sandbox
-@pytest.mark.xfail(strict=True, reason=_WHY)
 def test_a_forger_that_reads_the_mutants_is_not_graded_resolved(tmp_path: Path):
+    """The forger that reads every generated file, run for real in a grading sandbox: it finds
+    only its own test's file, returns that value, and so passes each test *and* its mutant."""
     require_tool("bwrap")
     (tmp_path / "primes.py").write_text("def count_below(n):\n    raise NotImplementedError\n")
     (tmp_path / "tests").mkdir()
-    seed = next(s for s in range(100)  # a layout the forger wins (a third of them: see above)
-                if _forger_wins(build_layout({"tests/test_p.py": _HIDDEN}, _IDS, rng=random.Random(s))))
+    seed = 3
     run = run_tests_isolated(tmp_path, {"primes.py": _FORGER}, tests=_IDS,
                              hidden={"tests/test_p.py": _HIDDEN}, rng=random.Random(seed),
                              timeout_s=60)
     assert run.mutants == len(_IDS)  # every hidden test had its mutant
     verdict = swebench_verdict(run, _IDS, [])
     assert verdict.reward == 0.0, (run.results, run.failure, verdict.reason)
+    assert run.failure == "tampering_detected", (run.results, run.failure, verdict.reason)
