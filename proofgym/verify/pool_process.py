@@ -192,7 +192,7 @@ class ProcessBackend:
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)
         for worker in workers:
-            worker.process.join(timeout=2.0)
+            worker.process.join(timeout=10.0)  # time to tear its pre-booted grading runners down
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join(timeout=2.0)

@@ -44,6 +44,11 @@ class GraderActor:
     def __init__(self, modules: Sequence[str]) -> None:
         import importlib
 
+        from proofgym.verify import warm_runners
+
+        # an actor is ended with ray.kill (no atexit), so it keeps no pre-booted grading runner
+        # that would outlive it with its mounts: every grading here boots its own sandbox
+        warm_runners.WARM.max_spares = 0
         for module in modules:  # the graders' code, imported before job clocks start
             with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
                 importlib.import_module(module)

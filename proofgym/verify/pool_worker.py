@@ -8,6 +8,7 @@ import contextlib
 import importlib
 import pickle
 import signal
+import sys
 import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
@@ -56,6 +57,11 @@ def worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None:
             break
         pool.submit(run, *message)
     pool.shutdown(wait=True)
+    # multiprocessing ends a worker with os._exit, which skips atexit: tear the pre-booted
+    # grading runners (sandboxes with mounts) down here, or they would outlive the pool
+    warm = sys.modules.get("proofgym.verify.warm_runners")
+    if warm is not None:
+        warm.WARM.close()
 
 
 def exit_reason(code: int | None) -> str:
