@@ -36,6 +36,24 @@ def run_job(payload: bytes | VerificationJob) -> Verdict:
 def worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None:
     """A worker process: receive ``(job_id, payload)``, grade on a thread, send ``(job_id, verdict)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns shutdown (Ctrl-C goes to it)
+    # multiprocessing terminates a pool's workers (SIGTERM) when their parent exits without
+    # closing the pool: leave through the clean-up below, not at once
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        _serve(conn, threads, modules)
+    finally:
+        # multiprocessing ends a worker with os._exit, which skips atexit: tear the pre-booted
+        # grading runners (sandboxes with mounts) down here, or they would outlive the pool
+        warm = sys.modules.get("proofgym.verify.warm_runners")
+        if warm is not None:
+            warm.WARM.close()
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _serve(conn: Connection, threads: int, modules: Sequence[str]) -> None:
     for module in modules:  # the graders' code, imported before job clocks start
         with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
             importlib.import_module(module)
@@ -57,11 +75,6 @@ def worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None:
             break
         pool.submit(run, *message)
     pool.shutdown(wait=True)
-    # multiprocessing ends a worker with os._exit, which skips atexit: tear the pre-booted
-    # grading runners (sandboxes with mounts) down here, or they would outlive the pool
-    warm = sys.modules.get("proofgym.verify.warm_runners")
-    if warm is not None:
-        warm.WARM.close()
 
 
 def exit_reason(code: int | None) -> str:
