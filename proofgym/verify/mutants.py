@@ -372,7 +372,11 @@ def _mutate_literal(node: ast.expr, rng: random.Random) -> bool:
                 return True
             before = ast.literal_eval(ast.unparse(node))
             old, leaf.value = leaf.value, new
-            if ast.literal_eval(ast.unparse(node)) != before:
+            try:
+                changed = ast.literal_eval(ast.unparse(node)) != before
+            except ValueError:  # a negative value under a unary minus ("--2") is no literal
+                changed = False
+            if changed:
                 return True
             leaf.value = old
     return False
