@@ -13,14 +13,11 @@ unprivileged sandbox user with no capabilities.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from proofgym.runtimes.sandbox import SandboxRuntime, namespaces
-from tests.conftest import require_tool
-from tests.sandbox_helpers import FAST_LIMITS
 from tests.security.conftest import python_inside
 
 pytestmark = pytest.mark.sandbox
@@ -64,16 +61,6 @@ def _descendants(pid: int) -> list[int]:
         for kid in kids:
             out += [kid, *_descendants(kid)]
     return out
-
-
-@pytest.fixture
-def rt() -> Iterator[SandboxRuntime]:
-    require_tool("bwrap")
-    runtime = SandboxRuntime(limits=FAST_LIMITS)
-    try:
-        yield runtime
-    finally:
-        runtime.close()
 
 
 def test_no_sandbox_process_holds_a_descriptor_of_the_spawner_or_its_helpers(rt: SandboxRuntime):
