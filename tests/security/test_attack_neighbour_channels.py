@@ -159,16 +159,17 @@ def _count(result: ToolResult) -> int:
 
 def test_inotify_instances_held_next_door_cannot_be_counted(pair):
     """The channel of issue 20: A holds N instances, B counts how many it can create. Two
-    different N must give B the same count (here, 128 - N - baseline when the uid is shared)."""
+    different N (1, and as many as A may hold up to 72) must give B the same count (with one
+    shared uid B counts 128 - N - baseline and decodes N exactly)."""
     hog, victim = pair
-    counts = {}
-    for n in (8, 72):
+    counts, holds = {}, {}
+    for n in (1, 72):
         hog_out, probe = hold_and_probe(hog, _INOTIFY_HOLD.format(n=n), victim, _INOTIFY_COUNT)
-        assert held(hog_out) == n, f"the hog could not hold {n} instances: {hog_out}"
-        counts[n] = _count(probe)
-    assert counts[8] > 0 and counts[8] == counts[72], (
-        f"a sandbox decodes what its neighbour holds: it could create {counts[8]} inotify instances "
-        f"next to 8 held, {counts[72]} next to 72 held")
+        holds[n], counts[n] = held(hog_out), _count(probe)
+    assert holds[1] == 1 and holds[72] > 1, f"the hog could not modulate what it holds: {holds}"
+    assert counts[1] > 0 and counts[1] == counts[72], (
+        f"a sandbox decodes what its neighbour holds: it could create {counts[1]} inotify instances "
+        f"next to {holds[1]} held, {counts[72]} next to {holds[72]} held")
 
 
 def test_a_grading_sandbox_cannot_signal_a_live_episode_through_inotify(tmp_path: Path):
@@ -183,7 +184,7 @@ def test_a_grading_sandbox_cannot_signal_a_live_episode_through_inotify(tmp_path
     episode = SandboxRuntime(limits=_LIMITS)
     try:
         counts = {}
-        for n in (8, 72):
+        for n in (1, 72):
             comm = f"pg{secrets.token_hex(5)}"
             # the code under test: hold n instances at import, name the process, wait for release
             module = (_LIBC + _INOTIFY_HOLD.format(n=n) + _HOLD.format(comm=comm, hold_s=30)
@@ -209,9 +210,10 @@ def test_a_grading_sandbox_cannot_signal_a_live_episode_through_inotify(tmp_path
             counts[n] = _count(probe)
     finally:
         episode.close()
-    assert counts[8] > 0 and counts[8] == counts[72], (
+    assert counts[1] > 0 and counts[1] == counts[72], (
         f"a live episode decodes what the code under test of a grading sends: it could create "
-        f"{counts[8]} inotify instances while the grading held 8, {counts[72]} while it held 72")
+        f"{counts[1]} inotify instances while the grading held 1, {counts[72]} while it held up "
+        f"to 72")
 
 
 _INOTIFY_WATCHES_HOLD = """
@@ -243,7 +245,9 @@ print("PROBE", "ok" if ok else "failed " + err())
 def test_inotify_watches_held_next_door_do_not_starve_a_sandbox(pair):
     hog, victim = pair
     hog_out, probe = hold_and_probe(hog, _INOTIFY_WATCHES_HOLD, victim, _INOTIFY_WATCH_PROBE)
-    assert held(hog_out) > 100_000, f"the hog did not hold many inotify watches: {hog_out}"
+    # it holds them all (more than the victim could need), or as many as its own share allows
+    assert held(hog_out) > 100_000 or "STOPPED ENOSPC" in hog_out, (
+        f"the hog did not hold inotify watches up to a limit: {hog_out}")
     assert "PROBE ok" in probe.output, (
         f"a neighbour holding {held(hog_out)} inotify watches made inotify_add_watch fail here: {probe}")
 
