@@ -57,15 +57,29 @@ def _pids_named(comm: str) -> list[int]:
     return pids
 
 
-def _busy_loops() -> int:
+def _busy_loop_pids() -> list[int]:
     """Host processes running the hog's loop (``sh -c 'while :; ...'`` in a session of its own)."""
-    n = 0
+    pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError):
                 if Path(f"/proc/{entry}/cmdline").read_bytes() == b"sh\0-c\0while :; do :; done\0":
-                    n += 1
-    return n
+                    pids.append(int(entry))
+    return pids
+
+
+def _busy_loops() -> int:
+    return len(_busy_loop_pids())
+
+
+def _cpu_cgroup(pid: int) -> str | None:
+    """The process's cgroup in the hierarchy with the ``cpu`` controller (v1), or its v2 cgroup."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+    return next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
 
 
 @pytest.fixture
@@ -156,3 +170,24 @@ def test_a_cpu_hog_in_one_sandbox_takes_no_more_than_its_share(hog):
     assert hogged < 4 * alone, (
         f"a neighbour's busy loops slowed a sandbox's fixed work from {alone:.2f} s to {hogged:.2f} s "
         f"({hogged / alone:.0f}x)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a CPU cgroup per sandbox needs root (as a user: none)")
+def test_no_process_of_a_sandbox_leaves_its_cpu_cgroup(hog):
+    """Sessions, process groups and daemonized children all stay in the sandbox's CPU group, and
+    the sandbox has no cgroup file system to move a process with (``cgroup.procs``)."""
+    probe = bash(hog, "ls /sys/fs/cgroup 2>&1 | head -3; grep -c cgroup /proc/self/mountinfo; "
+                      "cat /proc/self/cgroup")
+    assert "No such file" in probe.output or not probe.output.split()[0].startswith("cpu"), probe
+    assert probe.output.split("\n")[1].strip() == "0", f"a cgroup file system is mounted: {probe}"
+    shell_groups = {ln.split(":", 2)[2] for ln in probe.output.splitlines()[2:] if ln.count(":") >= 2}
+    assert shell_groups, probe
+
+    def groups():
+        loops = _busy_loop_pids()
+        assert len(loops) >= _LOOPS // 2, loops
+        return {_cpu_cgroup(pid) for pid in loops}
+
+    seen = while_hogging(hog, groups)
+    assert len(seen) == 1 and None not in seen and "/" not in seen, (
+        f"the hog's setsid loops are in CPU groups {seen}, not one group of the sandbox's own")
