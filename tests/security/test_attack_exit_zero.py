@@ -53,6 +53,33 @@ EXITS = {
 }
 
 
+#: Beyond the exit status: the code under test runs in the test's own process, so it can speak
+#: whatever protocol that process uses to prove a pass (a runner's socket and nonce): it asks
+#: on every socket it holds, answers "passed" with what comes back, and exits. Only a mutant can
+#: tell that from a real pass, so a hidden test with no mutant must get one (issue 20).
+_FORGES_THE_PROOF = """import os
+import socket
+import stat
+
+
+def double(x):
+    for fd in range(3, 256):
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            s = socket.socket(fileno=os.dup(fd))
+            s.settimeout(2)
+            s.sendall(b"?")
+            nonce = s.recv(64)
+        except OSError:
+            continue
+        if nonce:  # the socket that answered the ask: say "passed" with its nonce, and go
+            s.sendall(bytes([0]) + nonce)
+            os._exit(0)
+    os._exit(0)
+"""
+
+
 @pytest.fixture
 def snap(tmp_path: Path) -> Path:
     root = tmp_path / "snap"
@@ -90,25 +117,39 @@ def test_exiting_zero_in_the_code_under_test_never_passes_a_test(snap: Path, whe
                           f"{run.results} failure={run.failure}")
 
 
+@pytest.mark.parametrize("hidden", sorted(HIDDEN))
+def test_a_forged_proof_of_a_pass_is_caught_by_a_mutant(snap: Path, hidden: str):
+    """With mutants on, every hidden test has a mutant, so a process that forges its runner's
+    proof of a pass (and passes every test and mutant alike) is flagged, not paid."""
+    require_tool("bwrap")
+    source, tests = HIDDEN[hidden]
+    run = run_pytest(snap, {"m.py": _FORGES_THE_PROOF.encode()}, tests=tests,
+                     hidden={"tests/test_hidden.py": source.encode()}, timeout_s=60,
+                     test_timeout_s=20, mutants=True)
+    passed = sorted(t for t, s in run.results.items() if s == "passed")
+    assert passed == [], (f"a forged proof passed {passed} ({hidden}): {run.results} "
+                          f"mutants={run.mutants} unmutable={run.unmutable} failure={run.failure}")
+
+
 _CHECK = b"from m import double\nassert double(3) == 6, 'wrong'\nassert double(5) == 10\nprint('checked')\n"
 
 
 @pytest.mark.parametrize("where", ["atexit_hook", "atexit_after_failure", "at_import"])
 def test_run_program_does_not_pay_a_failed_check_that_exits_zero(snap: Path, where: str):
     """A benchmark's own check program (HumanEval/MBPP style): its assertions fail, and the code
-    under test turns the exit status into 0. The result must not be ``ok``."""
+    under test turns the exit status into 0. Run with ``proof=True`` (the grader's epilogue
+    proves the program reached its end), the result is neither ``finished`` nor ``ok``."""
     require_tool("bwrap")
     run = run_program(snap, {"m.py": EXITS[where].encode()}, argv=["python3", "check.py"],
-                      hidden={"check.py": _CHECK}, timeout_s=60)
+                      hidden={"check.py": _CHECK}, timeout_s=60, proof=True)
     assert b"checked" not in run.stdout  # the check did not get to its end
-    assert not run.ok, f"a check that failed ({where}) exited {run.exit_code} and is ok: {run}"
-    if hasattr(run, "proved"):
-        assert not run.proved, run
+    assert not run.ok and run.finished is not True, (
+        f"a check that failed ({where}) exited {run.exit_code} and is ok: {run}")
 
 
 def test_run_program_is_ok_for_a_check_that_ran_to_its_end(snap: Path):
-    """The control for the one above: the honest fix's check program is ``ok``."""
+    """The control for the one above: the honest fix's check program is ``ok`` and ``finished``."""
     require_tool("bwrap")
     run = run_program(snap, {"m.py": _FIXED.encode()}, argv=["python3", "check.py"],
-                      hidden={"check.py": _CHECK}, timeout_s=60)
-    assert run.ok and run.stdout == b"checked\n", run
+                      hidden={"check.py": _CHECK}, timeout_s=60, proof=True)
+    assert run.ok and run.finished is True and run.stdout == b"checked\n", run
