@@ -172,42 +172,52 @@ def test_inotify_instances_held_next_door_cannot_be_counted(pair):
         f"next to {holds[1]} held, {counts[72]} next to {holds[72]} held")
 
 
-def test_a_grading_sandbox_cannot_signal_a_live_episode_through_inotify(tmp_path: Path):
-    """The critical leak of issue 20: code under test, running in a grading sandbox, holds N
-    inotify instances while a live agent episode counts its own. The episode's count must not
-    depend on N, or hidden tests stream to the agent."""
+@pytest.fixture
+def graded_snap(tmp_path: Path) -> Path:
+    """A task whose one test imports ``m``: the code under test runs at import."""
     require_tool("bwrap")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_m.py").write_text(
         "import m\n\n\ndef test_f():\n    assert m.f() == 1\n")
     (tmp_path / "m.py").write_text("def f():\n    return 0\n")
+    return tmp_path
+
+
+def read_while_grading_holds(snap: Path, episode: SandboxRuntime, hold_source: str,
+                             read_source: str) -> ToolResult:
+    """Grade ``m.py`` = ``hold_source`` (it holds something at import, names its process and
+    waits for release); while it holds, run ``read_source`` in the live ``episode``."""
+    comm = f"pg{secrets.token_hex(5)}"
+    module = _LIBC + hold_source + _HOLD.format(comm=comm, hold_s=30) + "\ndef f():\n    return 1\n"
+    graded: list = []
+    grading = threading.Thread(target=lambda: graded.append(run_pytest(
+        snap, {"m.py": module.encode()}, tests=["tests/test_m.py"], timeout_s=90,
+        test_timeout_s=60)))
+    grading.start()
+    try:
+        pid = _wait_for_holder(comm, grading, "the code under test")
+        probe = python_inside(episode, _LIBC + read_source)
+        still = _holders(comm) == [pid]
+    finally:
+        # release every test process of the grading that holds (each imports m)
+        while grading.is_alive():
+            for p in _holders(comm):
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                    os.kill(p, signal.SIGUSR1)
+            grading.join(0.1)
+    assert still, "the code under test stopped holding before the episode read"
+    assert graded and graded[0].report_error is None, graded
+    return probe
+
+
+def test_a_grading_sandbox_cannot_signal_a_live_episode_through_inotify(graded_snap: Path):
+    """The critical leak of issue 20: code under test, running in a grading sandbox, holds N
+    inotify instances while a live agent episode counts its own. The episode's count must not
+    depend on N, or hidden tests stream to the agent."""
     episode = SandboxRuntime(limits=_LIMITS)
     try:
-        counts = {}
-        for n in (1, 72):
-            comm = f"pg{secrets.token_hex(5)}"
-            # the code under test: hold n instances at import, name the process, wait for release
-            module = (_LIBC + _INOTIFY_HOLD.format(n=n) + _HOLD.format(comm=comm, hold_s=30)
-                      + "\ndef f():\n    return 1\n")
-            graded: list = []
-            grading = threading.Thread(target=lambda m=module, g=graded: g.append(run_pytest(
-                tmp_path, {"m.py": m.encode()}, tests=["tests/test_m.py"], timeout_s=90,
-                test_timeout_s=60)))
-            grading.start()
-            try:
-                pid = _wait_for_holder(comm, grading, "the code under test")
-                probe = python_inside(episode, _LIBC + _INOTIFY_COUNT)
-                still = _holders(comm) == [pid]
-            finally:
-                # release every test process of the grading that holds (each imports m)
-                while grading.is_alive():
-                    for p in _holders(comm):
-                        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
-                            os.kill(p, signal.SIGUSR1)
-                    grading.join(0.1)
-            assert still, "the code under test stopped holding before the episode counted"
-            assert graded and graded[0].report_error is None, graded
-            counts[n] = _count(probe)
+        counts = {n: _count(read_while_grading_holds(graded_snap, episode, _INOTIFY_HOLD.format(n=n),
+                                                     _INOTIFY_COUNT)) for n in (1, 72)}
     finally:
         episode.close()
     assert counts[1] > 0 and counts[1] == counts[72], (
@@ -397,6 +407,61 @@ def test_a_per_uid_counter_held_next_door_does_not_starve_a_sandbox(pair, counte
     assert held(hog_out) >= at_least, f"the hog did not hold its {counter}: {hog_out}"
     assert "PROBE ok" in probe.output, (
         f"a neighbour holding {held(hog_out)} of {counter} starved this sandbox: {probe.output}")
+
+
+# ------------------------------------------------------------- host-wide counters
+_FILES_HOLD = """
+import resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the sandbox may raise its own soft limit
+fds = [os.eventfd(0) for _ in range(min(5000, hard - 64))]
+HELD = 5000 if len(fds) == 5000 else len(fds)
+"""
+
+#: The host's count of open file handles (``/proc/sys/fs/file-nr``), as a reader inside sees it.
+_FILES_READ = """
+try:
+    print("FILES", open("/proc/sys/fs/file-nr").read().split()[0])
+except (OSError, IndexError) as exc:
+    print("FILES unreadable", type(exc).__name__)
+"""
+
+
+def _files(result: ToolResult) -> int | None:
+    found = re.findall(r"^FILES (\d+)$", result.output, re.M)
+    assert found or "FILES unreadable" in result.output, result
+    return int(found[0]) if found else None
+
+
+def test_open_files_held_next_door_cannot_be_counted(pair):
+    """A uid per sandbox does not split what the kernel counts for the whole host: the open file
+    handles of ``/proc/sys/fs/file-nr`` are one number every sandbox can read, and any sandbox can
+    move it by thousands (issue 20's channel, uid or not: code under test holding N descriptors
+    while a live episode reads the count). Reads next to 0 and 5000 held must not tell them apart
+    (the host's own churn is a few hundred here)."""
+    hog, victim = pair
+    seen = {}
+    for n, source in ((0, "HELD = 0\n"), (5000, _FILES_HOLD)):
+        hog_out, probe = hold_and_probe(hog, source, victim, _FILES_READ)
+        assert held(hog_out) == n, hog_out
+        seen[n] = _files(probe)
+    assert seen[0] is None or seen[5000] is None or abs(seen[5000] - seen[0]) < 2500, (
+        f"a sandbox reads the host's open file count and sees its neighbour's descriptors: "
+        f"{seen[0]} next to 0 held, {seen[5000]} next to 5000 held")
+
+
+def test_a_grading_sandbox_cannot_signal_a_live_episode_through_the_open_file_count(graded_snap: Path):
+    """Issue 20's attack with the host-wide counter: the code under test holds 0 or 5000
+    descriptors, the live episode reads ``/proc/sys/fs/file-nr``."""
+    episode = SandboxRuntime(limits=_LIMITS)
+    try:
+        seen = {n: _files(read_while_grading_holds(graded_snap, episode, source, _FILES_READ))
+                for n, source in ((0, "HELD = 0\n"), (5000, _FILES_HOLD))}
+    finally:
+        episode.close()
+    assert seen[0] is None or seen[5000] is None or abs(seen[5000] - seen[0]) < 2500, (
+        f"a live episode reads what the code under test of a grading sends through the host's "
+        f"open file count: {seen[0]} while it held 0, {seen[5000]} while it held 5000")
 
 
 def test_the_per_uid_key_counts_are_not_readable(rt):
