@@ -140,7 +140,7 @@ def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
     system = MinimalSystem.default(tuple(packages))
     allowed = _yield_to(allowed, extra)
     root = scratch_dir("proofgym-grade-", limits.workspace_mb)
-    cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes)
+    cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes, limits.cpus)
     if cgroup is None and os.geteuid() == 0:
         remove_scratch(root)
         raise SandboxSetupError("grading as root needs a writable cgroup hierarchy to cap processes")

@@ -53,8 +53,6 @@ def test_processes_of_one_episode_do_not_starve_another(two):
         f"another episode's processes made this one's commands fail: {r}")
 
 
-@pytest.mark.xfail(strict=True, reason="known gap, docs/threat-model.md: every sandbox runs as one "
-                   "host uid, and the kernel counts inotify instances per uid (fix: a uid per sandbox)")
 def test_inotify_instances_of_one_episode_do_not_starve_another(two):
     hog, victim = two
     probe = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); fd = libc.inotify_init1(0); "

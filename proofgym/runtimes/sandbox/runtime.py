@@ -96,7 +96,8 @@ class SandboxRuntime:
         self._empty = self._root / "empty"
         self._empty.mkdir()
         self._lower = self._empty
-        self._cgroup = cgroups.create(self.limits.memory_mb << 20, self.limits.max_processes)
+        self._cgroup = cgroups.create(self.limits.memory_mb << 20, self.limits.max_processes,
+                                      self.limits.cpus)
         if self._cgroup is None and os.geteuid() == 0:
             # RLIMIT_NPROC does not bind processes that are root on the host: without a
             # cgroup nothing would stop a fork bomb, so refuse rather than pretend.
