@@ -17,7 +17,7 @@ episode through its count of inotify instances) and a denial of service.
   killed run still dying, or a foreign process, makes the id skipped, never shared.
 * **As an ordinary user** there is one host uid to run as (mapping others needs a setuid helper
   and an idmapped workspace, which an unprivileged user cannot mount). The downgrade: sandboxes
-  take a slot (:func:`user_slots`, ``PROOFGYM_SANDBOX_SLOTS``, default 16), and each caps
+  take a slot (:func:`user_slots`, ``PROOFGYM_SANDBOX_SLOTS``, default 24), and each caps
   inotify and fanotify use in its own user namespace at its slot's share of the user's limits
   (``/proc/sys/user/max_inotify_*`` of the namespace), so the shared pool is never full and no
   sandbox can see another's use of it. The epoll watch pool and ``RLIMIT_NPROC`` cannot be
@@ -43,7 +43,7 @@ SANDBOX_ID_COUNT_ENV = "PROOFGYM_SANDBOX_ID_COUNT"
 SANDBOX_SLOTS_ENV = "PROOFGYM_SANDBOX_SLOTS"
 DEFAULT_SANDBOX_ID = 0x7FFE0000
 DEFAULT_ID_COUNT = 4096
-DEFAULT_USER_SLOTS = 16
+DEFAULT_USER_SLOTS = 24
 #: inotify instances and watches left to the user's own processes when sandboxes run as it.
 _USER_RESERVE = {"max_inotify_instances": 32, "max_inotify_watches": 8192,
                  "max_fanotify_groups": 32, "max_fanotify_marks": 8192}
