@@ -138,11 +138,12 @@ def _lease_dir(privileged: bool) -> Path:
     """Where lease files live: shared by every proofgym process of this host user (as root:
     root-owned and writable by root only, or refused)."""
     base = Path("/tmp" if os.path.isdir("/tmp") else "/var/tmp")
-    path = base / ("proofgym-ids" if privileged else f"proofgym-ids-{os.getuid()}")
+    path = base / ("proofgym-ids" if privileged else f"proofgym-ids-{os.geteuid()}")
     with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o755 if privileged else 0o700)
     st = path.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid not in {os.geteuid(), os.getuid()} or \
+            st.st_mode & 0o022:
         raise SandboxSetupError(f"{path} must be a directory owned by uid {os.geteuid()} and "
                                 "writable only by it (it holds the sandbox id leases); remove it")
     return path
