@@ -132,3 +132,28 @@ def test_without_root_each_sandbox_gets_a_share_of_the_users_inotify_pool():
     assert 0 < caps["max_inotify_instances"] * ids.user_slots() < total, caps
     watches = int(Path("/proc/sys/fs/inotify/max_user_watches").read_text())
     assert 0 < caps["max_inotify_watches"] * ids.user_slots() < watches, caps
+
+
+def test_a_forked_child_does_not_keep_its_parents_leases():
+    """A pool worker forked while the parent held leases must not lock those ids for its own
+    lifetime once the parent releases them."""
+    lease = ids.lease()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: holds on until the parent has tried
+        os.close(w)
+        os.read(r, 1)
+        os._exit(0)
+    os.close(r)
+    try:
+        slot = lease.slot
+        lease.release()
+        time.sleep(ids._COOL_S + 0.1)
+        again = ids.lease()
+        try:
+            assert again.slot == slot, (again, slot)
+        finally:
+            again.release()
+    finally:
+        os.close(w)
+        os.waitpid(pid, 0)

@@ -32,6 +32,7 @@ import os
 import stat
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -157,6 +158,14 @@ class IdLease:
         self.slot, self.uid, self.gid = slot, uid, gid
         self._fd = fd
         self._lock = threading.Lock()
+        _leases.live.add(self)
+
+    def _forget_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     @property
     def ids(self) -> tuple[int, int] | None:
@@ -189,12 +198,18 @@ class _Leases:
         self._lock = threading.Lock()
         self._held: set[int] = set()
         self._busy: dict[int, float] = {}
+        self.live: weakref.WeakSet[IdLease] = weakref.WeakSet()
         os.register_at_fork(after_in_child=self._after_fork)
 
     def _after_fork(self) -> None:
-        # a forked child holds copies of the parent's lease descriptors, not leases of its own
+        # a forked child (a pool worker) holds copies of the parent's lease descriptors: it
+        # closes them, or the ids would stay locked for the child's lifetime after the parent
+        # released them
         self._lock = threading.Lock()
         self._held = set()
+        for lease in list(self.live):
+            lease._forget_after_fork()
+        self.live = weakref.WeakSet()
 
     def forget(self, slot: int, cool: bool = False) -> None:
         with self._lock:
