@@ -1,0 +1,72 @@
+"""Attack: the code under test passes its own slowness off as a busy host.
+
+Honest time limits (issue 20) tell "the artifact took too long" (a scored 0) from "the host was
+busy" (an error verdict, which resume grades again). The second must not be something the
+artifact can claim: a policy that learns to make its failing runs look starved never sees a 0.
+A test that sleeps, waits on an event or stops itself past its limit used no CPU and waited for
+none: a scored timeout. So is one that starves one of its own processes with CPU burnt where
+per-process accounting does not see it: children auto-reaped (``SIGCHLD`` ignored) add their CPU
+time to no parent's ``cutime``, and a ``nice 19`` spinner beside them waits on the run queue as
+if the host were busy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proofgym.verify.sandbox_grading import run_pytest
+from tests.conftest import require_tool
+
+pytestmark = pytest.mark.sandbox
+
+#: A spawner keeps ~6 short-lived busy children (each spins 50 ms) running, all auto-reaped;
+#: the test process itself spins at nice 19 behind them.
+_HIDDEN_SPINNERS = """
+import os, signal, time
+
+def double(x):
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by nobody's wait()
+    if os.fork() == 0:
+        while True:
+            if os.fork() == 0:
+                end = time.monotonic() + 0.05
+                while time.monotonic() < end:
+                    pass
+                os._exit(0)
+            time.sleep(0.008)
+    os.nice(19)
+    while True:
+        pass
+"""
+
+STALLS = {
+    "sleeps": "import time\n\n\ndef double(x):\n    time.sleep(3600)\n",
+    "waits_on_an_event": "import threading\n\n\ndef double(x):\n    threading.Event().wait()\n",
+    "stops_itself": ("import os\nimport signal\n\n\ndef double(x):\n"
+                     "    os.kill(os.getpid(), signal.SIGSTOP)\n"),
+    "blocks_on_a_pipe": "import os\n\n\ndef double(x):\n    r, w = os.pipe()\n    os.read(r, 1)\n",
+    "starves_its_own_spinner": _HIDDEN_SPINNERS,
+}
+
+
+@pytest.fixture
+def snap(tmp_path: Path) -> Path:
+    root = tmp_path / "snap"
+    (root / "tests").mkdir(parents=True)
+    (root / "m.py").write_text("def double(x):\n    return x + 2\n")
+    (root / "tests" / "test_m.py").write_text(
+        "from m import double\n\n\ndef test_double():\n    assert double(3) == 6\n")
+    return root
+
+
+@pytest.mark.parametrize("stall", sorted(STALLS))
+def test_a_test_that_stalls_past_its_limit_is_a_scored_timeout_not_a_busy_host(snap: Path, stall: str):
+    require_tool("bwrap")
+    run = run_pytest(snap, {"m.py": STALLS[stall].encode()}, tests=["tests/test_m.py::test_double"],
+                     timeout_s=60, test_timeout_s=2, mutants=False)
+    assert run.failure == "tests_timed_out" and not getattr(run, "starved", False), (
+        f"a test that {stall.replace('_', ' ')} past its limit is not a scored timeout: "
+        f"failure={run.failure} results={run.results} {run.report_error}")
+    assert run.timings["total_s"] < 45, run.timings
