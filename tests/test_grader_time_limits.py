@@ -133,14 +133,21 @@ def _records(run: Path) -> list[dict]:
     return [orjson.loads(x) for x in (run / "trajectories.jsonl").read_bytes().splitlines() if x.strip()]
 
 
-def test_a_starved_check_is_status_error_in_the_run_record_and_a_regrade_scores_it(
+def test_a_starved_check_is_status_error_in_the_run_record_and_resume_regrades_it(
         tmp_path: Path, cli) -> None:
     with starved():
-        _, summary = evaluate(ARITH, ReferencePolicy(), episodes=1, out=tmp_path, verifier="inline")
-    (record,) = _records(tmp_path)
-    assert record["verdict"]["status"] == "error" and "timed out" in record["verdict"]["error"], record
-    assert summary["verify_errors"] == 1, summary  # counted apart, never averaged in as a 0
-    cli("verify", str(tmp_path))  # a re-grade, in a fresh process: its checker is not starved
-    (regrade,) = [orjson.loads(x) for x in (tmp_path / "verdicts.jsonl").read_bytes().splitlines()]
-    assert regrade["verdict"]["status"] == "scored" and regrade["verdict"]["reward"] == 1.0, regrade
-    assert load_run(tmp_path).trajectories[0].verdict.status == "error"
+        _, summary = evaluate(ARITH, ReferencePolicy(), episodes=2, out=tmp_path, verifier="inline")
+    first = _records(tmp_path)
+    failed = [r for r in first if r["verdict"]["status"] == "error"]
+    assert failed and all("timed out" in r["verdict"]["error"] for r in failed), first
+    assert summary["verify_errors"] == len(failed), summary  # counted apart, never as a 0
+    cli("verify", str(tmp_path))  # `proofgym verify` re-grades too (into verdicts.jsonl)
+    regrades = [orjson.loads(x) for x in (tmp_path / "verdicts.jsonl").read_bytes().splitlines()]
+    assert [r["verdict"]["reward"] for r in regrades] == [1.0, 1.0], regrades
+    _, resumed = evaluate(ARITH, ReferencePolicy(), episodes=2, resume=tmp_path, verifier="inline")
+    assert resumed["verify_errors"] == 0 and resumed["mean_reward"] == 1.0, resumed
+    every = _records(tmp_path)
+    assert len(every) == 2 + len(failed)  # each grading is recorded; the episodes were not re-run
+    assert [r["steps"] for r in every[2:]] == [r["steps"] for r in failed]
+    standing = load_run(tmp_path).trajectories
+    assert len(standing) == 2 and all(t.verdict.scored and t.reward == 1.0 for t in standing)
