@@ -10,6 +10,7 @@ starved process looks to the checker: wall time passes, its CPU time does not.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import threading
@@ -20,13 +21,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proofgym import Rubric, TurnCompleteAction
+from proofgym import Artifact, Rubric, TurnCompleteAction
 from proofgym.core import Trace, TraceStep, Verdict
+from proofgym.env import VerificationJob
 from proofgym.envs.arith.tasks import make_task
 from proofgym.eval import evaluate, load_run
 from proofgym.rollout import ReferencePolicy
 from proofgym.verify import Component, MathCheckStarved, answers, make_grader
 from proofgym.verify.answers import math_check
+from proofgym.verify.pool import VerifierPool
 
 ARITH = "proofgym/Arith-v0"
 COSTLY = "9^{9^{9}}"  # math-verify works on it until stopped
@@ -151,3 +154,30 @@ def test_a_starved_check_is_status_error_in_the_run_record_and_resume_regrades_i
     assert [r["steps"] for r in every[2:]] == [r["steps"] for r in failed]
     standing = load_run(tmp_path).trajectories
     assert len(standing) == 2 and all(t.verdict.scored and t.reward == 1.0 for t in standing)
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+            for c in (task / "children").read_text().split()]
+
+
+def test_a_starved_check_in_the_process_pool_is_an_error_verdict() -> None:
+    task = make_task(5)
+
+    def job() -> VerificationJob:
+        return VerificationJob(task, trace(f"\\boxed{{{task.answer}}}"), Artifact("inprocess"))
+
+    with VerifierPool("process", processes=1, timeout_s=answers.MATH_TIMEOUT_S + 120) as pool:
+        assert pool.submit(job(), "warm").result(300).reward == 1.0
+        checkers = [c for w in multiprocessing.active_children() for c in _children(w.pid)]
+        assert checkers, "the pool worker has no math checker process"
+        for pid in checkers:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            v = pool.submit(job(), "starved").result(300)
+        finally:
+            for pid in checkers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        assert v.status == "error" and "timed out" in v.error and v.grader, v
+        assert pool.submit(job(), "after").result(300).reward == 1.0

@@ -59,8 +59,7 @@ class ArithTask(Task):
         try:
             correct = float(candidate is not None and math_equivalent(self.answer, candidate))
         except MathCheckStarved as exc:  # the host starved the checker: not judged, never a 0
-            return Verdict.failed(str(exc), grader=self.verifier_version, answered=answered,
-                                  used_calculator=used_calculator)
+            return Verdict.failed(str(exc), answered=answered, used_calculator=used_calculator)
         return Verdict(correct, {"correct": correct},
                        {"answered": answered, "used_calculator": used_calculator})
 
