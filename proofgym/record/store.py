@@ -70,9 +70,10 @@ class RunStore:
     Invariants:
         * every line of ``trajectories.jsonl`` is one complete trajectory of this store's contract,
           with ``contract_id``, ``task_hash`` and ``split`` set;
-        * a finished trajectory id appears at most once (a second write is ignored); an id whose
-          record is an infrastructure error may be written again (a retry), up to
-          :data:`MAX_ATTEMPTS` error records;
+        * a finished trajectory id appears at most once (a second write is ignored), except when
+          :meth:`regrade` records it again with a new verdict; an id whose record is an
+          infrastructure error may be written again (a retry), up to :data:`MAX_ATTEMPTS` error
+          records;
         * :attr:`completed` is exactly the set of ids whose standing record is finished
           (``status="ok"``); :attr:`attempts` counts each id's error records;
         * :attr:`ungraded` holds the finished ids whose grading failed (a ``status="error"``
