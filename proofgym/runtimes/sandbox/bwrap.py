@@ -182,7 +182,8 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
     fds: list[int] = []
     try:
         info_r, info_w = _pipe(fds)
-        sec_r = seccomp.program_fd()
+        # without a CPU cgroup, sessions are what the scheduler shares CPU by (autogroups)
+        sec_r = seccomp.program_fd(contain_sessions=cgroup is None)
         fds.append(sec_r)
         # the options go through a pipe, the command stays on the command line (bwrap wants it
         # there); a bwrap_argv always has "--" before the command
@@ -335,10 +336,20 @@ def _output_of(proc: subprocess.Popen[bytes]) -> str:
 
 
 def _rlimits(limits: SandboxLimits) -> list[tuple[int, int]]:
-    """Per-process limits. ``RLIMIT_NPROC`` counts every process of the host uid, so as root
-    (where all sandboxes share the sandbox user and the cgroup caps processes per sandbox) it
-    is left out."""
-    return [(resource.RLIMIT_AS, limits.memory_mb << 20),
-            (resource.RLIMIT_FSIZE, limits.max_file_size_mb << 20),
-            (resource.RLIMIT_NPROC, limits.max_processes),
-            (resource.RLIMIT_CORE, 0)]
+    """Per-process limits. As root (each sandbox its own uid; the cgroup caps processes)
+    ``RLIMIT_NPROC`` is left out. Without root, where every sandbox is the user's uid,
+    ``RLIMIT_MSGQUEUE`` and ``RLIMIT_SIGPENDING`` (counted per user, and per user namespace
+    below it) are set to the sandbox's slot's share of the user's own limits (set in the
+    sandbox's namespace, so bwrap's namespace gets them as its cap), so the sandboxes together
+    never fill the user's pool and none sees another's use of it."""
+    out = [(resource.RLIMIT_AS, limits.memory_mb << 20),
+           (resource.RLIMIT_FSIZE, limits.max_file_size_mb << 20),
+           (resource.RLIMIT_NPROC, limits.max_processes),
+           (resource.RLIMIT_CORE, 0)]
+    if os.geteuid() != 0:
+        for res in (resource.RLIMIT_MSGQUEUE, resource.RLIMIT_SIGPENDING):
+            soft, hard = resource.getrlimit(res)
+            total = min(v for v in (soft, hard) if v != resource.RLIM_INFINITY) \
+                if (soft, hard) != (resource.RLIM_INFINITY,) * 2 else 1 << 20
+            out.append((res, max(1, total // ids.user_slots())))
+    return out

@@ -202,7 +202,7 @@ class Runner:
             file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
                           (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, out_w, 2),
                           (os.POSIX_SPAWN_DUP2, st_w, 3), (os.POSIX_SPAWN_DUP2, cmd_r, 4)],
-            setsid=True,
+            setpgroup=0,  # its own group (not a session: see seccomp.filter_program)
             setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
                        signal.SIGQUIT, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2),
             setsigmask=())
