@@ -34,8 +34,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from proofgym.envs.code_repair import code_repair_tasks
-from proofgym.runtimes.sandbox import SandboxRuntime
-from proofgym.runtimes.sandbox.bwrap import Overlay, bwrap_argv, spawn
+from proofgym.runtimes.sandbox import SandboxHome, SandboxLimits, SandboxRuntime
 from proofgym.verify.sandboxed import run_tests_isolated
 
 
@@ -81,15 +80,17 @@ def bench_round_trip(tree: Path, scratch: Path, n: int) -> tuple[float, float]:
     with SandboxRuntime(tree, scratch_dir=scratch) as rt:
         rt.execute("bash", {"command": "true"})
         persistent = median_ms(lambda: rt.execute("bash", {"command": "true"}), n)
-        overlay = Overlay.create(tree, scratch / "fresh")
-        argv = bwrap_argv(rt.bwrap, rt.system, rt.limits, ["bash", "-c", "true"], workspace=overlay.merged)
+    home = SandboxHome(SandboxLimits(), parent=scratch)
+    try:
+        overlay = home.overlay(tree, "fresh")
 
         def fresh() -> None:
-            spawned = spawn(argv, overlay=overlay, limits=rt.limits, cgroup=rt._cgroup,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            spawned = home.boot(overlay, ["bash", "-c", "true"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL)
             spawned.proc.wait()
-            spawned.detach_mount()
         fresh_ms = median_ms(fresh, max(10, n // 10))
+    finally:
+        home.close()
     return persistent, fresh_ms
 
 

@@ -92,6 +92,25 @@ class Run:
         return trajectories, summary
 
 
+def regrade_failed_gradings(env: UniversalVerifiableEnv, store: RunStore) -> int:
+    """Grade again every finished episode of a resumed run whose grading failed (an error
+    verdict: a grader that timed out on a busy host, a judge server that did not reply), from
+    its stored trajectory and final state, and record it with the new verdict. How many."""
+    from proofgym.verify.regrade import regrade_one  # the verifier side, needed only here
+
+    assert env.tasks is not None
+    done = 0
+    for traj in store.trajectories():
+        if traj.trajectory_id in store.ungraded:
+            label, verdict = regrade_one(traj, env.tasks, None)
+            if label is None:  # nothing to grade it from (no final state stored): left as it is
+                continue
+            traj.verdict = verdict
+            store.regrade(traj)
+            done += 1
+    return done
+
+
 def start_run(env: UniversalVerifiableEnv, policy: Mapping[str, Any], *, env_id: str,
               env_kwargs: Mapping[str, Any] | None = None, split: str | None = None,
               seeds: Mapping[str, Any] | None = None, out: Path | None = None,
@@ -121,6 +140,7 @@ def start_run(env: UniversalVerifiableEnv, policy: Mapping[str, Any], *, env_id:
     store = None
     if resume is not None:
         store = RunStore.resume(resume, contract, manifest=env.tasks.manifest)
+        regrade_failed_gradings(env, store)
     elif out is not None:
         store = RunStore.create(out, contract, manifest=env.tasks.manifest)
     return Run(env, contract, store, task_ids, len(store.completed) if store else 0, notes)

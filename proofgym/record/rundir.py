@@ -11,9 +11,10 @@ Layout of ``DIR``::
 
 One rule for repeated trajectory ids, used by every reader (verify, report, export, resume,
 ``Run.finish``): a record replaces an earlier one of the same id only when the earlier one is an
-infrastructure error (``status="error"``, re-run by ``--resume``); two finished records of one id
-are corruption and the read fails naming the line. The error records stay in the file: each
-attempt is recorded.
+infrastructure error (``status="error"``, re-run by ``--resume``) or a finished episode whose
+grading failed (a ``status="error"`` verdict, re-graded by ``--resume``); two finished, graded
+records of one id are corruption and the read fails naming the line. The error records stay in
+the file: each attempt is recorded.
 """
 
 from __future__ import annotations
@@ -160,6 +161,12 @@ def check_record(record: Any, where: str) -> None:
                                 f"expected {kind.__name__}; remove or repair that line")
 
 
+def grading_failed(record: dict[str, Any]) -> bool:
+    """Whether a finished episode's record carries a grader error (``--resume`` re-grades it)."""
+    verdict = record.get("verdict")
+    return record["status"] != "error" and isinstance(verdict, dict) and verdict.get("status") == "error"
+
+
 def latest_records(records: Iterable[dict[str, Any]],
                    where: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Apply the one duplicate rule: the records that stand (in first-seen order) and, per id,
@@ -172,7 +179,7 @@ def latest_records(records: Iterable[dict[str, Any]],
         if record["status"] == "error":
             errors[tid] = errors.get(tid, 0) + 1
         earlier = standing.get(tid)
-        if earlier is not None and earlier["status"] != "error":
+        if earlier is not None and not (earlier["status"] == "error" or grading_failed(earlier)):
             raise RunStoreError(f"{where}: record {i} repeats the finished trajectory {tid!r}; a run "
                                 "records each episode once (only error records are retried)")
         standing[tid] = record

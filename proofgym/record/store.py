@@ -40,6 +40,7 @@ from proofgym.record.rundir import (
     RunStoreError,
     disk_error,
     fsync_dir,
+    grading_failed,
     latest_records,
     scan_jsonl,
     trajectory_from_record,
@@ -69,11 +70,14 @@ class RunStore:
     Invariants:
         * every line of ``trajectories.jsonl`` is one complete trajectory of this store's contract,
           with ``contract_id``, ``task_hash`` and ``split`` set;
-        * a finished trajectory id appears at most once (a second write is ignored); an id whose
-          record is an infrastructure error may be written again (a retry), up to
-          :data:`MAX_ATTEMPTS` error records;
+        * a finished trajectory id appears at most once (a second write is ignored), except when
+          :meth:`regrade` records it again with a new verdict; an id whose record is an
+          infrastructure error may be written again (a retry), up to :data:`MAX_ATTEMPTS` error
+          records;
         * :attr:`completed` is exactly the set of ids whose standing record is finished
-          (``status="ok"``); :attr:`attempts` counts each id's error records.
+          (``status="ok"``); :attr:`attempts` counts each id's error records;
+        * :attr:`ungraded` holds the finished ids whose grading failed (a ``status="error"``
+          verdict): :meth:`regrade` writes such an episode again with its new verdict.
 
     ``write`` is thread-safe, so a concurrent orchestrator may share one store.
     """
@@ -86,6 +90,7 @@ class RunStore:
         self.contract = contract
         self.manifest = manifest
         self.completed: set[str] = {r["trajectory_id"] for r in (_records or []) if r["status"] != "error"}
+        self.ungraded: set[str] = {r["trajectory_id"] for r in (_records or []) if grading_failed(r)}
         self.attempts: dict[str, int] = dict(_attempts or {})
         self.repaired: bytes = b""
         self._run_lock = _lock
@@ -210,6 +215,13 @@ class RunStore:
         """
         self._sync(self._append(trajectory))
 
+    def regrade(self, trajectory: Trajectory) -> None:
+        """Record a finished episode of :attr:`ungraded` again, with its new verdict (the
+        earlier record stays in the file; readers take the later one)."""
+        if trajectory.trajectory_id not in self.ungraded:
+            raise RunStoreError(f"{trajectory.trajectory_id!r} has no failed grading to replace")
+        self._sync(self._append(trajectory, regrade=True))
+
     def write_many(self, trajectories: Sequence[Trajectory]) -> None:
         """:meth:`write` for several, in order, made durable by one fsync (the orchestrator
         hands over the episodes that finished while the previous write was under way)."""
@@ -218,7 +230,7 @@ class RunStore:
             ticket = max(ticket, self._append(trajectory))
         self._sync(ticket)
 
-    def _append(self, trajectory: Trajectory) -> int:
+    def _append(self, trajectory: Trajectory, *, regrade: bool = False) -> int:
         """Write and flush one record; the ticket to :meth:`_sync` for it to be durable."""
         if self._file is None:
             raise RunStoreError(f"{self.root} was opened read-only; use RunStore.resume to add episodes")
@@ -230,8 +242,8 @@ class RunStore:
             trajectory.split = self.manifest.split_of(trajectory.task_id)
         line = trajectory.to_json() + b"\n"
         with self._lock:
-            duplicate = (trajectory.trajectory_id in self.completed
-                         or trajectory.trajectory_id in self._unsynced)
+            duplicate = not regrade and (trajectory.trajectory_id in self.completed
+                                         or trajectory.trajectory_id in self._unsynced)
             if duplicate:
                 # the first write may still be waiting for its fsync: return only once it is done
                 ticket = self._written if trajectory.trajectory_id in self._unsynced else 0
@@ -242,6 +254,8 @@ class RunStore:
                 except OSError as exc:
                     raise disk_error(exc, self.root / TRAJECTORIES) from exc
                 tid = trajectory.trajectory_id
+                if regrade and trajectory.verdict is not None and trajectory.verdict.status != "error":
+                    self.ungraded.discard(tid)
                 if trajectory.status == "error":
                     self.attempts[tid] = self.attempts.get(tid, 0) + 1
                 # An error record is retried on resume, never "done": it does not join completed.

@@ -3,6 +3,7 @@
 from proofgym.core import Verdict, grade
 from proofgym.verify.answers import (
     HedgedAnswer,
+    MathCheckStarved,
     boxed_contents,
     extract_final_answer,
     math_equivalent,
@@ -19,7 +20,7 @@ from proofgym.verify.graders import (
     RegexMatch,
     make_grader,
 )
-from proofgym.verify.judge import JUDGE_PROMPTS, JudgeError, LLMJudge
+from proofgym.verify.judge import JUDGE_PROMPTS, JudgeError, JudgeTimeout, LLMJudge
 from proofgym.verify.qa import QATask
 from proofgym.verify.rubric import Component, MultiRubric, Rubric, score_all
 
@@ -32,7 +33,9 @@ __all__ = [
     "GraderSpecError",
     "HedgedAnswer",
     "JudgeError",
+    "JudgeTimeout",
     "LLMJudge",
+    "MathCheckStarved",
     "MathMatch",
     "MultiRubric",
     "NormalizedMatch",

@@ -4,7 +4,8 @@ Each grader checks the answer a trajectory commits to (``extract_final_answer`` 
 message: the ``\\boxed{}`` content, an ``Answer:`` line, or a short message) against a reference.
 A grader is a rubric component (``grader(trace, runtime) -> float``) with a ``name`` and a
 ``version``, and can check a bare string with :meth:`AnswerGrader.check`. A hedged answer (several
-different boxed answers) scores 0.
+different boxed answers) scores 0. A check that could not be made (the math checker starved by a
+busy host, :class:`~proofgym.verify.answers.MathCheckStarved`) is an error verdict, never a 0.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from typing import Any
 
 from proofgym.core import Trace, Verdict
 from proofgym.core.errors import ProofgymError
-from proofgym.verify.answers import HedgedAnswer, extract_final_answer, math_check, normalize_text
+from proofgym.verify.answers import (
+    HedgedAnswer,
+    MathCheckStarved,
+    extract_final_answer,
+    math_check,
+    normalize_text,
+)
 
 
 class GraderSpecError(ProofgymError, ValueError):
@@ -37,7 +44,8 @@ class AnswerGrader:
         raise NotImplementedError
 
     def check(self, answer: str | None) -> float:
-        """1.0 when ``answer`` (already extracted) matches the reference, else 0.0."""
+        """1.0 when ``answer`` (already extracted) matches the reference, else 0.0 (raises
+        :class:`~proofgym.verify.answers.MathCheckStarved` when the check could not be made)."""
         return float(answer is not None and self.matches(answer))
 
     def explain(self, answer: str) -> tuple[float, str | None]:
@@ -54,7 +62,10 @@ class AnswerGrader:
             return 0.0
         if answer is None:
             return 0.0
-        score, reason = self.explain(answer)
+        try:
+            score, reason = self.explain(answer)
+        except MathCheckStarved as exc:  # nothing was judged: a grader error, re-graded later
+            return Verdict.failed(str(exc), grader=self.name)
         return score if reason is None else Verdict(score, error=reason, grader=self.name)
 
     def describe(self) -> dict[str, Any]:

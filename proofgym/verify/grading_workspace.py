@@ -10,24 +10,18 @@ import os
 import signal
 import stat
 import subprocess
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from proofgym.core.errors import ProofgymError
-from proofgym.runtimes.sandbox import MinimalSystem, SandboxLimits, SandboxSetupError, cgroups
-from proofgym.runtimes.sandbox.bwrap import (
-    Overlay,
+from proofgym.runtimes.sandbox import (
+    SandboxHome,
+    SandboxLimits,
     Spawned,
-    bwrap_argv,
-    find_bwrap,
-    remove_scratch,
-    scratch_dir,
-    spawn,
+    ansi_c_quote,
 )
-from proofgym.runtimes.sandbox.shell import ansi_c_quote
 
 #: Files pytest reads as configuration (in the order it looks for them at a directory), plus the
 #: interpreter's own startup hooks: never taken from the artifact, whatever a task protects.
@@ -106,12 +100,11 @@ def split_changes(changes: Mapping[str, bytes | None], protected: Sequence[str]
 
 @dataclass
 class Booted:
-    """A started grading sandbox: its process and what must be tidied after it."""
+    """A started grading sandbox: its process and the home (scratch space, cgroup) it runs in."""
 
     proc: subprocess.Popen[bytes]
     spawned: Spawned
-    cgroup: cgroups.SandboxCgroup | None
-    root: Path
+    home: SandboxHome
 
     def close(self, *, wait: bool = False) -> None:
         """Kill what still runs in it and remove its cgroup and scratch directory (in the
@@ -123,9 +116,9 @@ class Booted:
                 stream.close()
         self.spawned.detach_mount()
         if wait:
-            _clean_up(self.cgroup, self.root)
+            self.home.close()
         else:
-            _CLEANUP.submit(_clean_up, self.cgroup, self.root)  # the grade does not wait
+            _CLEANUP.submit(self.home.close)  # the grade does not wait
 
 
 def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
@@ -136,16 +129,10 @@ def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
     """A fresh sandbox over ``snapshot`` plus ``allowed`` then ``extra`` (the grader's files),
     running ``command``. Raises :class:`ArtifactRejected` when the changes cannot be written
     (their fault), :class:`SandboxSetupError` for host faults."""
-    bwrap = find_bwrap()
-    system = MinimalSystem.default(tuple(packages))
     allowed = _yield_to(allowed, extra)
-    root = scratch_dir("proofgym-grade-", limits.workspace_mb)
-    cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes)
-    if cgroup is None and os.geteuid() == 0:
-        remove_scratch(root)
-        raise SandboxSetupError("grading as root needs a writable cgroup hierarchy to cap processes")
+    home = SandboxHome(limits, packages=packages, prefix="proofgym-grade-")
     try:
-        overlay = Overlay.create(snapshot, root)
+        overlay = home.overlay(snapshot, "ep")
         try:
             deleted = _apply(overlay.upper, snapshot, allowed)
             _apply(overlay.upper, snapshot, extra)
@@ -158,13 +145,12 @@ def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
             "bash", "--noprofile", "--norc", "-c",
             "rm -f -- " + " ".join(ansi_c_quote(p) for p in deleted) + "; exec \"$@\"", "bash",
             *command]
-        argv = bwrap_argv(bwrap, system, limits, command, workspace=overlay.merged)
-        spawned = spawn(argv, overlay=overlay, limits=limits, cgroup=cgroup, pass_fds=pass_fds,
-                        stdin=stdin, stderr=stderr)
+        spawned = home.boot(overlay, command, pass_fds=pass_fds, stdin=stdin,
+                            stdout=subprocess.PIPE, stderr=stderr)
     except BaseException:
-        _CLEANUP.submit(_clean_up, cgroup, root)
+        _CLEANUP.submit(home.close)
         raise
-    return Booted(spawned.proc, spawned, cgroup, root)
+    return Booted(spawned.proc, spawned, home)
 
 
 @contextlib.contextmanager
@@ -214,16 +200,6 @@ def _apply(upper: Path, snapshot: Path, files: Mapping[str, bytes | None]) -> li
             os.mknod(upper / path, 0o600 | stat.S_IFCHR, 0)
         deleted = []
     return deleted
-
-
-def _clean_up(cgroup: cgroups.SandboxCgroup | None, root: Path) -> None:
-    if cgroup is not None:
-        for _ in range(400):  # the namespace's last processes exit just after its init
-            if not cgroup.pids():
-                break
-            time.sleep(0.005)
-        cgroup.remove()
-    remove_scratch(root)
 
 
 def files_under(root: Path) -> dict[str, bytes]:

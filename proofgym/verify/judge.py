@@ -5,7 +5,8 @@ version (``judge-v1``) recorded with each verdict and in the rollout contract, t
 model and the template's hash. The judge is asked for a final ``GRADE: CORRECT`` or
 ``GRADE: INCORRECT`` line. A reply without one is a scored 0 with the reason (the graded response
 can steer the judge's reply, so an unparseable reply must not turn into an unscored episode); a
-server that fails or returns nothing is a grader error. Responses longer than
+server that fails or returns nothing is a grader error, and so is a judge that did not reply
+within its time limit (:class:`JudgeTimeout`: nothing was judged, never a 0). Responses longer than
 ``max_response_chars`` are not sent: they score 0 with the reason.
 
 The graded response is agent output, so it is fenced in ``<response>`` tags with any tag-like text
@@ -49,6 +50,11 @@ _TAG = re.compile(r"</?\s*(question|reference|response)\s*>", re.IGNORECASE)
 
 class JudgeError(ProofgymError, RuntimeError):
     """The judge's server returned no reply."""
+
+
+class JudgeTimeout(JudgeError):
+    """The judge's server did not reply within the judge's time limit (a busy or stalled server
+    has not judged: a grader error, re-graded later, never a 0)."""
 
 
 class UngradedReply(JudgeError):
@@ -133,9 +139,20 @@ class LLMJudge:
         return [{"role": "system", "content": template["system"]}, {"role": "user", "content": user}]
 
     def judge(self, question: str, response: str, reference: str | None = None) -> Judgement:
-        completion = self.client.chat.completions.create(
-            model=self.model, messages=self.messages(question, response, reference),  # type: ignore[arg-type]
-            temperature=0.0, max_tokens=self.max_tokens)
+        """The judge's grade; raises :class:`JudgeTimeout` when no reply came in time, and
+        :class:`JudgeError` (or the client's error) when the server failed."""
+        from openai import APITimeoutError
+
+        try:
+            completion = self.client.chat.completions.create(
+                model=self.model, messages=self.messages(question, response, reference),  # type: ignore[arg-type]
+                temperature=0.0, max_tokens=self.max_tokens)
+        except APITimeoutError:
+            tries = self.max_retries + 1
+            raise JudgeTimeout(
+                f"judge not judged: the judge's server at {self.base_url} did not reply within its "
+                f"time limit of {self.timeout_s:g} s ({tries} attempt{'s' * (tries > 1)}); "
+                "re-grade this response") from None
         if not completion.choices:
             raise JudgeError("the judge's server returned no choices")
         reply = completion.choices[0].message.content or ""
@@ -164,6 +181,8 @@ class _JudgeFn:
             return self.judge.judge(self.question, response, self.reference).score
         except UngradedReply as exc:
             return Verdict(0.0, error=str(exc), grader=self.judge.name)
+        except JudgeTimeout as exc:  # nothing was judged: an error verdict, never a 0
+            return Verdict.failed(str(exc), grader=self.judge.name)
 
     def describe(self) -> dict[str, Any]:
         return self.judge.describe()

@@ -29,13 +29,27 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
+from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime, ids
 from proofgym.tools import ToolResult
 from proofgym.verify.sandbox_grading import run_pytest
 from tests.conftest import require_tool
 from tests.security.conftest import python_inside
 
 pytestmark = pytest.mark.sandbox
+
+#: Without root every sandbox is the user's uid: proofgym gives each its slot's share of what it
+#: can split (inotify, queue bytes, queued signals), so a hog holds at most that share.
+UNPRIVILEGED = os.geteuid() != 0
+#: The counters that cannot be split without a uid per sandbox (docs/threat-model.md).
+shared_without_root = pytest.mark.xfail(
+    UNPRIVILEGED, strict=True,
+    reason="known gap without root (docs/threat-model.md, 'The downgrade'): this pool is counted "
+           "per host uid with no user-namespace level to split it; as root each sandbox has its own uid")
+
+
+def _share(name: str, otherwise: int) -> int:
+    """What one sandbox can hold of ``name`` without root (its slot's share), else ``otherwise``."""
+    return min(otherwise, ids.user_namespace_caps()[name]) if UNPRIVILEGED else otherwise
 
 #: Room for the hog to fill a counter (the epoll pool takes ~5 s alone, more on a busy host).
 _LIMITS = SandboxLimits(command_timeout_s=90.0, memory_mb=512, max_processes=64,
@@ -159,17 +173,17 @@ def _count(result: ToolResult) -> int:
 
 def test_inotify_instances_held_next_door_cannot_be_counted(pair):
     """The channel of issue 20: A holds N instances, B counts how many it can create. Two
-    different N (1, and as many as A may hold up to 72) must give B the same count (with one
-    shared uid B counts 128 - N - baseline and decodes N exactly)."""
+    different N must give B the same count (here, 128 - N - baseline when the uid is shared)."""
     hog, victim = pair
-    counts, holds = {}, {}
-    for n in (1, 72):
+    counts = {}
+    for n in (8, 72):
         hog_out, probe = hold_and_probe(hog, _INOTIFY_HOLD.format(n=n), victim, _INOTIFY_COUNT)
-        holds[n], counts[n] = held(hog_out), _count(probe)
-    assert holds[1] == 1 and holds[72] > 1, f"the hog could not modulate what it holds: {holds}"
-    assert counts[1] > 0 and counts[1] == counts[72], (
-        f"a sandbox decodes what its neighbour holds: it could create {counts[1]} inotify instances "
-        f"next to {holds[1]} held, {counts[72]} next to {holds[72]} held")
+        want = _share("max_inotify_instances", n)  # without root: all its share, and no more
+        assert held(hog_out) == want, f"the hog could not hold {want} instances: {hog_out}"
+        counts[n] = _count(probe)
+    assert counts[8] > 0 and counts[8] == counts[72], (
+        f"a sandbox decodes what its neighbour holds: it could create {counts[8]} inotify instances "
+        f"next to 8 held, {counts[72]} next to 72 held")
 
 
 @pytest.fixture
@@ -217,13 +231,12 @@ def test_a_grading_sandbox_cannot_signal_a_live_episode_through_inotify(graded_s
     episode = SandboxRuntime(limits=_LIMITS)
     try:
         counts = {n: _count(read_while_grading_holds(graded_snap, episode, _INOTIFY_HOLD.format(n=n),
-                                                     _INOTIFY_COUNT)) for n in (1, 72)}
+                                                     _INOTIFY_COUNT)) for n in (8, 72)}
     finally:
         episode.close()
-    assert counts[1] > 0 and counts[1] == counts[72], (
+    assert counts[8] > 0 and counts[8] == counts[72], (
         f"a live episode decodes what the code under test of a grading sends: it could create "
-        f"{counts[1]} inotify instances while the grading held 1, {counts[72]} while it held up "
-        f"to 72")
+        f"{counts[8]} inotify instances while the grading held 8, {counts[72]} while it held 72")
 
 
 _INOTIFY_WATCHES_HOLD = """
@@ -255,9 +268,8 @@ print("PROBE", "ok" if ok else "failed " + err())
 def test_inotify_watches_held_next_door_do_not_starve_a_sandbox(pair):
     hog, victim = pair
     hog_out, probe = hold_and_probe(hog, _INOTIFY_WATCHES_HOLD, victim, _INOTIFY_WATCH_PROBE)
-    # it holds them all (more than the victim could need), or as many as its own share allows
-    assert held(hog_out) > 100_000 or "STOPPED ENOSPC" in hog_out, (
-        f"the hog did not hold inotify watches up to a limit: {hog_out}")
+    want = _share("max_inotify_watches", 100_001) - 1  # without root: up to its share
+    assert held(hog_out) >= want, f"the hog did not hold many inotify watches: {hog_out}"
     assert "PROBE ok" in probe.output, (
         f"a neighbour holding {held(hog_out)} inotify watches made inotify_add_watch fail here: {probe}")
 
@@ -296,6 +308,7 @@ print("PROBE", "ok" if done == 256 else f"failed after {done}{failure}")
 """
 
 
+@shared_without_root
 def test_epoll_watches_held_next_door_do_not_starve_a_sandbox():
     """A sandbox fills the epoll watch pool (``fs.epoll.max_user_watches``, per uid): another
     sandbox's ``epoll_ctl`` must still succeed (two default sandboxes exhausted it, issue 20)."""
@@ -316,15 +329,18 @@ def test_epoll_watches_held_next_door_do_not_starve_a_sandbox():
 
 
 # ---------------------------------------------------------- other per-uid counters
-_MQUEUE_SETUP = """
+_MQUEUE_SETUP = f"""
+MAXMSG = {2 if os.geteuid() != 0 else 10}
 class Attr(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long),
                 ("curmsgs", ctypes.c_long), ("pad", ctypes.c_long * 4)]
 libc.mq_open.restype = ctypes.c_int
 libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(Attr)]
 def mq_open(i):
-    attr = Attr(0, 10, 8192, 0)  # 80 KiB of the uid's RLIMIT_MSGQUEUE (800 KiB) per queue
-    return libc.mq_open(f"/pg{os.getpid()}-{i}".encode(), os.O_CREAT | os.O_RDWR, 0o600,
+    # 80 KiB of the uid's RLIMIT_MSGQUEUE (800 KiB) per queue; without root a sandbox's share
+    # of it is 800 KiB / the user's sandbox slots, so smaller queues
+    attr = Attr(0, MAXMSG, 8192 if MAXMSG == 10 else 512, 0)
+    return libc.mq_open(f"/pg{{os.getpid()}}-{{i}}".encode(), os.O_CREAT | os.O_RDWR, 0o600,
                         ctypes.byref(attr))
 """
 
@@ -391,12 +407,15 @@ print("PROBE", "ok" if size == 65536 else f"failed: a new pipe holds {size} byte
 
 COUNTERS = {
     "mqueue_bytes": (_MQUEUE_HOLD, _MQUEUE_PROBE, 5),
-    "pending_signals": (_SIGPENDING_HOLD, _SIGPENDING_PROBE, 50_000),
+    # without root: the sandbox's share of the user's RLIMIT_SIGPENDING
+    "pending_signals": (_SIGPENDING_HOLD, _SIGPENDING_PROBE, 50_000 if not UNPRIVILEGED else 1_000),
     "pipe_buffer_pages": (_PIPES_HOLD, _PIPES_PROBE, 8_000),
 }
 
 
-@pytest.mark.parametrize("counter", sorted(COUNTERS))
+@pytest.mark.parametrize("counter", [
+    "mqueue_bytes", "pending_signals",
+    pytest.param("pipe_buffer_pages", marks=shared_without_root)])
 def test_a_per_uid_counter_held_next_door_does_not_starve_a_sandbox(pair, counter):
     """``RLIMIT_MSGQUEUE`` (queue bytes), ``RLIMIT_SIGPENDING`` (queued signals) and the pipe
     buffer pages of ``fs.pipe-user-pages-soft`` are counted per host uid: a neighbour that holds

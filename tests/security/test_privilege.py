@@ -27,7 +27,7 @@ from proofgym.runtimes.sandbox.bwrap import (
     scratch_dir,
     spawn,
 )
-from proofgym.runtimes.sandbox.namespaces import sandbox_ids
+from proofgym.runtimes.sandbox.ids import id_range
 from proofgym.runtimes.sandbox.system import MinimalSystem
 from tests.conftest import require_tool
 from tests.sandbox_helpers import FAST_LIMITS
@@ -36,8 +36,15 @@ from tests.security.conftest import bash, process_uids
 pytestmark = pytest.mark.sandbox
 
 
-def _expected_uid() -> int:
-    return sandbox_ids()[0] if os.geteuid() == 0 else os.getuid()
+def _expected_uid(proc) -> int:
+    """As root: the uid leased for this sandbox alone (within the reserved range); otherwise
+    the user's own."""
+    if os.geteuid() != 0:
+        return os.getuid()
+    lease = proc.lease
+    ids = id_range()
+    assert ids.uid <= lease.uid < ids.uid + ids.count and lease.gid - ids.gid == lease.uid - ids.uid
+    return lease.uid
 
 
 def _sandbox_pids(rt: SandboxRuntime) -> list[int]:
@@ -71,7 +78,8 @@ def test_every_sandbox_process_runs_as_the_sandbox_user_without_capabilities(tmp
         # bwrap and the sandbox's init (the supervisor); the next call's shell too, once started
         assert len(pids) >= 2, pids
         uids = {pid: process_uids(pid) for pid in pids}
-        assert all(u == [_expected_uid()] * 4 for u in uids.values() if u is not None), uids
+        want = _expected_uid(rt._shell.proc)
+        assert all(u == [want] * 4 for u in uids.values() if u is not None), uids
         if os.geteuid() == 0:
             assert all(0 not in u for u in uids.values() if u is not None), uids
         assert all(_capabilities(pid).get("CapEff") == 0 for pid in pids if Path(f"/proc/{pid}").exists())
@@ -90,7 +98,7 @@ def test_a_root_owned_snapshot_is_editable_and_never_written(tmp_path):
         assert r.output.splitlines() == ["A = 2", "1000"], r.output
         upper = rt.workspace_changes_dir
         for rel in ("pkg/mod.py", "pkg/new/f", "pkg/new"):
-            assert (upper / rel).stat().st_uid == _expected_uid(), rel
+            assert (upper / rel).stat().st_uid == _expected_uid(rt._shell.proc), rel
         assert rt.snapshot().files == {"pkg/mod.py": b"A = 2\n", "pkg/new/f": b"x\n"}
     assert (snap / "pkg" / "mod.py").read_text() == "A = 1\n"
     st = (snap / "pkg" / "mod.py").stat()
@@ -117,7 +125,7 @@ def test_files_the_host_puts_into_the_workspace_belong_to_the_agent(tmp_path):
         out, _ = spawned.proc.communicate(timeout=60)
         assert spawned.proc.returncode == 0, out
         assert out.decode().splitlines() == ["planted", "more"]
-        assert (overlay.upper / "tests" / "new").stat().st_uid == _expected_uid()
+        assert (overlay.upper / "tests" / "new").stat().st_uid == _expected_uid(spawned.proc)
     finally:
         remove_scratch(root)
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from proofgym.core import ActionScript, Task, TaskSpec, ToolCallAction, Trace, TurnCompleteAction, Verdict
-from proofgym.verify import HedgedAnswer, extract_final_answer, math_equivalent
+from proofgym.verify import HedgedAnswer, MathCheckStarved, extract_final_answer, math_equivalent
 
 LEVELS = (1, 2, 3, 4)
 
@@ -55,9 +55,13 @@ class ArithTask(Task):
         except HedgedAnswer:
             return Verdict(0.0, {"correct": 0.0}, {"answered": 1.0, "hedged": 1.0,
                                                    "used_calculator": used_calculator})
-        correct = float(candidate is not None and math_equivalent(self.answer, candidate))
+        answered = float(candidate is not None)
+        try:
+            correct = float(candidate is not None and math_equivalent(self.answer, candidate))
+        except MathCheckStarved as exc:  # the host starved the checker: not judged, never a 0
+            return Verdict.failed(str(exc), answered=answered, used_calculator=used_calculator)
         return Verdict(correct, {"correct": correct},
-                       {"answered": float(candidate is not None), "used_calculator": used_calculator})
+                       {"answered": answered, "used_calculator": used_calculator})
 
     def reference_solution(self) -> ActionScript:
         return [ToolCallAction("calculator", {"expression": self.expression}),

@@ -4,7 +4,8 @@ bubblewrap 0.8 (Debian 12) has no ``--overlay``, so the overlay is mounted *arou
 ``bwrap`` binds the merged directory as ``/workspace``: in a mount namespace of the sandbox's
 own, set up between ``fork`` and ``exec`` by the spawner process
 (:mod:`~proofgym.runtimes.sandbox.spawner`), so it dies with the sandbox. ``bwrap`` itself
-always runs as an unprivileged host user (as root: the dedicated sandbox user), under the
+always runs as an unprivileged host user (as root: a uid and gid leased for this sandbox alone,
+:mod:`~proofgym.runtimes.sandbox.ids`), under the
 seccomp filter of :mod:`~proofgym.runtimes.sandbox.seccomp`.
 The upper directory is an ordinary host directory that holds exactly the sandbox's changes.
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from proofgym.runtimes.sandbox import namespaces, seccomp
+from proofgym.runtimes.sandbox import ids, namespaces, seccomp
 from proofgym.runtimes.sandbox.cgroups import SandboxCgroup
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.scratch import remove_scratch, remove_tree, scratch_dir, sweep_scratch
@@ -69,14 +70,11 @@ class Overlay:
 
     @classmethod
     def create(cls, lower: Path, root: Path) -> Overlay:
-        """The overlay's directories under the new directory ``root``. As root, the upper
-        directory (the workspace's top) belongs to the sandbox user."""
+        """The overlay's directories under the new directory ``root``. As root, :func:`spawn`
+        gives the upper directory (the workspace's top) to the uid it leases for the sandbox."""
         dirs = [root / n for n in ("upper", "work", "merged", "lower")]
         for d in dirs:
             d.mkdir(parents=True)
-        if os.geteuid() == 0:
-            uid, gid = namespaces.sandbox_ids()
-            os.chown(dirs[0], uid, gid)
         return cls(lower, *dirs)
 
 
@@ -152,17 +150,40 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
     its arguments from a pipe (``--args``), so no host path shows in the sandbox's process
     list, and runs with an empty environment, so none shows in ``/proc/1/environ``.
     """
+    for attempt in range(_ID_ATTEMPTS):
+        lease = ids.lease()
+        try:
+            return _spawn(argv, lease, overlay=overlay, limits=limits, cgroup=cgroup,
+                          pass_fds=pass_fds, stdin=stdin, stdout=stdout, stderr=stderr)
+        except namespaces.IdBusyError:
+            lease.mark_busy()  # a process of that uid lives on: try another id
+            if attempt == _ID_ATTEMPTS - 1:
+                raise
+        except BaseException:
+            lease.release()
+            raise
+    raise AssertionError("unreachable")
+
+
+#: Leased ids found still in use by a live process before a sandbox gives up.
+_ID_ATTEMPTS = 8
+
+
+def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
+           limits: SandboxLimits, cgroup: SandboxCgroup | None, pass_fds: Sequence[int],
+           stdin: int | None, stdout: int | None, stderr: int | None) -> Spawned:
     privileged = os.geteuid() == 0
     if privileged and overlay is not None:
-        _own_upper(overlay.upper)
+        _own_upper(overlay.upper, lease)
     if privileged:
-        _give_pipes(pass_fds)
+        _give_pipes(pass_fds, lease)
     rlimits = [r for r in _rlimits(limits)
                if not (privileged and r[0] == resource.RLIMIT_NPROC)]  # see _rlimits
     fds: list[int] = []
     try:
         info_r, info_w = _pipe(fds)
-        sec_r = seccomp.program_fd()
+        # without a CPU cgroup, sessions are what the scheduler shares CPU by (autogroups)
+        sec_r = seccomp.program_fd(contain_sessions=cgroup is None)
         fds.append(sec_r)
         # the options go through a pipe, the command stays on the command line (bwrap wants it
         # there); a bwrap_argv always has "--" before the command
@@ -191,14 +212,16 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
             argv=[argv[0], "--args", str(args_r), *argv[cut:]], keep_fds=keep,
             episode_dir=str(overlay.upper.parent) if overlay is not None else None,
             lower=str(overlay.lower) if overlay is not None else None,
-            cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits,
+            cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits, lease=lease,
             publish=str(publish) if publish else None, system_root=system_root)
-        proc = namespaces.start(plan, stdin=stdin, stdout=stdout, stderr=stderr, keep_fds=keep)
+        proc = namespaces.start(plan, stdin=stdin, stdout=stdout, stderr=stderr, keep_fds=keep,
+                                lease=lease)
         for fd in (info_w, sec_r, args_r):
             os.close(fd)
             fds.remove(fd)
         if privileged:
-            _give_pipes([f.fileno() for f in (proc.stdin, proc.stdout, proc.stderr) if f is not None])
+            _give_pipes([f.fileno() for f in (proc.stdin, proc.stdout, proc.stderr) if f is not None],
+                        lease)
         spawned = Spawned(proc)
         info = _read_info(info_r)
         if info is None:
@@ -259,21 +282,22 @@ def _args_pipe(args: Sequence[str], fds: list[int]) -> int:
     return r
 
 
-def _give_pipes(fds: Sequence[int]) -> None:
+def _give_pipes(fds: Sequence[int], lease: ids.IdLease) -> None:
     """Pipes we made belong to root with mode 0600: a sandbox process that reopens one by name
     (``/dev/stdout``, ``--junitxml=/dev/fd/4``) must find it its own, as it did when the sandbox
     user was root."""
-    uid, gid = namespaces.sandbox_ids()
+    uid, gid = lease.ids or (os.getuid(), os.getgid())
     for fd in fds:
         st = os.fstat(fd)
         if stat.S_ISFIFO(st.st_mode) and st.st_uid == 0:
             os.fchown(fd, uid, gid)
 
 
-def _own_upper(upper: Path) -> None:
-    """Files put into the upper directory from the host (a grader's artifact files) belong to
-    the sandbox user, as if the sandbox had written them."""
-    uid, gid = namespaces.sandbox_ids()
+def _own_upper(upper: Path, lease: ids.IdLease) -> None:
+    """The upper directory and the files put into it from the host (a grader's artifact files,
+    or what an earlier sandbox of the episode wrote as another leased uid) belong to this
+    sandbox's uid, as if it had written them."""
+    uid, gid = lease.ids or (os.getuid(), os.getgid())
     for dirpath, dirnames, filenames in os.walk(upper):
         for name in (".", *dirnames, *filenames):
             path = os.path.join(dirpath, name)
@@ -312,10 +336,20 @@ def _output_of(proc: subprocess.Popen[bytes]) -> str:
 
 
 def _rlimits(limits: SandboxLimits) -> list[tuple[int, int]]:
-    """Per-process limits. ``RLIMIT_NPROC`` counts every process of the host uid, so as root
-    (where all sandboxes share the sandbox user and the cgroup caps processes per sandbox) it
-    is left out."""
-    return [(resource.RLIMIT_AS, limits.memory_mb << 20),
-            (resource.RLIMIT_FSIZE, limits.max_file_size_mb << 20),
-            (resource.RLIMIT_NPROC, limits.max_processes),
-            (resource.RLIMIT_CORE, 0)]
+    """Per-process limits. As root (each sandbox its own uid; the cgroup caps processes)
+    ``RLIMIT_NPROC`` is left out. Without root, where every sandbox is the user's uid,
+    ``RLIMIT_MSGQUEUE`` and ``RLIMIT_SIGPENDING`` (counted per user, and per user namespace
+    below it) are set to the sandbox's slot's share of the user's own limits (set in the
+    sandbox's namespace, so bwrap's namespace gets them as its cap), so the sandboxes together
+    never fill the user's pool and none sees another's use of it."""
+    out = [(resource.RLIMIT_AS, limits.memory_mb << 20),
+           (resource.RLIMIT_FSIZE, limits.max_file_size_mb << 20),
+           (resource.RLIMIT_NPROC, limits.max_processes),
+           (resource.RLIMIT_CORE, 0)]
+    if os.geteuid() != 0:
+        for res in (resource.RLIMIT_MSGQUEUE, resource.RLIMIT_SIGPENDING):
+            soft, hard = resource.getrlimit(res)
+            total = min(v for v in (soft, hard) if v != resource.RLIM_INFINITY) \
+                if (soft, hard) != (resource.RLIM_INFINITY,) * 2 else 1 << 20
+            out.append((res, max(1, total // ids.user_slots())))
+    return out

@@ -1,6 +1,11 @@
 """Per-sandbox cgroups (when the host lets us write them): a process cap that also holds for a
-sandbox whose user is mapped to root, and memory accounting that tells an out-of-memory kill
-apart from any other crash.
+sandbox whose user is mapped to root, memory accounting that tells an out-of-memory kill apart
+from any other crash, and a CPU group of its own.
+
+The CPU group makes the scheduler share CPU between sandboxes, not between their processes: a
+sandbox running 64 busy loops (each in a session of its own, which defeats the kernel's
+autogroups) gets one sandbox's share, as a neighbour with one process does
+(``tests/security/test_attack_cpu_hog.py``). ``SandboxLimits.cpus`` caps it further (a CFS quota).
 
 Without a writable cgroup hierarchy the sandbox still has ``RLIMIT_AS`` and ``RLIMIT_NPROC``;
 ``RLIMIT_NPROC`` is not enforced for processes that are root on the host, so running as root
@@ -55,6 +60,20 @@ class SandboxCgroup:
                         return int(value)
         return 0
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time used by the sandbox's processes so far (``None`` without a CPU group)."""
+        for d in self.dirs:
+            usage = d / "cpuacct.usage"
+            if usage.exists():
+                return int(usage.read_text()) / 1e9
+            stat = d / "cpu.stat"
+            if self.v2 and stat.exists():
+                for line in stat.read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "usage_usec":
+                        return int(value) / 1e6
+        return None
+
     def pids(self) -> list[int]:
         pids: set[int] = set()
         for f in self.procs_files():
@@ -100,14 +119,32 @@ def _sweep(parent: Path) -> None:
                 continue
 
 
-def create(memory_bytes: int, max_processes: int) -> SandboxCgroup | None:
-    """A fresh cgroup with the limits set, or ``None`` when cgroups are not writable here."""
+_CFS_PERIOD_US = 100_000
+
+
+def _v1_cpu_hierarchies() -> list[tuple[Path, str]]:
+    """The v1 hierarchies for CPU scheduling and accounting (``cpu`` and ``cpuacct``, once
+    each when they are mounted together as ``cpu,cpuacct``)."""
+    found: list[tuple[Path, str]] = []
+    seen: set[str] = set()
+    for ctrl in ("cpu", "cpuacct"):
+        root = _ROOT / ctrl
+        if (root / "cgroup.procs").exists() and os.path.realpath(root) not in seen:
+            seen.add(os.path.realpath(root))
+            found.append((root, ctrl))
+    return found
+
+
+def create(memory_bytes: int, max_processes: int,
+           cpus: float | None = None) -> SandboxCgroup | None:
+    """A fresh cgroup with the limits set, or ``None`` when cgroups are not writable here.
+    ``cpus``: a CPU quota in CPUs (``None``: a fair share only)."""
     name = f"proofgym-{os.getpid()}-{next(_counter)}"
     v1 = [(_ROOT / "pids", "pids"), (_ROOT / "memory", "memory")]
     if all((root / "cgroup.procs").exists() for root, _ in v1):
         made: list[Path] = []
         try:
-            for root, ctrl in v1:
+            for root, ctrl in [*v1, *_v1_cpu_hierarchies()]:
                 parent = root / _own_path(ctrl)
                 if not _swept:
                     _sweep(parent)
@@ -120,6 +157,12 @@ def create(memory_bytes: int, max_processes: int) -> SandboxCgroup | None:
             memsw = made[1] / "memory.memsw.limit_in_bytes"
             if memsw.exists():
                 memsw.write_text(str(memory_bytes))
+            for d in made[2:]:
+                if (d / "cpu.shares").exists():
+                    (d / "cpu.shares").write_text("1024")  # one sandbox, one nice-0 share
+                    if cpus is not None:
+                        (d / "cpu.cfs_period_us").write_text(str(_CFS_PERIOD_US))
+                        (d / "cpu.cfs_quota_us").write_text(str(max(1000, int(cpus * _CFS_PERIOD_US))))
             return SandboxCgroup(tuple(made), v2=False)
         except OSError:
             SandboxCgroup(tuple(made), v2=False).remove()
@@ -134,6 +177,11 @@ def create(memory_bytes: int, max_processes: int) -> SandboxCgroup | None:
             (d / "pids.max").write_text(str(max_processes + _HELPER))
             (d / "memory.max").write_text(str(memory_bytes))
             (d / "memory.swap.max").write_text("0") if (d / "memory.swap.max").exists() else None
+            if (d / "cpu.weight").exists():
+                (d / "cpu.weight").write_text("100")
+                if cpus is not None:
+                    quota = max(1000, int(cpus * _CFS_PERIOD_US))
+                    (d / "cpu.max").write_text(f"{quota} {_CFS_PERIOD_US}")
             return SandboxCgroup((d,), v2=True)
         except OSError:
             return None

@@ -39,6 +39,10 @@ class SandboxLimits:
         artifact_max_files: Number of changed files an artifact holds.
         artifact_max_path_bytes: Longest path (bytes, relative to the workspace) of a changed
             file.
+        cpus: A CPU quota for the whole sandbox, in CPUs (``1.5``: one and a half cores);
+            ``None`` (the default) leaves it uncapped. Either way, where cgroups can be written,
+            each sandbox is a CPU group of its own, so the scheduler shares CPU between
+            sandboxes, not between their processes.
         artifact_max_depth: Deepest directory nesting of the workspace's changes (it bounds
             the snapshot's walk). An episode over any artifact limit yields an artifact with no files and
             ``meta["limit_exceeded"]`` saying which limit (graders score it 0).
@@ -59,9 +63,12 @@ class SandboxLimits:
     artifact_max_files: int = 10_000
     artifact_max_path_bytes: int = 1024
     artifact_max_depth: int = 64
+    cpus: float | None = None
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
+            if name == "cpus" and value is None:
+                continue
             if value <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be positive, got {value!r}")
         if self.max_output_chars < 64:

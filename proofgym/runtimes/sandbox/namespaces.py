@@ -30,31 +30,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from proofgym.runtimes.sandbox import ids
+from proofgym.runtimes.sandbox.ids import SANDBOX_UID_ENV
 from proofgym.runtimes.sandbox.system import SandboxSetupError
 
-#: The host uid and gid sandboxes run as when proofgym runs as root (override with these
-#: environment variables; the ids need no account, and must not be 0 or used by anything else).
-SANDBOX_UID_ENV, SANDBOX_GID_ENV = "PROOFGYM_SANDBOX_UID", "PROOFGYM_SANDBOX_GID"
-DEFAULT_SANDBOX_ID = 0x7FFE0000
 SPAWNER = Path(__file__).with_name("spawner.py")
 _MAX_FDS = 64
 
 
 def sandbox_ids() -> tuple[int, int]:
-    """The unprivileged host ``(uid, gid)`` of sandbox processes when proofgym runs as root."""
-    ids = []
-    for name in (SANDBOX_UID_ENV, SANDBOX_GID_ENV):
-        raw = os.environ.get(name, str(DEFAULT_SANDBOX_ID))
-        try:
-            value = int(raw)
-        except ValueError:
-            value = -1
-        if not 0 < value < 0xFFFFFFFF or value == 65535:
-            raise SandboxSetupError(f"{name}={raw!r} is not a usable id: give an unused uid/gid "
-                                    f"between 1 and 4294967294 (not 65535), or unset it for "
-                                    f"the default {DEFAULT_SANDBOX_ID}")
-        ids.append(value)
-    return ids[0], ids[1]
+    """The first host ``(uid, gid)`` of the range sandboxes lease their ids from as root
+    (:func:`proofgym.runtimes.sandbox.ids.id_range`); each sandbox runs as one of its own."""
+    first = ids.id_range()
+    return first.uid, first.gid
 
 
 def overlay_options(userxattr: bool) -> bytes:
@@ -63,12 +51,19 @@ def overlay_options(userxattr: bool) -> bytes:
 
 def plan_for(*, argv: Sequence[str], keep_fds: Sequence[int], episode_dir: str | None,
              lower: str | None, cgroup_procs: Sequence[str], rlimits: Sequence[tuple[int, int]],
-             publish: str | None = None, system_root: str | None = None) -> dict[str, Any]:
+             lease: ids.IdLease, publish: str | None = None,
+             system_root: str | None = None) -> dict[str, Any]:
     """What the spawner's child does for this process's privileges (root or not): a dict of
     plain values (it crosses to the spawner with ``marshal``). ``keep_fds`` stay open in the
-    child at the same numbers (the command line names them)."""
+    child at the same numbers (the command line names them). As root the child drops to the
+    ``lease``'s ids; without root its user namespace gets the lease's share of the user's
+    inotify and fanotify pools."""
     privileged = os.geteuid() == 0
-    drop_to = sandbox_ids() if privileged else None
+    drop_to = lease.ids if privileged else None
+    if privileged and drop_to is None:
+        raise SandboxSetupError("a sandbox started as root needs a leased uid/gid")
+    caps = [] if privileged else [(name.encode(), value)
+                                  for name, value in ids.user_namespace_caps().items()]
     idmap = None
     if privileged and lower is not None:
         st = os.stat(lower)
@@ -80,6 +75,7 @@ def plan_for(*, argv: Sequence[str], keep_fds: Sequence[int], episode_dir: str |
             "options": overlay_options(not privileged), "idmap": idmap,
             "cgroup_procs": list(cgroup_procs), "rlimits": [tuple(r) for r in rlimits],
             "publish": os.fsencode(publish) if publish and privileged else None,
+            "ns_caps": caps,
             "system_root": os.fsencode(system_root) if system_root else None}
 
 
@@ -90,8 +86,11 @@ class SandboxProcess:
 
     def __init__(self, args: Sequence[str], pid: int, pidfd: int, reply: socket.socket,
                  stdin: IO[bytes] | None, stdout: IO[bytes] | None,
-                 stderr: IO[bytes] | None) -> None:
+                 stderr: IO[bytes] | None, lease: ids.IdLease | None = None) -> None:
         self.args = list(args)
+        #: the host ids it runs as, held until its exit is collected (then every process of
+        #: the sandbox is gone: the pid namespace's init is reaped last)
+        self.lease = lease
         self.pid = pid
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.returncode: int | None = None
@@ -124,6 +123,8 @@ class SandboxProcess:
 
     def _release(self) -> None:
         self._reply.close()
+        if self.lease is not None:
+            self.lease.release()
         with self._pidfd_lock:
             if self._pidfd >= 0:
                 os.close(self._pidfd)
@@ -260,8 +261,12 @@ def release_cgroup(cgroup_procs: Sequence[str]) -> None:
     _spawner.release(cgroup_procs)
 
 
+class IdBusyError(SandboxSetupError):
+    """The leased uid still had a live process when the sandbox started (it did not start)."""
+
+
 def start(plan: dict[str, Any], *, stdin: int | None, stdout: int | None, stderr: int | None,
-          keep_fds: Sequence[int] = ()) -> SandboxProcess:
+          keep_fds: Sequence[int] = (), lease: ids.IdLease | None = None) -> SandboxProcess:
     """Start ``plan`` (a :func:`plan_for`) in the spawner. ``stdin``/``stdout``/``stderr`` as for
     :class:`subprocess.Popen` (``PIPE``, ``DEVNULL``, ``STDOUT`` for stderr, a descriptor, or
     ``None``: this process's own). Raises :class:`SandboxSetupError` with what the child
@@ -311,12 +316,14 @@ def start(plan: dict[str, Any], *, stdin: int | None, stdout: int | None, stderr
                  for i, fd in enumerate(ours)]
         ours = []
         proc = SandboxProcess(plan["argv"], int.from_bytes(msg[1:9], "big"), fds[0], reply,
-                              *files)
+                              *files, lease=lease)
         if why:
             proc.wait()
             for f in files:
                 if f is not None:
                     f.close()
+            if ids.ID_BUSY.encode() in why:
+                raise IdBusyError(why.decode(errors="replace"))
             raise SandboxSetupError(_setup_error(why))
         return proc
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import signal
 import threading
 import time
@@ -14,22 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.runtimes.artifact import Artifact
-from proofgym.runtimes.sandbox import cgroups, seccomp
-from proofgym.runtimes.sandbox.bwrap import (
-    WORKSPACE,
-    Overlay,
-    bwrap_argv,
-    find_bwrap,
-    remove_scratch,
-    remove_tree,
-    spawn,
-)
-from proofgym.runtimes.sandbox.bwrap import scratch_dir as scratch_dir_
+from proofgym.runtimes.sandbox.box import Overlay, SandboxHome
+from proofgym.runtimes.sandbox.bwrap import WORKSPACE
 from proofgym.runtimes.sandbox.changes import read_changes
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.shell import CommandOutcome, SandboxShell, supervisor_command
 from proofgym.runtimes.sandbox.snapshot_source import SnapshotSource, materialize
-from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, MinimalSystem, SandboxSetupError
+from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, SandboxSetupError
 from proofgym.tools import Tool, ToolError, ToolRegistry, ToolResult, cut_output
 
 log = logging.getLogger(__name__)
@@ -86,25 +76,13 @@ class SandboxRuntime:
         self.limits = limits or SandboxLimits()
         self.sandbox, chosen = select_tools(self, tools)  # bad tools fail before any setup
         self.tools = ToolRegistry(chosen)
-        self.bwrap = find_bwrap()
-        # built once per process: without libseccomp this fails here, at setup, and not as a
-        # tool error at the episode's first call
-        seccomp.filter_program()
-        self.system = MinimalSystem.default(tuple(packages))
-        self._root = scratch_dir_(prefix="proofgym-sandbox-", size_mb=self.limits.workspace_mb,
-                                  parent=scratch_dir)
+        self._home = SandboxHome(self.limits, packages=packages, prefix="proofgym-sandbox-",
+                                 parent=scratch_dir)
+        self.bwrap, self.system = self._home.bwrap, self._home.system
+        self._root, self._cgroup = self._home.root, self._home.cgroup
         self._empty = self._root / "empty"
         self._empty.mkdir()
         self._lower = self._empty
-        self._cgroup = cgroups.create(self.limits.memory_mb << 20, self.limits.max_processes)
-        if self._cgroup is None and os.geteuid() == 0:
-            # RLIMIT_NPROC does not bind processes that are root on the host: without a
-            # cgroup nothing would stop a fork bomb, so refuse rather than pretend.
-            remove_scratch(self._root)
-            raise SandboxSetupError(
-                "running as root, SandboxRuntime needs a writable cgroup hierarchy (v1 pids and "
-                "memory controllers, or v2 with both enabled) to cap processes and memory; "
-                "run as an ordinary user (rlimits then apply) or make /sys/fs/cgroup writable")
         self._episodes = itertools.count()
         self._overlay: Overlay | None = None
         self._shell: SandboxShell | None = None
@@ -154,13 +132,13 @@ class SandboxRuntime:
         else:
             if spare is not None:
                 self._retire(spare[1], spare[0])
-            self._overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
+            self._overlay = self._home.overlay(self._lower, f"ep{next(self._episodes)}")
             self._pending = None
         self._episode_deadline = time.monotonic() + self.limits.episode_time_s
         self._shell_restarts = 0
         self._dirty = False
         if self.prestart:
-            overlay = Overlay.create(self._lower, self._root / f"ep{next(self._episodes)}")
+            overlay = self._home.overlay(self._lower, f"ep{next(self._episodes)}")
             self._spare = (overlay, self._background.submit(self._boot, overlay))
         # after the spare's boot in the queue: the next reset waits on the spare, not on this;
         # the new episode's first call waits for it (see _settle())
@@ -175,7 +153,7 @@ class SandboxRuntime:
             if sh is not None:
                 sh.kill()
             if overlay is not None:
-                remove_tree(overlay.upper.parent)
+                SandboxHome.discard(overlay)
         if shell is None and overlay is None:
             return None
         if self._closed or not self.prestart:
@@ -193,9 +171,7 @@ class SandboxRuntime:
             return None
 
     def _boot(self, overlay: Overlay) -> SandboxShell:
-        argv = bwrap_argv(self.bwrap, self.system, self.limits, supervisor_command(),
-                          workspace=overlay.merged, as_pid_1=True)
-        spawned = spawn(argv, overlay=overlay, limits=self.limits, cgroup=self._cgroup)
+        spawned = self._home.boot(overlay, supervisor_command(), as_pid_1=True)
         shell = SandboxShell(spawned.proc, self._cgroup, self.limits.max_output_bytes,
                              max_frame_bytes=self.limits.max_file_bytes + (1 << 16),
                              pidns=spawned.pidns)
@@ -230,14 +206,7 @@ class SandboxRuntime:
         if self._spare is not None:
             self._retire(self._spare[1], self._spare[0])
         self._retire(self._pending, None)
-        if self._cgroup is not None:
-            self._cgroup.release()
-            for _ in range(50):  # the pid namespace's processes exit just after its init
-                if not self._cgroup.pids():
-                    break
-                time.sleep(0.01)
-            self._cgroup.remove()
-        remove_scratch(self._root)
+        self._home.close(settle_s=0.5)
 
     def __enter__(self) -> SandboxRuntime:
         return self

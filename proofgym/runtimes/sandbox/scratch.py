@@ -16,8 +16,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from proofgym.runtimes.sandbox import namespaces
-
 _MNT_DETACH = 2
 _MS_NOSUID = 2
 _MS_NODEV = 4
@@ -31,18 +29,17 @@ def scratch_dir(prefix: str, size_mb: int, parent: str | Path | None = None) -> 
     """A private directory for overlay upper directories, named with this process's pid so a
     later run can remove it if this process dies without doing so (:func:`sweep_scratch`).
 
-    As root it is a tmpfs of ``size_mb`` owned by the sandbox user, so what a sandbox writes
-    cannot fill the host's disk; otherwise an ordinary temp directory. Remove it with
-    :func:`remove_scratch`."""
+    As root it is a tmpfs of ``size_mb`` (root's, mode 0700: each sandbox's upper directory in
+    it belongs to that sandbox's own uid), so what a sandbox writes cannot fill the host's disk;
+    otherwise an ordinary temp directory. Remove it with :func:`remove_scratch`."""
     parent_dir = Path(parent) if parent is not None else Path(tempfile.gettempdir())
     if str(parent_dir) not in _swept_scratch:
         _swept_scratch.add(str(parent_dir))
         sweep_scratch(parent_dir)
     root = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent_dir))
     if os.geteuid() == 0:
-        uid, gid = namespaces.sandbox_ids()
         _check(_libc.mount(b"tmpfs", str(root).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
-                           f"size={size_mb}m,mode=0700,uid={uid},gid={gid}".encode()),
+                           f"size={size_mb}m,mode=0700,uid=0,gid=0".encode()),
                f"mounting a tmpfs at {root}")
     return root
 

@@ -73,11 +73,19 @@ def _library():  # type: ignore[no-untyped-def]
 
 
 @cache
-def filter_program() -> bytes:
-    """The filter as a BPF program, in the form bwrap's ``--seccomp`` reads."""
+def filter_program(contain_sessions: bool = False) -> bytes:
+    """The filter as a BPF program, in the form bwrap's ``--seccomp`` reads.
+
+    With ``contain_sessions`` (a sandbox without a CPU cgroup: proofgym without root),
+    ``setsid()`` succeeds without starting a session: every process of the sandbox stays in the
+    one session bwrap made, so the kernel's autogroup, which gives each session one share of
+    the CPU, shares it per sandbox (``tests/security/test_attack_cpu_hog.py``). Callers see
+    success (0), as every caller that checks for ``-1`` expects."""
     sc = _library()
     eperm = sc.ERRNO(errno.EPERM)
     f = sc.SyscallFilter(sc.ALLOW)
+    if contain_sessions:
+        f.add_rule(sc.ERRNO(0), "setsid")
     f.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)
     native = sc.system_arch()
     for name in DENIED_SYSCALLS:
@@ -132,10 +140,10 @@ def syscall_numbers(names: tuple[str, ...] = DENIED_SYSCALLS) -> dict[str, int]:
     return {n: sc.resolve_syscall(arch, n) for n in names if _exists(sc, arch, n)}
 
 
-def program_fd() -> int:
+def program_fd(contain_sessions: bool = False) -> int:
     """A pipe's read end holding :func:`filter_program` (bwrap reads it to the end once); the
     caller passes it to bwrap and closes it."""
-    program = filter_program()
+    program = filter_program(contain_sessions)
     r, w = os.pipe()
     try:
         if len(program) > 65536:  # more than a pipe holds without a reader

@@ -58,7 +58,10 @@ _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_EMPTY_PATH, _AT_FDCWD = 1, 0o2000000, 
 _MOVE_MOUNT_F_EMPTY_PATH = 4
 _MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV, _MOUNT_ATTR_IDMAP = 1, 2, 4, 0x100000
 _KEYCTL_JOIN_SESSION_KEYRING = 1
+#: What the child reports when its leased uid still has a live process (the host retries).
+ID_BUSY = "sandbox id in use by a live process:"
 _MAX_FDS = 64
+_MAX_IDMAPS = 256
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
@@ -94,6 +97,8 @@ def idmap_userns(owner, to):
     key = (*owner, *to)
     if key in _idmaps:
         return _idmaps[key]
+    if len(_idmaps) >= _MAX_IDMAPS:  # one per leased uid in use: few, but never unbounded
+        os.close(_idmaps.pop(next(iter(_idmaps))))
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: hold a new user namespace until the parent has its fd
@@ -168,6 +173,10 @@ def setup(plan, idmap_fd):
         _write("/proc/self/setgroups", b"deny")
         _write("/proc/self/uid_map", f"0 {uid} 1".encode())
         _write("/proc/self/gid_map", f"0 {gid} 1".encode())
+        # this namespace's share of the user's inotify/fanotify pools (see ids.py): every
+        # use inside is charged here too, and the shares together never fill the user's pool
+        for name, value in plan["ns_caps"]:
+            _write(b"/proc/sys/user/" + name, str(value).encode())
     _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
     publish = plan["publish"]
     if plan["system_root"] is not None:
@@ -192,6 +201,14 @@ def setup(plan, idmap_fd):
         resource.setrlimit(res, (value, value))
     if plan["drop_to"] is not None:
         uid, gid = plan["drop_to"]
+        # the leased id must be ours alone: getpriority(PRIO_USER) finds any live process whose
+        # real uid it is (a killed run's sandbox still dying, or a stranger), ESRCH if none
+        try:
+            os.getpriority(os.PRIO_USER, uid)
+        except ProcessLookupError:
+            pass
+        else:
+            raise OSError(f"{ID_BUSY} {uid}")
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)  # from root to a non-zero uid: every capability is dropped

@@ -33,10 +33,26 @@ WORKSPACE = "/workspace"
 BASH = "/usr/bin/bash"
 MAX_STATE = 256 * 1024
 #: Environment names a saved state may not set: they would run code in the next call's shell
-#: before its command (BASH_ENV, exported functions) or change how bash parses it.
+#: before its command (BASH_ENV, exported functions), change how bash parses it, or make a
+#: program the next command starts run code it was not asked to (a C library, interpreter or git
+#: start-up hook). Plain data (``PATH`` included: it runs nothing by itself) carries over.
 _UNSAFE_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "LD_PRELOAD", "LD_AUDIT",
                "PROMPT_COMMAND", "BASH_XTRACEFD", "GLOBIGNORE", "CDPATH", "SHLVL", "_",
-               "TMOUT")
+               "TMOUT", "BASH_COMPAT", "BASH_LOADABLES_PATH", "EXECIGNORE", "POSIXLY_CORRECT",
+               # the C library's hooks (code or parsers loaded by every program)
+               "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "HOSTALIASES",
+               "RES_OPTIONS", "LOCALDOMAIN", "TERMINFO", "TERMINFO_DIRS", "TERMCAP",
+               # other interpreters' start-up hooks
+               "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB",
+               "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+               "JDK_JAVA_OPTIONS", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_COUNT",
+               "GIT_CONFIG_PARAMETERS", "GIT_EXEC_PATH", "GIT_EXTERNAL_DIFF")
+#: Whole families a saved state may not set: the dynamic loader's (``LD_LIBRARY_PATH`` loads the
+#: agent's libraries into the next shell as it starts, before it has its command), glibc's
+#: allocator hooks, and the variables Python and pytest honour at start-up (``PYTHONPATH``'s
+#: ``sitecustomize``, ``PYTHONSTARTUP``, ``PYTEST_PLUGINS``). Such a name keeps the sandbox's own
+#: value from call to call (``LD_LIBRARY_PATH``, ``PYTHONDONTWRITEBYTECODE``) or stays unset.
+_UNSAFE_PREFIXES = ("LD_", "MALLOC_", "PYTHON", "PYTEST_", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
 
 # The next call's shell is started (in the working directory $1) as soon as the previous call
 # ends, and waits for its command on fd 4, so a call does not wait for bash to start. On exit
@@ -186,7 +202,7 @@ class Runner:
             file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
                           (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, out_w, 2),
                           (os.POSIX_SPAWN_DUP2, st_w, 3), (os.POSIX_SPAWN_DUP2, cmd_r, 4)],
-            setsid=True,
+            setpgroup=0,  # its own group (not a session: see seccomp.filter_program)
             setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
                        signal.SIGQUIT, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2),
             setsigmask=())
@@ -304,9 +320,14 @@ class Runner:
             return  # the command did not leave a state (killed, or fd 3 closed): keep the last
         env = dict(self.base_env)
         for name, value in parse_exports(exports):
-            if _valid_name(name) and name.decode() not in _UNSAFE_ENV:
+            if _valid_name(name) and _carried(name.decode()):
                 env[name] = value
         self.cwd, self.env = cwd, env
+
+
+def _carried(name):
+    """Whether an exported variable may carry over to the next call (it is plain data)."""
+    return name not in _UNSAFE_ENV and not name.startswith(_UNSAFE_PREFIXES)
 
 
 _C_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("e"): 27, ord("E"): 27, ord("f"): 12, ord("n"): 10,

@@ -1,0 +1,102 @@
+"""The one way a sandbox boots and is torn down: :class:`SandboxHome` and :meth:`SandboxHome.boot`.
+
+Agent episodes (:class:`~proofgym.runtimes.sandbox.runtime.SandboxRuntime`), gradings
+(:mod:`proofgym.verify.grading_workspace`) and the benches all start their sandboxes here, so a
+hardening of the boot (ids, cgroups, rlimits, the seccomp filter, the bwrap arguments) lands in
+every sandbox at once.
+
+A *home* is the host side a sandbox needs besides its process: scratch space for overlay upper
+directories (a size-capped tmpfs as root) and a cgroup (processes, memory, CPU). A runtime keeps
+one home for all its episodes (they share its memory budget, one after the other); a grading has
+a home of its own. :meth:`SandboxHome.boot` starts ``bwrap`` over an overlay in the home, as a
+uid of its own (:mod:`~proofgym.runtimes.sandbox.ids`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from proofgym.runtimes.sandbox import cgroups, seccomp
+from proofgym.runtimes.sandbox.bwrap import (
+    Overlay,
+    Spawned,
+    bwrap_argv,
+    find_bwrap,
+    remove_scratch,
+    remove_tree,
+    scratch_dir,
+    spawn,
+)
+from proofgym.runtimes.sandbox.limits import SandboxLimits
+from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, MinimalSystem, SandboxSetupError
+
+__all__ = ["Overlay", "SandboxHome", "Spawned"]
+
+_NO_CGROUP_AS_ROOT = (
+    "running as root, a sandbox needs a writable cgroup hierarchy (v1 pids and memory "
+    "controllers, or v2 with both enabled) to cap processes and memory: RLIMIT_NPROC does not "
+    "bind processes that are root on the host, so nothing would stop a fork bomb. Run as an "
+    "ordinary user (rlimits then apply) or make /sys/fs/cgroup writable")
+
+
+class SandboxHome:
+    """Scratch space and a cgroup for sandboxes with ``limits`` over the minimal system with
+    ``packages``. Raises :class:`SandboxSetupError` (saying what to install or change) when the
+    host cannot run them: no bwrap, no libseccomp, as root no writable cgroups."""
+
+    def __init__(self, limits: SandboxLimits, *, packages: Sequence[str] = PYTEST_PACKAGES,
+                 prefix: str = "proofgym-sandbox-", parent: str | Path | None = None) -> None:
+        self.limits = limits
+        self.bwrap = find_bwrap()
+        # built once per process: without libseccomp this fails here, at setup
+        seccomp.filter_program()
+        self.system = MinimalSystem.default(tuple(packages))
+        self.root = scratch_dir(prefix=prefix, size_mb=limits.workspace_mb, parent=parent)
+        self.cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes, limits.cpus)
+        if self.cgroup is None and os.geteuid() == 0:
+            remove_scratch(self.root)
+            raise SandboxSetupError(_NO_CGROUP_AS_ROOT)
+        self.closed = False
+
+    def overlay(self, lower: Path, name: str) -> Overlay:
+        """A new copy-on-write workspace over ``lower`` in this home (``name`` is its folder)."""
+        return Overlay.create(lower, self.root / name)
+
+    def boot(self, overlay: Overlay | None, command: Sequence[str], *, as_pid_1: bool = False,
+             pass_fds: Sequence[int] = (), stdin: int | None = None, stdout: int | None = None,
+             stderr: int | None = None) -> Spawned:
+        """Start ``command`` in a sandbox over ``overlay`` (``None``: an empty workspace), in this
+        home's cgroup. ``stdin``/``stdout``/``stderr`` as for :class:`subprocess.Popen`
+        (default: pipes, stderr into stdout)."""
+        import subprocess
+
+        argv = bwrap_argv(self.bwrap, self.system, self.limits, command,
+                          workspace=overlay.merged if overlay is not None else None,
+                          as_pid_1=as_pid_1)
+        return spawn(argv, overlay=overlay, limits=self.limits, cgroup=self.cgroup,
+                     pass_fds=pass_fds,
+                     stdin=subprocess.PIPE if stdin is None else stdin,
+                     stdout=subprocess.PIPE if stdout is None else stdout,
+                     stderr=subprocess.STDOUT if stderr is None else stderr)
+
+    @staticmethod
+    def discard(overlay: Overlay) -> None:
+        """Delete an overlay's files (its sandbox must be gone)."""
+        remove_tree(overlay.upper.parent)
+
+    def close(self, *, settle_s: float = 2.0) -> None:
+        """Remove the cgroup (once its last processes are gone: a pid namespace's processes exit
+        just after its init, waited for up to ``settle_s``) and the scratch space."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.cgroup is not None:
+            self.cgroup.release()
+            deadline = time.monotonic() + settle_s
+            while self.cgroup.pids() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            self.cgroup.remove()
+        remove_scratch(self.root)
