@@ -48,4 +48,9 @@ def verify_command(
             value = "current (each task's own)"
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     console.print(table)
+    failed = [r for r in report.records if r["verdict"]["status"] == "error"]
+    if failed:
+        console.print(f"[yellow]{len(failed)} grader errors[/] (recorded as error verdicts, never as 0), "
+                      f"e.g. {failed[0]['trajectory_id']}: {failed[0]['verdict']['error']}",
+                      highlight=False, soft_wrap=True)
     console.print(f"wrote {len(report.records)} verdicts to {run / 'verdicts.jsonl'}")

@@ -180,6 +180,7 @@ class _TaskOutcome:
 
     rows: list[tuple[str, str, str | None]] = field(default_factory=list)
     unstable: str | None = None
+    regraded: int = 0  # episodes graded twice (a grading that failed is not repeated)
 
 
 def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -> _TaskOutcome:
@@ -188,7 +189,10 @@ def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -
     def check(name: str, expectation: str, policy: Policy, expected: float) -> None:
         traj, first, second = _play(env, policy, task, grading, name)
         outcome.rows.append((name, expectation, _score_problem(first, traj, expected)))
-        if first is not None and first.status != "error" and outcome.unstable is None:
+        if first is None or first.status == "error":
+            return  # not graded twice (the row above has failed already)
+        outcome.regraded += 1
+        if outcome.unstable is None:
             diff = "no second verdict" if second is None else verdict_difference(first, second)
             if diff is not None:
                 outcome.unstable = f"{name}: {diff}"
@@ -277,7 +281,10 @@ def _validate_envs(envs: list[UniversalVerifiableEnv], tasks: Sequence[Task], en
     determinism = CheckResult(DETERMINISTIC, "same twice")
     shipped = CheckResult(HAS_CONTROLS, "≥ 1 control")
     for task in tasks:
-        determinism.record(task.id, outcomes[task.id].unstable)
+        outcome = outcomes[task.id]
+        # no episode graded twice: nothing shows the grader is deterministic, so it is not a pass
+        determinism.record(task.id, outcome.unstable if outcome.regraded else
+                           "not checked: no grading of this task succeeded (see its other rows)")
         shipped.record(task.id, next(p for n, _, p in outcomes[task.id].rows if n == HAS_CONTROLS))
     return ValidationReport(env_id, len(tasks), [*rows.values(), determinism, shipped],
                             wall_time_s=time.monotonic() - started, concurrency=len(envs))
