@@ -55,6 +55,10 @@ class FaultyTask(Task):
             os._exit(1)
         return float(trace.final_message() == "yes")
 
+    def verifiers(self) -> dict[str, Any]:
+        """Another verifier version, for re-grading: one that hangs."""
+        return {"hangs": _hangs}
+
     def reference_solution(self) -> list[TurnCompleteAction]:
         return [TurnCompleteAction("yes")]
 
@@ -62,11 +66,22 @@ class FaultyTask(Task):
         return {"says_no": [TurnCompleteAction("no")]}
 
 
+def _hangs(trace: Trace, runtime: Any) -> float:
+    time.sleep(HANG_S)
+    return 1.0
+
+
 def make_env(fault: str = "hang") -> UniversalVerifiableEnv:
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; use one of {FAULTS}")
     return UniversalVerifiableEnv(InProcessRuntime([]), max_turns=1,
                                   tasks=TaskSet([FaultyTask(fault)], name=f"faulty-{fault}"))
+
+
+def make_every_fault_env() -> UniversalVerifiableEnv:
+    """One task per fault (``faulty-ok``, ``faulty-hang``, ...)."""
+    return UniversalVerifiableEnv(InProcessRuntime([]), max_turns=1,
+                                  tasks=TaskSet([FaultyTask(f) for f in FAULTS], name="faulty"))
 
 
 if "Faulty-v0" not in gymnasium.registry:
