@@ -8,7 +8,9 @@ same trajectory twice must give the same verdict. A grader error is a failure, n
 
 Every grading goes through a :class:`~proofgym.verify.pool.VerifierPool`: a grader that raises,
 runs past the grading timeout or kills its process (``process`` backend, as ``proofgym validate``
-uses) fails its check with the reason, and validation goes on with the next check.
+uses) fails its check with the reason, and validation goes on with the next check. Once a task's
+grader has run past the timeout, its remaining checks fail as not graded (each would most likely
+cost another timeout): a hanging grader costs one timeout per task, not one per check.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runner import make_env, takes_tasks
 from proofgym.record import Trajectory
 from proofgym.rollout import ControlPolicy, Policy, ReferencePolicy, ScriptedPolicy, run_episode
-from proofgym.verify.pool import VerifierPool, pool_for
+from proofgym.verify.pool import VerifierPool, pool_for, timed_out
 
 #: Seconds a grading may take when no timeout is given (as ``proofgym eval``).
 GRADER_TIMEOUT_S = 60.0
@@ -181,14 +183,24 @@ class _TaskOutcome:
     rows: list[tuple[str, str, str | None]] = field(default_factory=list)
     unstable: str | None = None
     regraded: int = 0  # episodes graded twice (a grading that failed is not repeated)
+    hung: str | None = None  # the check whose grading ran past the timeout: the rest are skipped
 
 
 def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -> _TaskOutcome:
     outcome = _TaskOutcome()
 
+    def skipped() -> str:
+        # a grader that hung once would most likely cost a timeout per check: one is enough
+        return f"not graded: this task's grader ran past the timeout on {outcome.hung} (see that row)"
+
     def check(name: str, expectation: str, policy: Policy, expected: float) -> None:
+        if outcome.hung is not None:
+            outcome.rows.append((name, expectation, skipped()))
+            return
         traj, first, second = _play(env, policy, task, grading, name)
         outcome.rows.append((name, expectation, _score_problem(first, traj, expected)))
+        if first is not None and timed_out(first):
+            outcome.hung = name
         if first is None or first.status == "error":
             return  # not graded twice (the row above has failed already)
         outcome.regraded += 1
@@ -199,7 +211,8 @@ def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -
 
     check(REFERENCE, "= 1", ReferencePolicy(), 1.0)
     check(DO_NOTHING, "= 0", ScriptedPolicy([], name="do_nothing"), 0.0)
-    outcome.rows.append((NO_ACTION, "= 0", _no_action_problem(env, task, grading)))
+    outcome.rows.append((NO_ACTION, "= 0", skipped() if outcome.hung is not None
+                         else _no_action_problem(env, task, grading)))
     try:
         names = list(task.controls())
     except Exception as exc:  # a broken controls() is a validation failure, reported as such

@@ -52,6 +52,15 @@ Backend = Literal["process", "inline", "ray"]
 GRADING_MARGIN_S = 30.0
 
 
+#: How the error verdict of a job stopped at its timeout begins (see :func:`timed_out`).
+TIMED_OUT = "the grader did not finish within the "
+
+
+def timed_out(verdict: Verdict) -> bool:
+    """Whether ``verdict`` is the error of a job the pool stopped at its timeout."""
+    return verdict.status == "error" and (verdict.error or "").startswith(TIMED_OUT)
+
+
 class PoolClosedError(ProofgymError, RuntimeError):
     """A job was submitted to a :class:`VerifierPool` that was already closed."""
 
@@ -349,8 +358,7 @@ class VerifierPool:
         self._running.pop(job.id, None)
         self.stats["timeouts"] += 1
         note = self._backend.expired(job)
-        self.fail_later(job, f"the grader did not finish within the {job.timeout_s:g} s timeout and "
-                             f"was stopped{note}")
+        self.fail_later(job, f"{TIMED_OUT}{job.timeout_s:g} s timeout and was stopped{note}")
 
     def _resolve(self, job: PoolJob, verdict: Verdict) -> None:
         with self.lock:
