@@ -57,9 +57,9 @@ hidden = {"tests/test_w.py": open(sys.argv[3], "rb").read()}
 first = run_pytest(snap, {}, tests=ids, hidden=hidden, mutants=False, timeout_s=30, test_timeout_s=10)
 assert first.results == {ids[0]: "passed"}, (first.results, first.report_error)
 deadline = time.monotonic() + 120
-while not any(k[0] == snap for k in WARM._spares) and time.monotonic() < deadline:
+while not any(k[0][0] == snap for k in WARM._spares) and time.monotonic() < deadline:
     time.sleep(0.05)  # listed once it has loaded pytest and said it is ready
-assert any(k[0] == snap for k in WARM._spares), f"no spare runner was booted: {WARM.last_boot_error}"
+assert any(k[0][0] == snap for k in WARM._spares), f"no spare runner was booted: {WARM.last_boot_error}"
 print("ready", flush=True)
 sys.stdin.readline()
 t0 = time.monotonic()
