@@ -214,7 +214,7 @@ def _main(_type=type, _id=id, _iter=iter, _TypeError=TypeError):
     guarded = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
                "__bool__", "__len__", "__contains__", "__iter__", "__getitem__", "__abs__",
                "__neg__", "__pos__", "__float__", "__int__", "__index__", "__round__",
-               "__complex__", "__str__", "__repr__", "__format__"}
+               "__complex__"}
     for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
                "xor", "lshift", "rshift"):
         guarded |= {f"__{op}__", f"__r{op}__"}
