@@ -537,11 +537,11 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
     *own* time reaches ``timeout`` (``timeout``), or its wall time ``backstop`` while its own
     time is still short of the limit (``starved``). Returns the status and the own time.
 
-    Own time is the wall time less the longest a process of the test waited on a CPU run queue
-    (``run_delay``), and at least the CPU time the test's processes consumed: a sleeping or
-    spinning test is timed as before, while the time a busy host kept it off the CPUs does not
-    count. A test cannot make its own waiting count less: waiting needs another process on the
-    CPU, and the test's own processes' CPU time counts."""
+    Own time (:func:`_own`) is the wall time less the longest a thread of the test waited on a
+    CPU run queue (``run_delay``), and at least the CPU time the test's processes consumed (up to
+    the wall time): a sleeping or spinning test is timed as before, while the time a busy host
+    kept it off the CPUs does not count. A test cannot make its own waiting count less: waiting
+    needs another process on the CPU, and the test's own processes' CPU time counts."""
     start = time.monotonic()
     base = _cpu_total()
     ctl.setblocking(False)
@@ -572,7 +572,7 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
             if now < start + timeout:
                 continue
             delay = max(delay, _delays(pid))
-            own = max(_cpu_total() - base + _live_cpu(), now - start - delay)
+            own = _own(now - start, delay, _cpu_total() - base + _live_cpu())
             if own >= timeout:
                 status = "timeout"
             elif now - start >= backstop:
@@ -589,10 +589,17 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
         _forward(out_r)
     live = _live_cpu()
     os.waitpid(pid, 0)
-    own = max(_cpu_total() - base + live, time.monotonic() - start - delay)
+    own = _own(time.monotonic() - start, delay, _cpu_total() - base + live)
     if status is not None:
         return status, own
     return proof.outcome() or "crashed", own
+
+
+def _own(wall: float, delay: float, cpu: float) -> float:
+    """A test's own time: wall time less its longest wait for a CPU, but never less than the CPU
+    time its processes used (so processes of its own that keep each other waiting still count),
+    nor more than the wall time (a test using several CPUs is timed by the clock, as before)."""
+    return max(wall - delay, min(cpu, wall))
 
 
 def _forward(out_r: int) -> bool:
