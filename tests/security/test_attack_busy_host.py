@@ -8,9 +8,10 @@ its backstop; still starved there, the run is ``starved`` and the verdict a grad
 
 The starvation here is real and deterministic: the grading is pinned to one CPU, and 40 busy
 loops, each in a session of its own (kernel autogroup gives each session an equal share), are
-pinned to the same CPU once the grading's runner is booted. No privilege is needed, so this
-runs as root and as an ordinary user. On an idle host a test that sleeps or spins past its limit
-is still a scored timeout.
+pinned to the same CPU once the grading's runner is booted. (Should the sandbox get a CPU share
+of its own that outweighs them, the honest fix passes instead: also never a 0.) No privilege
+is needed, so this runs as root and as an ordinary user. On an idle host a test that sleeps or
+spins past its limit is still a scored timeout.
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ def test_a_grading_starved_by_a_busy_host_is_a_grader_error_never_a_zero(tmp_pat
         grader.wait()
     assert line, "the grading process ended without a result"
     run = json.loads(line)
+    if run["results"] == {"tests/test_w.py::test_work": "passed"}:
+        # a CPU share of the grading's own (a cgroup cpu.weight per sandbox) outweighed the
+        # hogs: the honest fix passed, which is as good; never a scored timeout
+        assert run["failure"] is None and run["starved"] is False, run
+        return
     assert run["failure"] == "host_busy" and run["starved"] is True, run
     assert run["results"] == {} and "too busy" in run["report_error"], run
     assert run["wall"] < 3 * 4 + 20, run  # the backstop ends it, not the host's own deadline
