@@ -340,6 +340,10 @@ def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int
     msg_r, msg_w = os.pipe()
     out_r, out_w = os.pipe()
     ctl, ctl_child = socket.socketpair()
+    for end in (ctl, ctl_child):
+        # a socket's inode is not given fresh times by the kernel: it may come back with those
+        # an earlier test's socket was given (``futimens``), so this one gets times of its own
+        os.utime(end.fileno(), ns=(0, 0))
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
