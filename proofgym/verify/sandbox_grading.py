@@ -283,6 +283,7 @@ def _main(_type=type, _id=id, _iter=iter, _TypeError=TypeError):
         main.proofgym_plain = proofgym_plain
     sys.modules["__main__"] = main
     exec(compile(tree, filename, "exec"), main.__dict__)
+    sock.setblocking(True)  # the program may have made the descriptor non-blocking
     sock.sendall(b"?")  # the program's last statement has run
     nonce = b""
     while len(nonce) < 16:

@@ -410,6 +410,7 @@ def _fresh_process(out_w: int, keep: tuple[int, ...]) -> None:
 def _prove(sock: socket.socket, code: int) -> None:
     """The child's side of the proof: ask, receive this test's nonce, answer outcome + nonce.
     Called only once the test's pytest run has returned."""
+    sock.setblocking(True)  # the code under test may have made the descriptor non-blocking
     sock.sendall(b"?")
     nonce = b""
     while len(nonce) < _NONCE_BYTES:
@@ -557,6 +558,7 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
         poller.register(fd, select.POLLIN)
     delay = 0.0
     status = None
+    output = bytearray()
     try:
         while True:
             now = time.monotonic()
@@ -564,7 +566,7 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
             exited = False
             for fd, _ in poller.poll(max(0.0, until - now) * 1000):
                 if fd == out_r:
-                    if not _forward(out_r):
+                    if not _drain(out_r, output):
                         poller.unregister(out_r)
                 elif fd == pidfd:
                     exited = True
@@ -590,7 +592,10 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
         delay = max(delay, _delays(pid))  # the exited child is a zombie until reaped: still there
         while proof.feed() == "more":
             pass  # what the child wrote before it exited is in the socket already
-        _forward(out_r)
+        _drain(out_r, output)
+    view = memoryview(output)  # the host keeps the run's output tail: this test's tail is enough
+    while view:
+        view = view[os.write(1, view):]
     live = _live_cpu()
     os.waitpid(pid, 0)
     own = _own(time.monotonic() - start, delay, _cpu_total() - base + live)
@@ -606,9 +611,13 @@ def _own(wall: float, delay: float, cpu: float) -> float:
     return max(wall - delay, min(cpu, wall))
 
 
-def _forward(out_r: int) -> bool:
-    """Copy what the test process wrote to this runner's output (the host keeps its tail);
-    ``False`` at the end of the pipe."""
+_OUTPUT_TAIL = 32_768
+
+
+def _drain(out_r: int, output: bytearray) -> bool:
+    """Read what the test process wrote, keeping its tail (written to this runner's output
+    after the test, for the host): read at once, never slowed by the host, so a test's own
+    output pipe is not left full for pytest's report to run into. ``False`` at its end."""
     while True:
         try:
             data = os.read(out_r, 1 << 16)
@@ -616,9 +625,8 @@ def _forward(out_r: int) -> bool:
             return True
         if not data:
             return False
-        view = memoryview(data)
-        while view:
-            view = view[os.write(1, view):]
+        output += data
+        del output[:-_OUTPUT_TAIL]
 
 
 _HZ = os.sysconf("SC_CLK_TCK")
