@@ -727,7 +727,10 @@ class _Settings:
         return ", ".join(wrong) or None
 
 
-_RLIMITS = {getattr(resource, n): n for n in sorted(dir(resource)) if n.startswith("RLIMIT_")}
+_RLIMITS: dict[int, str] = {}
+for _name in sorted(dir(resource), reverse=True):  # an alias (RLIMIT_OFILE) yields to its name
+    if _name.startswith("RLIMIT_"):
+        _RLIMITS[getattr(resource, _name)] = _name
 #: ioprio_set, ioprio_get
 _IOPRIO_CALLS = {"x86_64": (251, 252), "aarch64": (30, 31)}
 
