@@ -396,7 +396,7 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
     passes (a test missing from the report has not passed) and no mutant passed. A run that
     could not be graded on its tests is a scored 0 with the cause as a component, except a run
     the host starved of CPU (``run.starved``): that is a grader error (``status="error"``,
-    which resume grades again), never a 0. ``reason`` says why (the cause, or which tests did
+    not a grade: grade it again), never a 0. ``reason`` says why (the cause, or which tests did
     not pass and their failure messages)."""
     f2p = sum(run.results.get(t) == "passed" for t in fail_to_pass)
     p2p = sum(run.results.get(t) == "passed" for t in pass_to_pass)

@@ -122,13 +122,14 @@ def test_a_grading_starved_by_a_busy_host_is_a_grader_error_never_a_zero(tmp_pat
     assert run["wall"] < 3 * 4 + 20, run  # the backstop ends it, not the host's own deadline
 
 
-def test_the_starved_verdict_is_a_grader_error_that_resume_grades_again():
+def test_the_starved_verdict_is_a_grader_error_never_a_zero():
     from proofgym.verify.sandboxed import TestRun
 
     run = TestRun({}, 0, False, "the host was too busy to judge", False, "", failure="host_busy",
                   starved=True)
     verdict = swebench_verdict(run, ["t::a"], [])
     assert verdict.status == "error" and "too busy" in (verdict.error or "")
+    assert not verdict.scored  # consumers must not average it in as a zero
 
 
 @pytest.mark.parametrize("body", ["time.sleep(5)", "while True:\n        pass"],
