@@ -149,3 +149,69 @@ def test_two_gradings_that_differ_only_in_their_reason_are_the_same_grade():
     b = Verdict(0.0, {"resolved": 0.0}, reason="assert <Obj at 0x7f99> == 3")
     assert verdict_difference(a, b) is None
     assert verdict_difference(a, Verdict(1.0, {"resolved": 1.0}, reason=a.reason)) is not None
+
+
+_CHECK = b"from app import add\n\n\ndef check(candidate):\n    assert candidate(2, 3) == 5\n\n\ncheck(add)\n"
+_CHEATS = {
+    "os_exit_at_import": b"import os\nos._exit(0)\n",
+    "sys_exit_at_import": b"import sys\nsys.exit(0)\n",
+    "killed": b"import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    "swallowed_assertion": (b"import atexit, os, sys\natexit.register(lambda: os._exit(0))\n"
+                            b"sys.excepthook = lambda *a: None\n\ndef add(a, b):\n    return a - b\n"),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(_CHEATS))
+def test_run_program_with_proof_never_finishes_a_program_that_ended_early(snap: Path, cheat: str):
+    require_tool("bwrap")
+    plain = run_program(snap, {"app.py": _CHEATS[cheat]}, argv=["python3", "check.py"],
+                        hidden={"check.py": _CHECK}, timeout_s=30)
+    proved = run_program(snap, {"app.py": _CHEATS[cheat]}, argv=["python3", "check.py"],
+                         hidden={"check.py": _CHECK}, timeout_s=30, proof=True)
+    assert plain.finished is None and proved.finished is False and not proved.ok, proved
+    if cheat != "killed":  # the exit status alone says "passed" for these
+        assert plain.exit_code == 0 and plain.ok and proved.exit_code == 0, (plain, proved)
+
+
+def test_run_program_with_proof_finishes_the_fixed_code_and_keeps_argv_stdin_and_output(snap: Path):
+    require_tool("bwrap")
+    fixed = {"app.py": b"def add(a, b):\n    return a + b\n"}
+    script = (b"import sys\nfrom app import add\n"
+              b"print(sys.argv[1:], add(*map(int, sys.stdin.read().split())))\n")
+    run = run_program(snap, fixed, argv=["python3", "sum.py", "x", "y"], stdin=b"2 3",
+                      hidden={"sum.py": script}, timeout_s=30, proof=True, plain_values=True)
+    assert run.finished is True and run.ok and run.stdout_text == "['x', 'y'] 5\n", run
+    inline = run_program(snap, fixed, argv=["python3", "-c", "from app import add\nassert add(1, 1) == 2\n"
+                                            "print(__name__)"], timeout_s=30, proof=True)
+    assert inline.finished and inline.stdout_text == "__main__\n", inline
+    failing = run_program(snap, {}, argv=["python3", "check.py"], hidden={"check.py": _CHECK},
+                          timeout_s=30, proof=True)
+    assert failing.exit_code == 1 and failing.finished is False and b"AssertionError" in failing.stderr
+
+
+def test_plain_values_reject_objects_with_their_own_comparisons_and_keep_builtin_ones(snap: Path):
+    require_tool("bwrap")
+    anything = (b"class Anything(int):\n    def __eq__(self, other):\n        return True\n\n"
+                b"def add(a, b):\n    return [Anything(0)]\n")
+    check = b"from app import add\nassert add(2, 3) == [5]\n"
+    cheat = run_program(snap, {"app.py": anything}, argv=["python3", "check.py"],
+                        hidden={"check.py": check}, timeout_s=30, proof=True, plain_values=True)
+    assert not cheat.finished and b"not a plain value: Anything defines __eq__" in cheat.stderr, cheat
+    unguarded = run_program(snap, {"app.py": anything}, argv=["python3", "check.py"],
+                            hidden={"check.py": check}, timeout_s=30, proof=True)
+    assert unguarded.finished  # the always-equal element "equals" 5: what the guard is for
+    named = (b"import collections\nP = collections.namedtuple('P', 'x y')\n\n"
+             b"def add(a, b):\n    return [P(a + b, {'k': (1.5, None)})]\n")
+    check = b"from app import add, P\nassert add(2, 3) == [(5, {'k': (1.5, None)})]\n"
+    honest = run_program(snap, {"app.py": named}, argv=["python3", "check.py"],
+                         hidden={"check.py": check}, timeout_s=30, proof=True, plain_values=True)
+    assert honest.finished, honest
+
+
+def test_run_program_proof_refuses_what_it_cannot_prove(snap: Path):
+    with pytest.raises(ValueError, match="proof=True runs a Python program"):
+        run_program(snap, {}, argv=["bash", "-c", "true"], proof=True)
+    with pytest.raises(ValueError, match="proof=True runs a Python program"):
+        run_program(snap, {}, argv=["python3", "-m", "pytest"], proof=True)
+    with pytest.raises(ValueError, match="plain_values=True guards a check program"):
+        run_program(snap, {}, argv=["python3", "check.py"], plain_values=True)

@@ -10,8 +10,10 @@ exist only in that grading sandbox, never in the agent's.
 * :func:`run_pytest` runs the named tests, each alone in a forked process, plus a mutant of each
   hidden test for tamper detection (:mod:`proofgym.verify.mutants`), and returns a
   :class:`TestRun` with each test's outcome and failure message.
-* :func:`run_program` runs one command (a program to judge by its output or exit code, or a
-  test command) and returns a :class:`ProgramRun`.
+* :func:`run_program` runs one command (a program to judge by its output, or a check program)
+  and returns a :class:`ProgramRun`. An exit status is what the program *says*, and code it runs
+  can say 0 (``os._exit(0)``); with ``proof=True`` a Python program runs under a grader epilogue
+  and ``ProgramRun.finished`` says the trusted side saw it run to its last statement.
 
 Whatever the artifact or the code under test does ends in the result object (a scored 0 for
 the task to give). Only faults of the host raise :class:`SandboxSetupError`.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -38,6 +41,7 @@ from proofgym.verify.grading_workspace import (
     kill_sandbox,
     split_changes,
 )
+from proofgym.verify.sandbox_runner import _Proof
 from proofgym.verify.sandboxed import TestRun, run_tests_isolated
 
 __all__ = ["DEFAULT_PROTECTED", "ProgramRun", "SandboxSetupError", "TestRun", "run_program",
@@ -90,6 +94,11 @@ class ProgramRun:
     each (``truncated`` says more was written). ``failure`` is ``"artifact_rejected"`` (with
     ``detail``) when the changes could not be applied, ``"timed_out"`` past the time limit,
     else ``None``. ``dropped`` lists the changes left out (protected or unsafe paths).
+
+    ``finished`` is ``None`` unless the run was made with ``proof=True``; then it is ``True``
+    only if the program's code ran to its end and the grader's epilogue, run after it, answered
+    the host's nonce: ``os._exit(0)``, ``sys.exit(0)``, an exception (however its report or exit
+    status is disguised) or a killed interpreter leave it ``False``.
     """
 
     exit_code: int | None
@@ -101,11 +110,15 @@ class ProgramRun:
     detail: str | None = None
     dropped: tuple[str, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)
+    finished: bool | None = None
 
     @property
     def ok(self) -> bool:
-        """The program ran to completion and exited 0."""
-        return self.failure is None and self.exit_code == 0
+        """The program exited 0, and, when run with ``proof=True``, ran to its end
+        (``finished``). Without proof this is only what the program reported: a program (or the
+        artifact's code it imports) that calls ``os._exit(0)`` early is ``ok`` too, so never
+        pay a check program by it; use ``proof=True``."""
+        return self.failure is None and self.exit_code == 0 and self.finished is not False
 
     @property
     def stdout_text(self) -> str:
@@ -120,13 +133,33 @@ def run_program(snapshot: Any, changes: Mapping[str, bytes | None], *, argv: Seq
                 stdin: bytes | None = None, hidden: Mapping[str, bytes] | None = None,
                 protected: Sequence[str] = DEFAULT_PROTECTED, timeout_s: float = 60.0,
                 limits: SandboxLimits | None = None, packages: Sequence[str] = (),
-                max_artifact_bytes: int | None = None) -> ProgramRun:
+                max_artifact_bytes: int | None = None, proof: bool = False,
+                plain_values: bool = False) -> ProgramRun:
     """Run ``argv`` (in ``/workspace``; ``python3`` is the sandbox's interpreter, with
     ``packages`` importable) in a fresh sandbox over ``snapshot`` + allowed ``changes`` +
     ``hidden``, feeding it ``stdin``; stopped after ``timeout_s``.
+
+    ``proof=True`` (``argv`` must then be ``["python3", "file.py", *args]`` or ``["python3",
+    "-c", code, *args]``) runs the program under a grader epilogue: once the program's last
+    statement has run, the epilogue asks the host for a fresh nonce on a socket of its own and
+    answers with it, and only that sets ``ProgramRun.finished`` (and lets ``ok`` be true).
+    Code that deliberately speaks this protocol itself (it runs in the same process) can forge
+    it: pair the check with a mutant check that must fail, as :func:`run_pytest` does.
+
+    ``plain_values=True`` (with ``proof``) also guards the operands of every comparison
+    (``==``, ``<``, ``in``, ...) and arithmetic operation written in the program itself (not in
+    modules it imports): each must be a builtin value (``int``, ``str``, ``list``, ``dict``,
+    ... or a subclass that keeps their comparison and arithmetic methods), recursively through
+    containers, else a ``TypeError`` stops the program, so an object that equals everything
+    never passes an ``assert``. The check may call ``proofgym_plain(value)`` itself where it
+    passes a value to a function (``math.isclose``).
     """
     if not argv or not all(isinstance(a, str) for a in argv):
         raise TypeError(f"argv must be a non-empty list of strings; got {argv!r}")
+    if plain_values and not proof:
+        raise ValueError("plain_values=True guards a check program run with proof=True; pass both")
+    if proof:
+        argv = _with_epilogue(list(argv), plain_values)
     t0 = time.perf_counter()
     root = _snapshot_dir(snapshot)
     limits = limits or SandboxLimits()
@@ -135,21 +168,147 @@ def run_program(snapshot: Any, changes: Mapping[str, bytes | None], *, argv: Seq
     problem = check_artifact(allowed, max_bytes=budget)
     if problem is not None:
         return _rejected(f"the artifact cannot be applied: {problem}", dropped, t0)
+    ours = theirs = None
+    if proof:
+        ours, theirs = socket.socketpair()
+        argv[3] = str(theirs.fileno())
     try:
         with grading_sandbox(root, allowed, dict(hidden or {}), command=argv, limits=limits,
                              packages=packages, stdin=subprocess.PIPE if stdin else
-                             subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+                             subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             pass_fds=(theirs.fileno(),) if theirs is not None else ()) as proc:
+            if theirs is not None:
+                theirs.close()  # the sandbox holds its copy: the host keeps only its own end
             t1 = time.perf_counter()
-            out, err, truncated, timed_out = _communicate(proc, stdin or b"", timeout_s)
+            out, err, truncated, timed_out, finished = _communicate(proc, stdin or b"",
+                                                                    timeout_s, ours)
             t2 = time.perf_counter()
             exit_code = None if timed_out else proc.returncode
     except ArtifactRejected as exc:
         return _rejected(str(exc), dropped, t0)
+    finally:
+        for end in (ours, theirs):
+            if end is not None:
+                end.close()
     timings = {"prepare_s": t1 - t0, "run_s": t2 - t1, "total_s": time.perf_counter() - t0}
     return ProgramRun(exit_code, out, err, timed_out=timed_out, truncated=truncated,
                       failure="timed_out" if timed_out else None,
                       detail=f"the program ran past its time limit of {timeout_s} s"
-                      if timed_out else None, dropped=tuple(sorted(dropped)), timings=timings)
+                      if timed_out else None, dropped=tuple(sorted(dropped)), timings=timings,
+                      finished=(finished and not timed_out) if proof else None)
+
+
+#: The grader's epilogue: runs the program (a file or ``-c`` code) as ``__main__`` and, only if
+#: its last statement ran, proves it on the socket (``sandbox_runner._prove``'s protocol).
+#: argv: fd, plain (0/1), ``-c`` or ``file``, the code or path, the program's own arguments.
+_EPILOGUE = r"""
+import ast, builtins, os, socket, sys, types
+
+def _main(_type=type, _id=id, _iter=iter, _TypeError=TypeError):
+    fd, plain, mode, target = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3], sys.argv[4]
+    sock = socket.socket(fileno=fd)
+    mro = type.__dict__["__mro__"].__get__
+    own = type.__dict__["__dict__"].__get__
+    kinds = (int, float, complex, str, bytes, bytearray, bool, type(None), list, tuple, dict,
+             set, frozenset)
+    guarded = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
+               "__bool__", "__len__", "__contains__", "__iter__", "__getitem__", "__abs__",
+               "__neg__", "__pos__", "__float__", "__int__", "__index__", "__round__",
+               "__complex__"}
+    for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
+               "xor", "lshift", "rshift"):
+        guarded |= {f"__{op}__", f"__r{op}__"}
+
+    def proofgym_plain(value):
+        stack, seen = [value], set()
+        while stack:
+            v = stack.pop()
+            if _id(v) in seen:
+                continue
+            seen.add(_id(v))
+            chain = mro(_type(v))
+            base = next((k for k in chain if k in kinds), None)
+            if base is None:
+                raise _TypeError(f"not a plain value: a {_type(v).__qualname__} object (a "
+                                 "comparison or arithmetic operand must be a builtin value)")
+            for klass in chain:
+                if klass is base:
+                    break
+                bad = sorted(guarded & set(own(klass)))
+                if bad:
+                    raise _TypeError(f"not a plain value: {_type(v).__qualname__} defines "
+                                     f"{', '.join(bad)}")
+            if base is dict:
+                stack.extend(dict.keys(v))
+                stack.extend(dict.values(v))
+            elif base in (list, tuple, set, frozenset):
+                stack.extend(base.__iter__(v))
+        return value
+
+    class Guard(ast.NodeTransformer):
+        def _wrap(self, node):
+            return ast.Call(ast.Name("proofgym_plain", ast.Load()), [node], [])
+
+        def visit_Compare(self, node):
+            self.generic_visit(node)
+            if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                return node
+            node.left = self._wrap(node.left)
+            node.comparators = [self._wrap(c) for c in node.comparators]
+            return node
+
+        def visit_BinOp(self, node):
+            self.generic_visit(node)
+            node.left, node.right = self._wrap(node.left), self._wrap(node.right)
+            return node
+
+    if mode == "-c":
+        source, filename = target, "<string>"
+        sys.argv = ["-c", *sys.argv[5:]]
+        sys.path[0] = ""
+    else:
+        filename = target
+        with open(target, "rb") as f:
+            source = f.read()
+        sys.argv = [target, *sys.argv[5:]]
+        sys.path[0] = os.path.dirname(os.path.abspath(target))
+    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)
+    if plain:
+        tree = ast.fix_missing_locations(Guard().visit(tree))
+        builtins.proofgym_plain = proofgym_plain
+    main = types.ModuleType("__main__")
+    main.__file__ = filename
+    main.__builtins__ = builtins
+    if plain:
+        main.proofgym_plain = proofgym_plain
+    sys.modules["__main__"] = main
+    exec(compile(tree, filename, "exec"), main.__dict__)
+    sock.setblocking(True)  # the program may have made the descriptor non-blocking
+    sock.sendall(b"?")  # the program's last statement has run
+    nonce = b""
+    while len(nonce) < 16:
+        chunk = sock.recv(16 - len(nonce))
+        if not chunk:
+            return
+        nonce += chunk
+    sock.sendall(b"\0" + nonce)
+
+_main()
+del _main
+"""
+
+
+def _with_epilogue(argv: list[str], plain: bool) -> list[str]:
+    """``argv`` run under the grader's epilogue (the fd, ``argv[3]``, is filled in later)."""
+    if argv[0] not in ("python3", "python") or len(argv) < 2 or \
+            (argv[1] == "-c" and len(argv) < 3) or (argv[1] != "-c" and argv[1].startswith("-")):
+        raise ValueError("proof=True runs a Python program: argv must be ['python3', 'file.py', "
+                         f"*args] or ['python3', '-c', code, *args]; got {argv!r}")
+    if argv[1] == "-c":
+        mode, target, rest = "-c", argv[2], argv[3:]
+    else:
+        mode, target, rest = "file", argv[1], argv[2:]
+    return ["python3", "-c", _EPILOGUE, "", "1" if plain else "0", mode, target, *rest]
 
 
 def _rejected(reason: str, dropped: Sequence[str], t0: float) -> ProgramRun:
@@ -158,27 +317,38 @@ def _rejected(reason: str, dropped: Sequence[str], t0: float) -> ProgramRun:
                       timings={"total_s": time.perf_counter() - t0})
 
 
-def _communicate(proc: subprocess.Popen[bytes], data: bytes,
-                 timeout_s: float) -> tuple[bytes, bytes, bool, bool]:
+def _communicate(proc: subprocess.Popen[bytes], data: bytes, timeout_s: float,
+                 ctl: socket.socket | None = None) -> tuple[bytes, bytes, bool, bool, bool]:
     """Feed ``data``, read both streams (keeping the first bytes of each) until they close and
-    the program exits, or the time runs out (then kill it)."""
+    the program exits, or the time runs out (then kill it); answer the epilogue's proof on
+    ``ctl``. The last value says whether the proof came, with the right nonce."""
     assert proc.stdout is not None and proc.stderr is not None
     sel = selectors.DefaultSelector()
     kept = {"out": bytearray(), "err": bytearray()}
     sel.register(proc.stdout, selectors.EVENT_READ, "out")
     sel.register(proc.stderr, selectors.EVENT_READ, "err")
+    proof = None
+    if ctl is not None:
+        ctl.setblocking(False)
+        proof = _Proof(ctl)
+        sel.register(ctl, selectors.EVENT_READ, "proof")
     view = memoryview(data)
     if proc.stdin is not None:
         os.set_blocking(proc.stdin.fileno(), False)
         sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
     truncated = timed_out = False
     deadline = time.monotonic() + timeout_s
-    while sel.get_map():
+    # the output streams decide the end; the proof socket is read while they are open
+    while any(k.data in ("out", "err", "in") for k in sel.get_map().values()):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             timed_out = True
             break
         for key, _ in sel.select(remaining):
+            if key.data == "proof":
+                if proof is not None and proof.feed() == "end":
+                    sel.unregister(key.fileobj)
+                continue
             if key.data == "in":
                 try:
                     view = view[os.write(key.fd, view[:1 << 16]):]
@@ -210,4 +380,8 @@ def _communicate(proc: subprocess.Popen[bytes], data: bytes,
             stream.close()
     if proc.returncode is None:
         raise SandboxSetupError("the grading sandbox's process did not exit after being killed")
-    return bytes(kept["out"]), bytes(kept["err"]), truncated, timed_out
+    if proof is not None:
+        while proof.feed() == "more":
+            pass  # what the epilogue wrote before the program exited is in the socket already
+    finished = proof is not None and proof.outcome() == "passed"
+    return bytes(kept["out"]), bytes(kept["err"]), truncated, timed_out, finished

@@ -11,8 +11,22 @@ It uses the standard library and pytest only, and never imports code from the wo
   ``PYTEST_*`` variables. No configuration file the agent writes is read.
 * It makes itself non-dumpable (no ptrace, no ``/proc/<pid>/fd`` or ``mem`` for processes of
   the same user), then runs each test in a forked child that closes the report descriptor before
-  any test code runs; a child reports only through its exit status. After each test every other
-  process of the sandbox is killed, so nothing the code under test starts outlives its test.
+  any test code runs. After each test every other process of the sandbox is killed, so nothing
+  the code under test starts outlives its test.
+* **A pass needs proof.** A child's exit status counts for nothing: after the test's pytest run
+  has returned in the child, the child asks the runner on a socket of its own; only then does the
+  runner draw a fresh random nonce for that test and send it, and the child answers with the
+  outcome and the nonce. A test is ``passed`` only with that answer; a child that ends without it
+  (``os._exit(0)`` at import, in the test or from a thread, ``sys.exit(0)``, a replaced
+  ``os._exit``, a killed interpreter) is ``crashed``, a scored failure
+  (``tests/security/test_attack_unproved_pass.py``). Code under test that deliberately speaks
+  this protocol itself (it runs in the same process, so it can) is what the mutants are for.
+* **Time limits count the code's own time.** A test's limit is measured in wall time less the
+  time its processes waited for a CPU (``run_delay``, the 2nd field of
+  ``/proc/<pid>/schedstat``), and never less than the CPU time they consumed. Past the wall
+  limit with less own time than the limit (the host was busy), the test runs on, up to
+  :data:`BACKSTOP` times its limit; starved still at that point it is ``starved``, and the host
+  turns that into a grader *error*, never a scored 0 (``tests/security/test_attack_busy_host.py``).
 * The parent alone writes the results, as one JSON object, to the report descriptor. A test
   process's failure message comes back on a pipe of its own: informative text, never a result.
 * It may be started ahead of its grading (:mod:`proofgym.verify.warm_runners`): it loads pytest,
@@ -24,23 +38,37 @@ It uses the standard library and pytest only, and never imports code from the wo
   process zeroes its copy of the job before any test code runs.
 * After each test, the writable areas are put back as they were before the first test and every
   System V IPC object is removed: a test process leaves nothing for the next one
-  (``tests/security/test_attack_test_isolation.py``).
+  (``tests/security/test_attack_test_isolation.py``). Before each fork the runner puts back its
+  own resource limits, nice value, scheduling policy, CPU affinity and I/O priority (a test
+  process of the same uid can change its parent's); one it cannot put back (a lowered hard
+  limit, a raised nice value) stops the run as tampering before the next test. Each test process
+  gets fresh standard descriptors (``/dev/null``, a pipe of its own for its output) and a fresh
+  pytest capture file, and may not create POSIX message queues (``RLIMIT_MSGQUEUE`` 0: the sandbox
+  mounts no ``mqueue`` file system, so the runner could not list one to remove it)
+  (``tests/security/test_attack_state_between_tests.py``).
 
-A child's exit status is forgeable by the code it runs; that is what the mutants are for.
+The proof handshake is forgeable by code that implements it; that is what the mutants are for.
 """
 
 import contextlib
 import errno
 import json
 import os
+import resource
 import select
 import signal
+import socket
 import sys
 import time
 
 PASSED, FAILED, ERROR, SKIPPED = 0, 1, 2, 3
 MESSAGE_BYTES = 2048  # the tail of a failing test's report kept as its message
 _STATUS = {PASSED: "passed", FAILED: "failed", ERROR: "error", SKIPPED: "skipped"}
+#: A test (and the whole run) may run this many times its limit in wall time while its own time
+#: stays under the limit (a busy host); starved still at that point, it is ``starved``.
+BACKSTOP = 4.0
+_CHECK_S = 0.1  # how often a test past its wall limit is checked for its own time
+_NONCE_BYTES = 16
 _SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 _STDLIB_PRELOAD = (
     "abc", "argparse", "ast", "atexit", "base64", "bdb", "bisect", "builtins", "codecs",
@@ -81,32 +109,46 @@ def main() -> None:
         _send(report_fd, {"rejected": problem})
         return
     pristine = _Pristine(_writable_areas())
-    deadline = time.monotonic() + float(manifest["budget_s"])
+    settings = _Settings()
+    budget = float(manifest["budget_s"])
     per_test = float(manifest["test_timeout_s"])
+    started = time.monotonic()
+    used = 0.0  # the own time (see _wait) the tests have taken so far
     results = {}
     messages = {}
     stopped = None
+    changed = None
     for node in manifest["run"]:
         if stopped is not None:
             results[node] = "not_run"
             continue
-        remaining = deadline - time.monotonic()
+        changed = settings.restore()
+        if changed is not None:  # an earlier test changed this process: the next must not see it
+            results[node] = "not_run"
+            stopped = node
+            continue
+        remaining = budget - used
+        backstop = BACKSTOP * budget - (time.monotonic() - started)
         if remaining <= 0:
             status, message = "timeout", None
+        elif backstop <= 0:
+            status, message = "starved", None
         else:
             # this test's file exists only while its own process runs (see _run_one)
             _write_one(node.split("::", 1)[0], tests[node.split("::", 1)[0]])
-            status, message = _run_one(node, session, min(remaining, per_test), report_fd,
-                                       secret, messages)
+            limit = min(remaining, per_test)
+            status, message, own = _run_one(node, session, limit, min(BACKSTOP * limit, backstop),
+                                            report_fd, secret, messages)
+            used += own
         results[node] = status
         if message is not None and status != "passed":
             messages[node] = message
         _kill_others()
         pristine.restore()
         _remove_ipc()
-        if status == "timeout":  # the test command's time limit: what is left does not run
+        if status in ("timeout", "starved"):  # the time limit: what is left does not run
             stopped = node
-    _send(report_fd, {"results": results, "stopped_at": stopped,
+    _send(report_fd, {"results": results, "stopped_at": stopped, "state_changed": changed,
                       "messages": {k: bytes(m).decode("utf-8", errors="replace")
                                    for k, m in messages.items() if m}})
 
@@ -272,6 +314,9 @@ def _configure(ini: str):
     session = Session.from_config(config)
     session.exitstatus = 0
     config.hook.pytest_sessionstart(session=session)
+    # the capture file is opened once here otherwise, and every fork would share it (its
+    # content, mode and times): each test process starts a capture of its own (_child)
+    config.pluginmanager.getplugin("capturemanager").stop_global_capturing()
     sys.stdout.flush()
     sys.stderr.flush()
     gc.freeze()  # the parent's objects stay out of every test process's collections
@@ -285,13 +330,22 @@ def _empty_config() -> str:
     return path
 
 
-def _run_one(node: str, session, timeout: float, report_fd: int, secret: bytearray,
-             messages: dict) -> tuple[str, bytearray | None]:
-    """The test's status, and its failure message (its own words: informative, never trusted).
+def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int,
+             secret: bytearray, messages: dict) -> tuple[str, bytearray | None, float]:
+    """The test's status, its failure message (its own words: informative, never trusted) and
+    the own time it took (see :func:`_wait`).
 
     The child zeroes every copy of the job it inherited (``secret``) and the earlier tests'
     messages (which may quote their expected values) before any test code runs."""
     msg_r, msg_w = os.pipe()
+    out_r, out_w = os.pipe()
+    ctl, ctl_child = socket.socketpair()
+    for end in (ctl, ctl_child):
+        # a socket's inode is not given fresh times by the kernel: it may come back with those
+        # an earlier test's socket was given (``futimens``), so this one gets times of its own
+        os.utime(end.fileno(), ns=(0, 0))
+    sys.stdout.flush()
+    sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         code = ERROR
@@ -301,9 +355,13 @@ def _run_one(node: str, session, timeout: float, report_fd: int, secret: bytearr
                 _wipe(kept)
             os.close(report_fd)
             os.close(msg_r)
+            os.close(out_r)
+            ctl.close()
             os.set_blocking(msg_w, False)  # a test that filled the pipe loses its message only
             os.setpgid(0, 0)
+            _fresh_process(out_w, keep=(msg_w, ctl_child.fileno()))
             code = _child(node, session, msg_w)
+            _prove(ctl_child, code)
         except BaseException:  # shown in the run's output; the test counts as an error
             import traceback
 
@@ -312,8 +370,10 @@ def _run_one(node: str, session, timeout: float, report_fd: int, secret: bytearr
         finally:
             os._exit(code)
     os.close(msg_w)
+    os.close(out_w)
+    ctl_child.close()
     try:
-        status = _wait(pid, timeout)
+        status, own = _wait(pid, ctl, out_r, timeout, backstop)
         os.set_blocking(msg_r, False)
         message = bytearray(MESSAGE_BYTES)  # read in place: no bytes object to linger
         try:
@@ -322,7 +382,90 @@ def _run_one(node: str, session, timeout: float, report_fd: int, secret: bytearr
             message = None
     finally:
         os.close(msg_r)
-    return status, message
+        os.close(out_r)
+        ctl.close()
+    return status, message, own
+
+
+def _fresh_process(out_w: int, keep: tuple[int, ...]) -> None:
+    """Nothing the test process holds is shared with another test's: standard input is
+    ``/dev/null``, output goes to a pipe of this test's own (the runner forwards it), and so does
+    every other descriptor it inherited (pytest's ``faulthandler`` keeps a copy of the runner's
+    standard error, whose mode, times and pipe size every fork would share); and no POSIX message
+    queue can be created (none could be found and removed after the test)."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep and fd != out_w:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+                os.dup2(out_w, fd, inheritable=os.get_inheritable(fd))
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(out_w, 1)
+    os.dup2(out_w, 2)
+    os.close(out_w)
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+
+
+def _prove(sock: socket.socket, code: int) -> None:
+    """The child's side of the proof: ask, receive this test's nonce, answer outcome + nonce.
+    Called only once the test's pytest run has returned."""
+    sock.setblocking(True)  # the code under test may have made the descriptor non-blocking
+    sock.sendall(b"?")
+    nonce = b""
+    while len(nonce) < _NONCE_BYTES:
+        chunk = sock.recv(_NONCE_BYTES - len(nonce))
+        if not chunk:
+            return
+        nonce += chunk
+    sock.sendall(bytes([code]) + nonce)
+
+
+class _Proof:
+    """The runner's side of the proof for one test: the nonce is drawn only when the child
+    asks (``?``), and an answer counts only if it is exactly one outcome byte and that nonce,
+    with nothing after it."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.nonce: bytes | None = None
+        self.invalid = False
+
+    def feed(self) -> str:
+        """Read what arrived: ``"more"`` (read some), ``"wait"`` (nothing yet) or ``"end"`` (the
+        child's end is closed)."""
+        try:
+            data = self.sock.recv(64)
+        except BlockingIOError:
+            return "wait"
+        except OSError:
+            return "end"
+        if not data:
+            return "end"
+        self.buf += data
+        if self.nonce is None:
+            # what came before the ask is the code under test's (it holds the socket too):
+            # ignored, so writing into it makes a test neither pass nor crash
+            ask = self.buf.find(b"?")
+            del self.buf[:ask + 1 if ask >= 0 else len(self.buf)]
+            if ask < 0:
+                return "more"
+            self.nonce = os.urandom(_NONCE_BYTES)
+            try:
+                self.sock.send(self.nonce)  # a fresh socket's buffer holds it: never blocks
+            except OSError:
+                self.invalid = True
+        if len(self.buf) > 1 + _NONCE_BYTES:
+            self.invalid = True
+        return "more"
+
+    def outcome(self) -> str | None:
+        if self.invalid or self.nonce is None or len(self.buf) != 1 + _NONCE_BYTES:
+            return None
+        if bytes(self.buf[1:]) != self.nonce:
+            return None
+        return _STATUS.get(self.buf[0])
 
 
 def _wipe(buffer: bytearray) -> None:
@@ -336,6 +479,9 @@ def _child(node: str, session, msg_fd: int) -> int:
     """Collect and run one test in the inherited session (``_pytest.main._main`` for one node)."""
     sys.path.append("/workspace")  # appended: nothing in the workspace shadows a loaded module
     config = session.config
+    capture = config.pluginmanager.getplugin("capturemanager")
+    capture.start_global_capturing()  # a capture file of this process's own
+    capture.suspend_global_capture()  # as pytest leaves it between its phases
     rec = _Recorder()
     config.pluginmanager.register(rec, "proofgym-recorder")
     config.args = [node]
@@ -390,21 +536,217 @@ class _Recorder:
             self.outcome = status
 
 
-def _wait(pid: int, timeout: float) -> str:
+def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
+          backstop: float) -> tuple[str, float]:
+    """Wait for the test process: answer its proof, forward its output, and stop it once its
+    *own* time reaches ``timeout`` (``timeout``), or its wall time ``backstop`` while its own
+    time is still short of the limit (``starved``). Returns the status and the own time.
+
+    Own time (:func:`_own`) is the wall time less the longest a thread of the test waited on a
+    CPU run queue (``run_delay``), and at least the CPU time the test's processes consumed (up to
+    the wall time): a sleeping or spinning test is timed as before, while the time a busy host
+    kept it off the CPUs does not count. A test cannot make its own waiting count less: waiting
+    needs another process on the CPU, and the test's own processes' CPU time counts."""
+    start = time.monotonic()
+    base = _cpu_total()
+    ctl.setblocking(False)
+    os.set_blocking(out_r, False)
+    proof = _Proof(ctl)
     pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    for fd in (pidfd, ctl.fileno(), out_r):
+        poller.register(fd, select.POLLIN)
+    delay = 0.0
+    status = None
+    output = bytearray()
     try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        if not poller.poll(max(0.0, timeout) * 1000):
-            _kill_group(pid)
-            os.waitpid(pid, 0)
-            return "timeout"
+        while True:
+            now = time.monotonic()
+            until = start + timeout if now < start + timeout else now + _CHECK_S
+            exited = False
+            for fd, _ in poller.poll(max(0.0, until - now) * 1000):
+                if fd == out_r:
+                    if not _drain(out_r, output):
+                        poller.unregister(out_r)
+                elif fd == pidfd:
+                    exited = True
+                elif proof.feed() == "end":
+                    poller.unregister(fd)
+            if exited:
+                break
+            now = time.monotonic()
+            if now < start + timeout:
+                continue
+            delay = max(delay, _delays(pid))
+            own = _own(now - start, delay, _cpu_total() - base + _live_cpu())
+            if own >= timeout:
+                status = "timeout"
+            elif now - start >= backstop:
+                status = "starved"
+            if status is not None:
+                _kill_group(pid)
+                break
     finally:
         os.close(pidfd)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFEXITED(status):
-        return _STATUS.get(os.WEXITSTATUS(status), "crashed")
-    return "crashed"
+    if status is None:
+        delay = max(delay, _delays(pid))  # the exited child is a zombie until reaped: still there
+        while proof.feed() == "more":
+            pass  # what the child wrote before it exited is in the socket already
+        _drain(out_r, output)
+    view = memoryview(output)  # the host keeps the run's output tail: this test's tail is enough
+    while view:
+        view = view[os.write(1, view):]
+    live = _live_cpu()
+    os.waitpid(pid, 0)
+    own = _own(time.monotonic() - start, delay, _cpu_total() - base + live)
+    if status is not None:
+        return status, own
+    return proof.outcome() or "crashed", own
+
+
+def _own(wall: float, delay: float, cpu: float) -> float:
+    """A test's own time: wall time less its longest wait for a CPU, but never less than the CPU
+    time its processes used (so processes of its own that keep each other waiting still count),
+    nor more than the wall time (a test using several CPUs is timed by the clock, as before)."""
+    return max(wall - delay, min(cpu, wall))
+
+
+_OUTPUT_TAIL = 32_768
+
+
+def _drain(out_r: int, output: bytearray) -> bool:
+    """Read what the test process wrote, keeping its tail (written to this runner's output
+    after the test, for the host): read at once, never slowed by the host, so a test's own
+    output pipe is not left full for pytest's report to run into. ``False`` at its end."""
+    while True:
+        try:
+            data = os.read(out_r, 1 << 16)
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        output += data
+        del output[:-_OUTPUT_TAIL]
+
+
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_times(pid: int | str) -> float:
+    """A process's CPU time and its reaped descendants', in seconds (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / _HZ  # utime, stime, cutime, cstime
+
+
+def _cpu_total() -> float:
+    """CPU time of the dead processes of this sandbox so far: what this runner reaped, and what
+    the sandbox's init (pid 1, which reaps orphans) did."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = usage.ru_utime + usage.ru_stime
+    if os.getpid() != 1:
+        try:
+            with open("/proc/1/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            total += (int(fields[13]) + int(fields[14])) / _HZ
+        except (OSError, IndexError):
+            return total
+    return total
+
+
+def _others() -> list[str]:
+    me = str(os.getpid())
+    return [n for n in os.listdir("/proc") if n.isdigit() and n not in (me, "1")]
+
+
+def _live_cpu() -> float:
+    """CPU time of the living processes other than this runner and init (the test's)."""
+    return sum(_stat_times(pid) for pid in _others())
+
+
+def _delays(pid: int) -> float:
+    """The longest time (seconds) a thread of the test's processes has waited on a CPU run
+    queue; all of them started with this test (every other process was killed after the last)."""
+    longest = 0
+    for proc in {str(pid), *_others()}:
+        try:
+            tasks = os.listdir(f"/proc/{proc}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{proc}/task/{tid}/schedstat", "rb") as f:
+                    longest = max(longest, int(f.read().split()[1]))
+            except (OSError, IndexError, ValueError):
+                continue
+    return longest / 1e9
+
+
+class _Settings:
+    """This process's own settings that a test process of the same uid can change
+    (``prlimit``, ``setpriority``, ``sched_setscheduler``, ``sched_setaffinity``, ``ioprio_set``
+    on its parent) and that the next fork would inherit: recorded before the first test, put
+    back before every fork."""
+
+    def __init__(self) -> None:
+        self.limits = {r: resource.getrlimit(r) for r in _RLIMITS}
+        self.nice = os.getpriority(os.PRIO_PROCESS, 0)
+        self.sched = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+        self.affinity = os.sched_getaffinity(0)
+        self.ioprio = _ioprio(None)
+
+    def restore(self) -> str | None:
+        """``None`` when all is as recorded (again); else what could not be put back."""
+        for r, want in self.limits.items():
+            if resource.getrlimit(r) != want:
+                with contextlib.suppress(ValueError, OSError):  # a lowered hard limit stays
+                    resource.setrlimit(r, want)
+        if os.getpriority(os.PRIO_PROCESS, 0) != self.nice:
+            with contextlib.suppress(OSError):  # a raised nice value needs CAP_SYS_NICE
+                os.setpriority(os.PRIO_PROCESS, 0, self.nice)
+        if (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) != self.sched:
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, self.sched[0], os.sched_param(self.sched[1]))
+        if os.sched_getaffinity(0) != self.affinity:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, self.affinity)
+        if _ioprio(None) != self.ioprio:
+            _ioprio(self.ioprio)
+        wrong = [name for r, name in _RLIMITS.items() if resource.getrlimit(r) != self.limits[r]]
+        if os.getpriority(os.PRIO_PROCESS, 0) != self.nice:
+            wrong.append(f"nice value ({os.getpriority(os.PRIO_PROCESS, 0)}, was {self.nice})")
+        if (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) != self.sched:
+            wrong.append("scheduling policy")
+        if os.sched_getaffinity(0) != self.affinity:
+            wrong.append("CPU affinity")
+        if _ioprio(None) != self.ioprio:
+            wrong.append("I/O priority")
+        return ", ".join(wrong) or None
+
+
+_RLIMITS: dict[int, str] = {}
+for _name in sorted(dir(resource), reverse=True):  # an alias (RLIMIT_OFILE) yields to its name
+    if _name.startswith("RLIMIT_"):
+        _RLIMITS[getattr(resource, _name)] = _name
+#: ioprio_set, ioprio_get
+_IOPRIO_CALLS = {"x86_64": (251, 252), "aarch64": (30, 31)}
+
+
+def _ioprio(value: int | None) -> int:
+    """This process's I/O priority; with ``value``, set it first. -1 where unknown."""
+    import ctypes
+    import platform
+
+    calls = _IOPRIO_CALLS.get(platform.machine())
+    if calls is None:
+        return -1
+    libc = ctypes.CDLL(None, use_errno=True)
+    if value is not None:
+        libc.syscall(calls[0], 1, 0, value)  # IOPRIO_WHO_PROCESS, this process
+    return libc.syscall(calls[1], 1, 0)
 
 
 def _writable_areas() -> list[str]:

@@ -12,8 +12,12 @@ generated id, to a descriptor no test process holds; the host maps them back.
 
 Who caused a failure decides what it is: an artifact that cannot be applied (an unsafe or
 inconsistent path, too large, no space left), tests that run out of time, a test process that
-crashes or takes the runner down, a mutant that passes with its test: all are a :class:`TestRun` that grades
-0, with the reason. Only host faults raise (:class:`SandboxSetupError`).
+crashes, ends without the runner's proof of a finished test, or takes the runner down, a mutant
+that passes with its test, a test process that changed the runner in a way it cannot undo: all
+are a :class:`TestRun` that grades 0, with the reason. Tests the host kept off the CPUs until the
+runner's backstop (``starved``) are ``TestRun.starved``: the host's fault, which
+:func:`swebench_verdict` turns into a grader error, never a 0. Only other host faults raise
+(:class:`SandboxSetupError`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from proofgym.verify.grading_workspace import (
     start_sandbox,
 )
 from proofgym.verify.mutants import Layout, TestSourceError, build_layout, list_tests
+from proofgym.verify.sandbox_runner import BACKSTOP
 from proofgym.verify.warm_runners import WARM, Runner
 
 __all__ = ["ALWAYS_PROTECTED", "CONFIG_FILES", "DEFAULT_PROTECTED", "TestRun", "check_artifact",
@@ -55,7 +60,7 @@ _MAX_MESSAGE = 2048
 _STARTUP_S = 20.0  # the host's deadline is the test budget plus this (runner start, report)
 _RUNNER = (Path(__file__).with_name("sandbox_runner.py")).read_text()
 _READY = b"ready\n"
-_STATUSES = {"passed", "failed", "error", "skipped", "timeout", "crashed", "not_run"}
+_STATUSES = {"passed", "failed", "error", "skipped", "timeout", "crashed", "starved", "not_run"}
 
 
 @dataclass(frozen=True)
@@ -63,10 +68,12 @@ class TestRun:
     """The outcome of one isolated test run.
 
     ``results`` maps the real test ids to ``passed``, ``failed``, ``error``, ``skipped``,
-    ``timeout``, ``crashed`` or ``not_run``; it is empty when no valid report came back
-    (``report_error`` says why). ``failure`` names the cause of a run that cannot be graded on
-    its tests (``artifact_rejected``, ``tests_timed_out``, ``runner_killed``,
-    ``tampering_detected``); ``None`` otherwise.
+    ``timeout``, ``crashed`` (the test process ended without the runner's proof that its test
+    finished) or ``not_run``; it is empty when no valid report came back (``report_error`` says
+    why). ``failure`` names the cause of a run that cannot be graded on its tests
+    (``artifact_rejected``, ``tests_timed_out``, ``runner_killed``, ``tampering_detected``,
+    ``host_busy``); ``None`` otherwise. ``starved`` (with ``failure="host_busy"``) says the
+    tests were kept off the CPUs by the host past the runner's backstop: nothing was judged.
     """
 
     results: Mapping[str, str]
@@ -84,6 +91,7 @@ class TestRun:
     #: Real test id -> the tail of its failure report (assertion text, traceback), for tests
     #: that did not pass; informative only (the code under test can write it), bounded in size.
     messages: Mapping[str, str] = field(default_factory=dict)
+    starved: bool = False
 
 
 def _rejected(reason: str, dropped: Sequence[str], t0: float) -> TestRun:
@@ -116,7 +124,9 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                        rng: random.Random | None = None) -> TestRun:
     """Run the tests ``tests`` (node ids ``file::[Class::]name``, or whole files) and a mutant
     of each in a fresh sandbox holding ``snapshot`` plus the allowed ``changes`` plus ``hidden``
-    files; ``timeout_s`` bounds the whole run, ``test_timeout_s`` each test.
+    files; ``timeout_s`` bounds the whole run, ``test_timeout_s`` each test, both in the tests'
+    own time (wall time less the time the host kept them waiting for a CPU); in wall time a run
+    may take up to ``BACKSTOP`` times ``timeout_s`` (plus the sandbox's start) on a busy host.
 
     Raises :class:`SandboxSetupError` only for host problems (no bwrap, no overlay, a runner
     that could not start); anything the artifact or the code under test does ends in a
@@ -162,7 +172,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     runner.job_fd = -1  # the sender closes it
     try:
         sender.start()
-        report, output, host_timeout = _collect(proc, runner.report_fd, timeout_s + _STARTUP_S)
+        report, output, host_timeout = _collect(proc, runner.report_fd,
+                                                BACKSTOP * timeout_s + _STARTUP_S)
         report = runner.ready + report
         t2 = time.perf_counter()
     finally:
@@ -173,7 +184,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                "total_s": time.perf_counter() - t0}
     if not report.startswith(_READY):
         if host_timeout:
-            raise SandboxSetupError(f"the grading runner did not start within {_STARTUP_S + timeout_s:.0f} s")
+            raise SandboxSetupError("the grading runner did not start within "
+                                    f"{_STARTUP_S + BACKSTOP * timeout_s:.0f} s")
         raise SandboxSetupError("the grading runner failed before running any test (exit "
                                 f"{proc.returncode}): {output[-2000:]}")
     outcome = _outcome(report[len(_READY):])
@@ -183,7 +195,9 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     if "rejected" in outcome:
         return _rejected(str(outcome["rejected"]), dropped, t0)
     raw, error, messages = parse_report(report[len(_READY):], layout.run)
-    run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings)
+    changed = _state_changed(report[len(_READY):]) if error is None else None
+    run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings,
+                     changed)
     if run.results:
         run = replace(run, messages={real: _real_names(messages[gen], gen, real)
                                      for gen, real in layout.real.items() if gen in messages})
@@ -257,6 +271,12 @@ def _outcome(data: bytes) -> dict:
     return {}
 
 
+def _state_changed(data: bytes) -> str | None:
+    """What a test process changed in the runner that it could not put back, if anything."""
+    value = json.loads(data).get("state_changed")
+    return value if isinstance(value, str) and value else None
+
+
 def _real_names(message: str, generated: str, real: str) -> str:
     """A test's message with its generated file, class and function names put back."""
     for gen_part, real_part in zip(generated.split("::"), real.split("::"), strict=False):
@@ -266,7 +286,7 @@ def _real_names(message: str, generated: str, real: str) -> str:
 
 def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_code: int | None,
                host_timeout: bool, output: str, dropped: Sequence[str],
-               timings: Mapping[str, float]) -> TestRun:
+               timings: Mapping[str, float], changed: str | None = None) -> TestRun:
     common = dict(exit_code=exit_code, output=output, dropped=tuple(sorted(dropped)),
                   timings=dict(timings), mutants=len(layout.mutant),
                   unmutable=tuple(layout.unmutable))
@@ -282,11 +302,21 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
     passed = sorted(of for g, of in layout.mutant.items()
                     if raw[g] == "passed" and results.get(of) == "passed")
     timed_out = any(s == "timeout" for s in raw.values())
+    if changed is not None:
+        return TestRun({}, timed_out=False, tampered=True, failure="tampering_detected",
+                       report_error=("tampering: a test process changed the grading runner's "
+                                     f"{changed}, which the runner could not put back before the "
+                                     "next test; the remaining tests did not run"), **common)
     if passed:
         return TestRun({}, timed_out=timed_out, tampered=True, mutants_passed=len(passed),
                        report_error=("tampering: these tests passed and so did their mutants (the "
                                      f"same test with an expected value changed): {passed}"),
                        failure="tampering_detected", **common)
+    if any(s == "starved" for s in raw.values()):
+        return TestRun({}, timed_out=False, tampered=False, failure="host_busy", starved=True,
+                       report_error=("the host was too busy to judge: a test got less CPU than its "
+                                     f"time limit in {BACKSTOP:g} times that limit of wall time "
+                                     "(grade it again on a quieter host)"), **common)
     if timed_out:  # which tests ran before the stop depends on the random order: none count
         return TestRun({}, timed_out=True, tampered=False, failure="tests_timed_out",
                        report_error="a test ran past its time limit (or the run past its budget); "
@@ -364,8 +394,10 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
                      *, grader: str | None = None) -> Verdict:
     """Reward 1 exactly when every FAIL_TO_PASS test passed and every PASS_TO_PASS test still
     passes (a test missing from the report has not passed) and no mutant passed. A run that
-    could not be graded on its tests is a scored 0 with the cause as a component. ``reason``
-    says why (the cause, or which tests did not pass and their failure messages)."""
+    could not be graded on its tests is a scored 0 with the cause as a component, except a run
+    the host starved of CPU (``run.starved``): that is a grader error (``status="error"``,
+    not a grade: grade it again), never a 0. ``reason`` says why (the cause, or which tests did
+    not pass and their failure messages)."""
     f2p = sum(run.results.get(t) == "passed" for t in fail_to_pass)
     p2p = sum(run.results.get(t) == "passed" for t in pass_to_pass)
     valid = run.report_error is None and not run.timed_out and run.failure is None
@@ -381,6 +413,9 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
         "grading_overhead_s": run.timings.get("total_s", 0.0) - run.timings.get("run_s", 0.0),
         "test_run_s": run.timings.get("run_s", 0.0),
     }
+    if run.starved:
+        return Verdict.failed(run.report_error or "the host was too busy to judge",
+                              grader=grader, **metrics)
     components = {"resolved": float(resolved)}
     if run.failure is not None:
         components[run.failure] = 0.0

@@ -39,11 +39,15 @@ class CodeRepairTask(Task):
 
     root: Path
     meta: Mapping[str, Any] = field(repr=False)
-    #: The test command's time limit (all tests, real and mutant; a run takes about 3 s). A whole
+    #: The test command's time limit (all tests, real and mutant; a run takes about 3 s), in the
+    #: tests' own time (wall time less the time a busy host kept them off the CPUs). A whole
     #: grading takes at most this plus 20 s (the sandbox start and the report, see
-    #: ``verify.sandboxed``), so a verifier pool's job timeout must exceed ``grading_timeout_s + 30``.
+    #: ``verify.sandboxed``) on a quiet host, so a verifier pool's job timeout must exceed
+    #: ``grading_timeout_s + 30``; on a busy host the runner lets starved tests run on to 4 times
+    #: the limit, and a pool that gives up first returns a grader error, never a 0.
     grading_timeout_s: float = 30.0
-    #: One test's time limit: a test past it stops the run (a scored 0, like the whole budget).
+    #: One test's time limit (own time, as above): a test past it stops the run (a scored 0,
+    #: like the whole budget); a test the host starved past the backstop is a grader error.
     test_timeout_s: float = 10.0
     #: Content the artifact may carry into grading, in all.
     max_artifact_bytes: int = 64 << 20
