@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proofgym.runtimes.sandbox import SandboxLimits, SandboxSetupError
-from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES
+from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError
 from proofgym.verify.grading_workspace import (
     DEFAULT_PROTECTED,
     ArtifactRejected,
@@ -57,7 +56,7 @@ def _snapshot_dir(snapshot: Any) -> Path:
     if isinstance(snapshot, (str, os.PathLike)) and Path(snapshot).is_dir():
         return Path(snapshot).resolve()
     try:
-        from proofgym.runtimes.sandbox.snapshot_source import materialize
+        from proofgym.runtimes.sandbox import materialize
     except ImportError:
         raise TypeError(f"snapshot must be a directory; got {snapshot!r}") from None
     return Path(materialize(snapshot)).resolve()

@@ -34,8 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from proofgym.core import Verdict
-from proofgym.runtimes.sandbox import SandboxLimits, SandboxSetupError
-from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES
+from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError
 from proofgym.verify.grading_workspace import (
     ALWAYS_PROTECTED,
     CONFIG_FILES,
