@@ -228,6 +228,7 @@ class MutationPool:
     checks: list[tuple[str, ast.expr, bool]] = field(default_factory=list)
     borrow: dict[str, list[tuple[str, ast.Assert]]] = field(default_factory=dict)
     exceptions: list[str] = field(default_factory=list)
+    preferred: set[str] = field(default_factory=set)
 
 
 def build_pool(trees: Mapping[str, ast.Module | bytes | str],
@@ -235,8 +236,8 @@ def build_pool(trees: Mapping[str, ast.Module | bytes | str],
     """The :class:`MutationPool` of a task's test files (path -> AST or source); ``preferred``
     files' calls are tried first (the hidden ones: the code under test has not seen them)."""
     with _AST_LOCK:
-        pool = MutationPool()
         preferred = set(preferred)
+        pool = MutationPool(preferred=preferred)
         order = sorted(trees, key=lambda p: p not in preferred)
         late: list[tuple[str, ast.expr]] = []
         late_checks: list[tuple[str, ast.expr, bool]] = []
@@ -284,9 +285,12 @@ def _collect(stmt: ast.stmt, imported: set[str], env: dict[str, ast.expr], pool:
         for side in _eq_literals(test):
             pool.expected += [v for v, _ in _leaf_values(side)]
         sides = _eq_sides(test)
-        if len(sides) == 2 and _eq_literals(test) == [sides[1]] and \
-                isinstance(sides[0], ast.Call) and _view(sides[0], imported, {}) is not None:
-            pool.borrow.setdefault(path, []).append((name, copy.deepcopy(stmt)))
+        left = _view(sides[0], imported, env) if len(sides) == 2 else None
+        if left is not None and _eq_literals(test) == [sides[1]] and \
+                isinstance(left, (ast.Call, ast.Attribute, ast.Subscript)):
+            check = ast.Assert(test=ast.Compare(left=copy.deepcopy(left), ops=[ast.Eq()],
+                                                comparators=[copy.deepcopy(sides[1])]), msg=None)
+            pool.borrow.setdefault(path, []).append((name, check))
     for expr in evaluated:
         view = _view(expr, imported, env)
         if view is None:
@@ -324,26 +328,51 @@ def _test_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.A
 
 
 def _pure_env(body: list[ast.stmt], imported: set[str]) -> dict[str, ast.expr]:
-    """Names assigned exactly once, at the top of ``body``, to a pure value: name -> the
-    assigned node itself (so a leaf changed through a view changes the test)."""
+    """Names assigned exactly once, at the top of ``body``, to a pure value and only read in
+    ways that cannot change what they hold (as arguments of imported functions, compared, or
+    attributes read; never a method called on them, an item or attribute set, or a local
+    function given them): name -> the assigned node itself (so a leaf changed through a view
+    changes the test). A view of ``cache.evictions`` after ``cache.put(...)`` would be wrong."""
     counts: dict[str, int] = {}
+    parents: dict[int, ast.AST] = {}
     for node in body:
         for sub in ast.walk(node):
+            for child in ast.iter_child_nodes(sub):
+                parents[id(child)] = sub
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                 counts[sub.id] = counts.get(sub.id, 0) + 1
+    unsafe = {sub.id for node in body for sub in ast.walk(node)
+              if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load)
+              and not _harmless_read(sub, parents, imported)}
     env: dict[str, ast.expr] = {}
     for node in body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name) and counts.get(node.targets[0].id) == 1 and \
-                _view(node.value, imported, env) is not None:
+                node.targets[0].id not in unsafe and _view(node.value, imported, env) is not None:
             env[node.targets[0].id] = node.value
     return env
+
+
+def _harmless_read(name: ast.Name, parents: Mapping[int, ast.AST], imported: set[str]) -> bool:
+    parent = parents.get(id(name))
+    if isinstance(parent, ast.keyword):
+        parent = parents.get(id(parent))
+        return isinstance(parent, ast.Call) and _callee_ok(parent.func, imported)
+    if isinstance(parent, ast.Call):
+        return name is not parent.func and _callee_ok(parent.func, imported)
+    if isinstance(parent, ast.Compare):
+        return True
+    if isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is name:
+        above = parents.get(id(parent))
+        return isinstance(parent.ctx, ast.Load) and not (isinstance(above, ast.Call) and above.func is parent)
+    return False
 
 
 def _view(node: ast.expr, imported: set[str], env: Mapping[str, ast.expr]) -> ast.expr | None:
     """``node`` with the names of ``env`` replaced by their values, sharing the leaves with the
     test (a new node only where a name was replaced above it), or None when it is not a pure
-    value: literals and calls of imported names (or their attributes) on pure values."""
+    value: literals, calls of imported names (or their attributes, or methods of a pure value)
+    on pure values, and attributes or items of pure values."""
     if isinstance(node, ast.Constant):
         return node
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -358,8 +387,9 @@ def _view(node: ast.expr, imported: set[str], env: Mapping[str, ast.expr]) -> as
         elts = [_view(e, imported, env) for e in node.elts]
         if any(e is None for e in elts):
             return None
-        return node if all(a is b for a, b in zip(elts, node.elts, strict=True)) else \
-            type(node)(elts=elts, ctx=ast.Load()) if not isinstance(node, ast.Set) else ast.Set(elts=elts)
+        if all(a is b for a, b in zip(elts, node.elts, strict=True)):
+            return node
+        return ast.Set(elts=elts) if isinstance(node, ast.Set) else type(node)(elts=elts, ctx=ast.Load())
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
             return None
@@ -368,20 +398,38 @@ def _view(node: ast.expr, imported: set[str], env: Mapping[str, ast.expr]) -> as
         if any(x is None for x in [*keys, *values]):
             return None
         return ast.Dict(keys=keys, values=values)
-    if isinstance(node, ast.Call) and _callee_ok(node.func, imported) and \
-            not any(isinstance(a, ast.Starred) for a in node.args) and \
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        value = _view(node.value, imported, env)
+        if value is None or not isinstance(value, (ast.Call, ast.Attribute, ast.Subscript)):
+            return None  # an attribute of a call's result, not of a module
+        return ast.Attribute(value=value, attr=node.attr, ctx=ast.Load())
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
+            isinstance(node.slice, ast.Constant):
+        value = _view(node.value, imported, env)
+        return None if value is None else ast.Subscript(value=value, slice=node.slice, ctx=ast.Load())
+    if isinstance(node, ast.Call) and not any(isinstance(a, ast.Starred) for a in node.args) and \
             all(k.arg is not None for k in node.keywords):
+        if _callee_ok(node.func, imported):
+            func = node.func
+        elif isinstance(node.func, ast.Attribute):  # a method of a pure value
+            inner = _view(node.func.value, imported, env)
+            if inner is None or not isinstance(inner, (ast.Call, ast.Attribute, ast.Subscript)):
+                return None
+            func = ast.Attribute(value=inner, attr=node.func.attr, ctx=ast.Load())
+        else:
+            return None
         args = [_view(a, imported, env) for a in node.args]
         kws = [_view(k.value, imported, env) for k in node.keywords]
         if any(x is None for x in [*args, *kws]):
             return None
-        return ast.Call(func=node.func, args=args,
+        return ast.Call(func=func, args=args,
                         keywords=[ast.keyword(arg=k.arg, value=v)
                                   for k, v in zip(node.keywords, kws, strict=True)])
     return None
 
 
 def _callee_ok(func: ast.expr, imported: set[str]) -> bool:
+    """An imported function or class, or an attribute of one (``Version.parse``)."""
     while isinstance(func, ast.Attribute):
         func = func.value
     return isinstance(func, ast.Name) and func.id in imported
@@ -457,6 +505,9 @@ class _Mutator:
         self.func, self.module, self.pool, self.rng, self.file = func, module, pool, rng, file
         self.imported = _imported(module) if module is not None else set()
         scope = module.body if module is not None else []
+        # names of fixed values an expected side may hold: imported ones, module constants
+        self.constants = self.imported | {t.id for n in scope if isinstance(n, ast.Assign)
+                                          for t in n.targets if isinstance(t, ast.Name)}
         helpers = {n.name: n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                    and not n.name.startswith("test")}
         self.bodies: list[list[ast.stmt]] = [func.body]
@@ -473,7 +524,7 @@ class _Mutator:
         # a name only such a comparison reads (one that is also an input would change both sides)
         self.expected: list[ast.expr] = []
         for a in self.asserts:
-            self.expected += _eq_literals(a.test)
+            self.expected += _eq_literals(a.test, self.constants)
             self.expected += _prefix_literals(a.test)
         compared = {n.id for a in self.asserts for n in _eq_names(a.test)}
         loads = [n.id for n in ast.walk(module if module is not None else func)
@@ -495,7 +546,7 @@ class _Mutator:
         self.near: dict[int, _Inputs] = {}
         for a in self.asserts:
             sides = _eq_sides(a.test)
-            for side in [*_eq_literals(a.test), *_prefix_literals(a.test)]:
+            for side in [*_eq_literals(a.test, self.constants), *_prefix_literals(a.test)]:
                 others = [s for s in (sides or [a.test]) if s is not side]
                 names = {n.id for o in others for n in ast.walk(o) if isinstance(n, ast.Name)}
                 roots: list[ast.AST] = [*others, *(s.value for body in self.bodies for s in body
@@ -545,15 +596,21 @@ class _Mutator:
         literal = _is_literal(root)
         before = ast.literal_eval(ast.unparse(root)) if literal else None
         shape = _shape_signature(root)
-        for new in _candidates(value, near, self.far, self.pool, self.chars, self.rng, level):
-            leaf.value = -new if negative and not isinstance(new, (str, bytes)) else new  # type: ignore[operator]
-            try:
-                changed = not literal or ast.literal_eval(ast.unparse(root)) != before
-            except ValueError:  # a negative value under a unary minus ("--2") is no literal
-                changed = False
-            if changed and _shape_signature(root) == shape:
-                return True
-            leaf.value = old
+        # the leaf alone, else with its twins (``["svc", "svc"]`` stays a pair of equal items)
+        twins = [n for v, n in _leaf_values(root) if n is not leaf and type(v) is type(value)
+                 and v == value and value != 0]
+        for group in ([leaf], [leaf, *twins]) if twins else ([leaf],):
+            for new in _candidates(value, near, self.far, self.pool, self.chars, self.rng, level):
+                for n in group:
+                    n.value = -new if negative and not isinstance(new, (str, bytes)) else new  # type: ignore[operator]
+                try:
+                    changed = not literal or ast.literal_eval(ast.unparse(root)) != before
+                except ValueError:  # a negative value under a unary minus ("--2") is no literal
+                    changed = False
+                if changed and _shape_signature(root) == shape:
+                    return True
+                for n in group:
+                    n.value = old
         return False
 
     # ------------------------------------------------------------------ raises tests
@@ -676,18 +733,30 @@ class _Mutator:
 
     # ------------------------------------------------------------------ last resort
     def _borrow(self) -> bool:
-        """A changed copy of another test's ``assert f(<literals>) == <literal>`` from the same
-        file, put first in this test: correct code fails it before anything else runs."""
+        """A changed copy of another test's ``assert <pure call> == <expected>`` put first in this
+        test (correct code fails it before anything else runs): from the same file, else from
+        another preferred (hidden) file, else any, as long as this file imports its names."""
         name = self.func.name
-        found = [a for test, a in self.pool.borrow.get(self.file or "", [])
-                 if test.rsplit("::", 1)[-1] != name]
-        self.rng.shuffle(found)
-        for stmt in found:
+        scope = self.module.body if self.module is not None else []
+        known = self.constants | {n.name for n in scope if isinstance(
+            n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not n.name.startswith("test")}
+        ranked: list[tuple[int, ast.Assert]] = []
+        for path, found in self.pool.borrow.items():
+            rank = 0 if path == self.file else 1 if path in self.pool.preferred else 2
+            for test, stmt in found:
+                if path == self.file and test.rsplit("::", 1)[-1] == name:
+                    continue
+                names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+                if names <= known:
+                    ranked.append((rank, stmt))
+        self.rng.shuffle(ranked)
+        ranked.sort(key=lambda r: r[0])
+        for _, stmt in ranked:
             stmt = copy.deepcopy(stmt)
             holder = ast.parse("def _():\n    pass\n").body[0]
             assert isinstance(holder, ast.FunctionDef)
             holder.body = [stmt]
-            helper = _Mutator(holder, None, self.pool, self.rng, None)
+            helper = _Mutator(holder, self.module, self.pool, self.rng, None)
             if any(helper._mutate_values([*helper.expected], level) for level in (2, 1, 0)):
                 at = 1 if self.func.body and _is_docstring(self.func.body[0]) else 0
                 self.func.body.insert(at, stmt)
@@ -1073,30 +1142,46 @@ def _eq_sides(test: ast.expr) -> list[ast.expr]:
     return []
 
 
-def _is_expected(node: ast.expr) -> bool:
-    """A literal, or a value built from literals only (``[date(2024, 1, 31)]``, ``Decimal("1.5")``)."""
+def _is_expected(node: ast.expr, names: frozenset[str] | set[str] = frozenset()) -> bool:
+    """A literal, or a value built from literals only (``[date(2024, 1, 31)]``, ``Decimal("1.5")``);
+    inside a container, ``names`` (imported constants such as ``USER_AGENT``) count as fixed
+    values too."""
+    return _expected(node, names, top=True)
+
+
+def _expected(node: ast.expr, names: frozenset[str] | set[str], top: bool) -> bool:
     if _is_literal(node):
         return True
+    if isinstance(node, ast.Name):
+        return not top and node.id in names
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return all(_is_expected(e) for e in node.elts)
+        return all(_expected(e, names, False) for e in node.elts) and \
+            (not top or any(isinstance(n, ast.Constant) for n in ast.walk(node)))
     if isinstance(node, ast.Dict):
-        return all(k is not None and _is_expected(k) for k in node.keys) and \
-            all(_is_expected(v) for v in node.values)
+        return all(k is not None and _expected(k, names, False) for k in node.keys) and \
+            all(_expected(v, names, False) for v in node.values) and \
+            (not top or any(isinstance(n, ast.Constant) for n in ast.walk(node)))
     if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
-        return bool(node.args or node.keywords) and all(_is_expected(a) for a in node.args) and \
-            all(_is_expected(k.value) for k in node.keywords)
+        return bool(node.args or node.keywords) and all(_expected(a, names, False) for a in node.args) and \
+            all(_expected(k.value, names, False) for k in node.keywords) and \
+            any(isinstance(n, ast.Constant) for n in ast.walk(node))
     return False
 
 
-def _eq_literals(test: ast.expr) -> list[ast.expr]:
+def _eq_literals(test: ast.expr, names: frozenset[str] | set[str] = frozenset()) -> list[ast.expr]:
+    """The expected side of ``assert a == b``: the one side that is a literal, or built from
+    literals (and ``names``); when both are, by convention the right one, unless both are
+    calls of the same function (``f(1) == f(2)`` says nothing about which one is expected)."""
     sides = _eq_sides(test)
     if len(sides) != 2:
         return []
-    for kind in (_is_literal, _is_expected):
+    for kind in (_is_literal, functools.partial(_is_expected, names=names)):
         if kind(sides[0]) != kind(sides[1]):  # exactly one side is the expected value
             return [s for s in sides if kind(s)]
-    # both built from constants (``f("a") == ["a"]`` with f a call): by convention the right side
-    return [sides[1]] if _is_expected(sides[1]) else []
+    if all(isinstance(x, ast.Call) for x in sides) and \
+            ast.dump(sides[0].func) == ast.dump(sides[1].func):  # type: ignore[attr-defined]
+        return []
+    return [sides[1]] if _is_expected(sides[1], names) else []
 
 
 def _eq_names(test: ast.expr) -> list[ast.Name]:
