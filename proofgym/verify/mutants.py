@@ -26,6 +26,9 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import datetime
+import decimal
+import fractions
 import functools
 import itertools
 import random
@@ -561,20 +564,30 @@ class _Mutator:
 
     # ------------------------------------------------------------------ driver
     def run(self) -> bool:
+        return self._expected_values(close=True) or self._other_checks() or \
+            self._expected_values(close=False) or self._borrow()
+
+    def _expected_values(self, close: bool) -> bool:
+        """``close``: every property of the changed value kept (its relation to all the test's
+        inputs, then to its own comparison's), or two items of an expected list swapped (the
+        same values), then without the container's order and distinctness. Else: any swap, then
+        a value of the same form only."""
         roots = [*self.expected, *self.assigned]
-        for level in (2, 1):  # every property kept; then the test-wide inputs dropped
-            if self._mutate_values(roots, level):
-                return True
+        if close:
+            return self._mutate_values(roots, 2) or self._swap_items(roots) or \
+                self._mutate_values(roots, 1) or self._mutate_values(roots, 2, keep_shape=False) or \
+                self._mutate_values(roots, 1, keep_shape=False)
+        return self._swap_items(roots, keep_shape=False) or self._mutate_values(roots, 0) or \
+            self._mutate_values(roots, 0, keep_shape=False)
+
+    def _other_checks(self) -> bool:
         other = self._raises() or self._checks() or self._swaps()
         if other:
             self.rng.choice(other)()
-            return True
-        if self._mutate_values(roots, 0):
-            return True
-        return self._borrow()
+        return bool(other)
 
     # ------------------------------------------------------------------ expected values
-    def _mutate_values(self, roots: list[ast.expr], level: int) -> bool:
+    def _mutate_values(self, roots: list[ast.expr], level: int, keep_shape: bool = True) -> bool:
         sites: list[tuple[int, ast.expr, ast.Constant, bool]] = []
         for root in roots:
             parents = {id(c): p for p in ast.walk(root) for c in ast.iter_child_nodes(p)}
@@ -587,9 +600,32 @@ class _Mutator:
                     sites.append((rank, root, leaf, negative))
         self.rng.shuffle(sites)
         sites.sort(key=lambda s: s[0])  # values first, then dict keys, then booleans
-        return any(self._mutate_leaf(root, leaf, negative, level) for _, root, leaf, negative in sites)
+        return any(self._mutate_leaf(root, leaf, negative, level, keep_shape)
+                   for _, root, leaf, negative in sites)
 
-    def _mutate_leaf(self, root: ast.expr, leaf: ast.Constant, negative: bool, level: int) -> bool:
+    def _swap_items(self, roots: list[ast.expr], keep_shape: bool = True) -> bool:
+        """Two different items of an expected list or tuple swapped: every value stays one the
+        test had, and a sequence compares item by item, so the expected value changed."""
+        options = []
+        for root in roots:
+            for node in ast.walk(root):
+                if isinstance(node, (ast.List, ast.Tuple)):
+                    dumps = [ast.dump(e) for e in node.elts]
+                    options += [(root, node, i, j) for i in range(len(dumps))
+                                for j in range(i + 1, len(dumps)) if dumps[i] != dumps[j]
+                                and not (_key(node.elts[i]) is not _NO_KEY
+                                         and _key(node.elts[i]) == _key(node.elts[j]))]
+        self.rng.shuffle(options)
+        for root, node, i, j in options:
+            shape = _shape_signature(root)
+            node.elts[i], node.elts[j] = node.elts[j], node.elts[i]
+            if not keep_shape or _shape_signature(root) == shape:
+                return True
+            node.elts[i], node.elts[j] = node.elts[j], node.elts[i]
+        return False
+
+    def _mutate_leaf(self, root: ast.expr, leaf: ast.Constant, negative: bool, level: int,
+                     keep_shape: bool = True) -> bool:
         old = leaf.value
         value = -old if negative and not isinstance(old, (str, bytes)) else old  # type: ignore[operator]
         near = self.near.get(id(root), self.far)
@@ -607,7 +643,8 @@ class _Mutator:
                     changed = not literal or ast.literal_eval(ast.unparse(root)) != before
                 except ValueError:  # a negative value under a unary minus ("--2") is no literal
                     changed = False
-                if changed and _shape_signature(root) == shape:
+                if changed and (not keep_shape or _shape_signature(root) == shape) and \
+                        _constructible(root):
                     return True
                 for n in group:
                     n.value = old
@@ -685,8 +722,10 @@ class _Mutator:
         old = _builtin_exception(call.args[0].id)
         if old is None:
             return None
-        seen = [e for e in self.pool.exceptions if _builtin_exception(e) is not None]
-        options = [e for e in [*seen, *_EXC_SWAPS] if _unrelated(old, _builtin_exception(e))]
+        # a type the task's tests expect elsewhere, when there is one: an unusual type says
+        # "mutant" to code that knows the visible tests
+        seen = [e for e in self.pool.exceptions if _unrelated(old, _builtin_exception(e))]
+        options = seen or [e for e in _EXC_SWAPS if _unrelated(old, _builtin_exception(e))]
         if not options:
             return None
         new = self.rng.choice(options)
@@ -757,7 +796,7 @@ class _Mutator:
             assert isinstance(holder, ast.FunctionDef)
             holder.body = [stmt]
             helper = _Mutator(holder, self.module, self.pool, self.rng, None)
-            if any(helper._mutate_values([*helper.expected], level) for level in (2, 1, 0)):
+            if helper._expected_values(close=True) or helper._expected_values(close=False):
                 at = 1 if self.func.body and _is_docstring(self.func.body[0]) else 0
                 self.func.body.insert(at, stmt)
                 return True
@@ -800,9 +839,11 @@ def _normal(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)).casefold()
 
 
-def _features(value: object, near: _Inputs, far: _Inputs, level: int) -> _Feature:
+def _features(value: object, near: _Inputs, far: _Inputs, level: int, loose: bool = False) -> _Feature:
     """What a replacement must share with ``value``: its kind and form always; with level 1 its
-    relation to the comparison's own inputs; with level 2 to all of the test's inputs too."""
+    relation to the comparison's own inputs; with level 2 to all of the test's inputs too.
+    ``loose``: a string's form is its runs of character classes (``"ok"`` and ``"pipe"`` alike),
+    for replacements that are themselves whole inputs or words of them."""
     if isinstance(value, bool):
         return (bool,)
     if isinstance(value, int):
@@ -816,7 +857,9 @@ def _features(value: object, near: _Inputs, far: _Inputs, level: int) -> _Featur
         rel = [(near.has_float(value),), (far.has_float(value),)]
     elif isinstance(value, (str, bytes)):
         text = value.decode("latin-1") if isinstance(value, bytes) else value
-        form = (type(value), len(text), tuple(_char_class(c) for c in text))
+        classes = tuple(_char_class(c) for c in text)
+        form = (type(value), tuple(c for i, c in enumerate(classes) if i == 0 or classes[i - 1] != c)) \
+            if loose else (type(value), len(text), classes)
         rel = [near.has_text(text), far.has_text(text)]
     else:
         return (type(value), value)
@@ -865,6 +908,18 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
         made += [round(value + s * d * 10 ** (1 - places), places) for s in (1, -1) for d in range(1, 10)]
     elif isinstance(value, (str, bytes)):
         text = value.decode("latin-1") if isinstance(value, bytes) else value
+        if isinstance(value, str) and level:
+            # a whole input, or words of the inputs, in place of the same: every token of the
+            # expected value still occurs among the inputs when it did before
+            loose_want = _features(value, near, far, level, loose=True)
+            tokens = [*near.strings, *far.strings]
+            words = [w for s in tokens for w in _WORD.findall(s)]
+            tokens += [text[:m.start()] + w + text[m.end():] for m in _WORD.finditer(text)
+                       for w in words if w != m.group()]
+            loose = [v for v in tokens if v != value
+                     and _features(v, near, far, level, loose=True) == loose_want]
+            rng.shuffle(loose)
+            yield from dict.fromkeys(loose)
         strings = [*near.strings, *near.norm, *far.strings, *far.norm,
                    *(v for v in pool.expected if isinstance(v, str))]
         drawn = [s[i:i + len(text)] for s in strings for i in range(len(s) - len(text) + 1)] \
@@ -885,6 +940,29 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
         ok += extra
         rng.shuffle(ok)
     yield from dict.fromkeys(ok)
+
+
+_STDLIB_VALUES = {"date": datetime.date, "datetime": datetime.datetime, "time": datetime.time,
+                  "timedelta": datetime.timedelta, "Decimal": decimal.Decimal,
+                  "Fraction": fractions.Fraction}
+
+
+def _constructible(root: ast.expr) -> bool:
+    """Whether the standard-library values in ``root`` (``date(2024, 2, 31)`` is none) can be
+    made: one that cannot says "mutant" to any code that tries."""
+    for node in ast.walk(root):
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            make = _STDLIB_VALUES.get(name)
+            if make is None or not all(_is_literal(a) for a in node.args) or \
+                    not all(_is_literal(k.value) for k in node.keywords):
+                continue
+            try:
+                make(*(ast.literal_eval(a) for a in node.args),
+                     **{k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg})
+            except (ValueError, TypeError, ArithmeticError, decimal.InvalidOperation):
+                return False
+    return True
 
 
 def _latin1(text: str) -> bytes | None:
