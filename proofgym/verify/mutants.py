@@ -232,6 +232,8 @@ class MutationPool:
     borrow: dict[str, list[tuple[str, ast.Assert]]] = field(default_factory=dict)
     exceptions: list[str] = field(default_factory=list)
     preferred: set[str] = field(default_factory=set)
+    #: per file, its module-level tests that take no fixtures and have no decorators
+    bodies: dict[str, list[tuple[str, ast.FunctionDef]]] = field(default_factory=dict)
 
 
 def build_pool(trees: Mapping[str, ast.Module | bytes | str],
@@ -257,6 +259,11 @@ def build_pool(trees: Mapping[str, ast.Module | bytes | str],
                     _collect(stmt, imported, env, pool, path, name,
                              pool.valid if path in preferred else late,
                              pool.checks if path in preferred else late_checks)
+            pool.bodies[path] = [(n.name, copy.deepcopy(n)) for n in tree.body
+                                 if isinstance(n, ast.FunctionDef) and n.name.startswith("test")
+                                 and not n.decorator_list and not n.args.args
+                                 and not n.args.posonlyargs and not n.args.kwonlyargs
+                                 and n.args.vararg is None and n.args.kwarg is None]
             for node in ast.walk(tree):
                 exc = _raises_type(node)
                 if exc is not None:
@@ -799,6 +806,23 @@ class _Mutator:
             if helper._expected_values(close=True) or helper._expected_values(close=False):
                 at = 1 if self.func.body and _is_docstring(self.func.body[0]) else 0
                 self.func.body.insert(at, stmt)
+                return True
+        return self._borrow_body()
+
+    def _borrow_body(self) -> bool:
+        """A changed copy of a whole other test of the same file (one without fixtures), put
+        first: the tests of a grading run alone in any order, so that body fails here as its
+        changed copy fails on its own."""
+        found = [f for test, f in self.pool.bodies.get(self.file or "", []) if test != self.func.name]
+        self.rng.shuffle(found)
+        for other in found:
+            other = copy.deepcopy(other)
+            helper = _Mutator(other, self.module, self.pool, self.rng, None)
+            if helper._expected_values(close=True) or helper._other_checks() or \
+                    helper._expected_values(close=False):
+                at = 1 if self.func.body and _is_docstring(self.func.body[0]) else 0
+                body = other.body[1:] if other.body and _is_docstring(other.body[0]) else other.body
+                self.func.body[at:at] = body
                 return True
         return False
 
