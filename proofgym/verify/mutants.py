@@ -640,10 +640,20 @@ class _Mutator:
         before = ast.literal_eval(ast.unparse(root)) if literal else None
         shape = _shape_signature(root)
         # the leaf alone, else with its twins (``["svc", "svc"]`` stays a pair of equal items)
-        twins = [n for v, n in _leaf_values(root) if n is not leaf and type(v) is type(value)
-                 and v == value and value != 0]
+        siblings = next((list(p.elts if isinstance(p, (ast.List, ast.Tuple, ast.Set)) else p.args)
+                         for p in ast.walk(root) if isinstance(p, (ast.List, ast.Tuple, ast.Set, ast.Call))
+                         and any(e is leaf for e in (p.elts if not isinstance(p, ast.Call) else p.args))),
+                        [])
+        twins = [e for e in siblings if e is not leaf and isinstance(e, ast.Constant)
+                 and type(e.value) is type(old) and e.value == old and not negative]
+        made = _stdlib_values(root, [leaf, *twins])  # Fraction(1, 2) == Fraction(2, 4)
         for group in ([leaf], [leaf, *twins]) if twins else ([leaf],):
-            for new in _candidates(value, near, self.far, self.pool, self.chars, self.rng, level):
+            # a string a call turns into a value (``Decimal("0.16")``) changes in place only:
+            # ``Decimal("00.16")`` would be the same value
+            in_call = any(isinstance(n, ast.Call) and any(
+                a is leaf for a in [*n.args, *(k.value for k in n.keywords)]) for n in ast.walk(root))
+            for new in _candidates(value, near, self.far, self.pool, self.chars, self.rng, level,
+                                   loose=not in_call):
                 for n in group:
                     n.value = -new if negative and not isinstance(new, (str, bytes)) else new  # type: ignore[operator]
                 try:
@@ -651,7 +661,7 @@ class _Mutator:
                 except ValueError:  # a negative value under a unary minus ("--2") is no literal
                     changed = False
                 if changed and (not keep_shape or _shape_signature(root) == shape) and \
-                        _constructible(root):
+                        _constructible(root) and (not made or _stdlib_values(root, group) != made):
                     return True
                 for n in group:
                     n.value = old
@@ -906,7 +916,7 @@ def _char_class(c: str) -> str:
 
 
 def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, chars: str,
-                rng: random.Random, level: int) -> Iterator[object]:
+                rng: random.Random, level: int, loose: bool = True) -> Iterator[object]:
     """Replacement values for ``value`` in the order to try them: drawn from the values of the
     same kind in the test's inputs and the task's expected values (by their frequency there)
     when there are enough of those, else also from small changes of ``value``; every one has
@@ -932,7 +942,7 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
         made += [round(value + s * d * 10 ** (1 - places), places) for s in (1, -1) for d in range(1, 10)]
     elif isinstance(value, (str, bytes)):
         text = value.decode("latin-1") if isinstance(value, bytes) else value
-        if isinstance(value, str) and level:
+        if isinstance(value, str) and level and loose:
             # a whole input, or words of the inputs, in place of the same: every token of the
             # expected value still occurs among the inputs when it did before
             loose_want = _features(value, near, far, level, loose=True)
@@ -987,6 +997,25 @@ def _constructible(root: ast.expr) -> bool:
             except (ValueError, TypeError, ArithmeticError, decimal.InvalidOperation):
                 return False
     return True
+
+
+def _stdlib_values(root: ast.expr, leaves: list[ast.Constant]) -> list[object]:
+    """The standard-library values in ``root`` that hold one of ``leaves``, made (a changed
+    argument must change the value they make)."""
+    ids = {id(n) for n in leaves}
+    out: list[object] = []
+    for node in ast.walk(root):
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) and \
+                any(id(n) in ids for n in ast.walk(node)):
+            make = _STDLIB_VALUES.get(node.func.id if isinstance(node.func, ast.Name) else node.func.attr)
+            if make is None:
+                continue
+            try:
+                out.append(make(*(ast.literal_eval(a) for a in node.args),
+                                **{k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}))
+            except (ValueError, TypeError, ArithmeticError, decimal.InvalidOperation, SyntaxError):
+                out.append(None)
+    return out
 
 
 def _latin1(text: str) -> bytes | None:
