@@ -618,8 +618,10 @@ class _Mutator:
             for node in ast.walk(root):
                 if isinstance(node, (ast.List, ast.Tuple)):
                     dumps = [ast.dump(e) for e in node.elts]
+                    kinds = [_skeleton(e) for e in node.elts]  # an int and a list never swap
                     options += [(root, node, i, j) for i in range(len(dumps))
-                                for j in range(i + 1, len(dumps)) if dumps[i] != dumps[j]
+                                for j in range(i + 1, len(dumps))
+                                if dumps[i] != dumps[j] and kinds[i] == kinds[j]
                                 and not (_key(node.elts[i]) is not _NO_KEY
                                          and _key(node.elts[i]) == _key(node.elts[j]))]
         self.rng.shuffle(options)
