@@ -10,11 +10,32 @@ ids stays on the host, and a test process sees only its own file
 (:mod:`proofgym.verify.sandbox_runner`). A run in which a mutant passes together with its test
 was tampered with.
 
-A mutated number is as likely below as above the real value, so a test's value alone does not
-say whether it is the real test or the mutant. The remaining limit: code that guesses per test
-is right half the time per pair, so with k mutated hidden tests it resolves a task by chance with
-probability 2^-k (see "Grading" in ``docs/threat-model.md`` and
-``tests/security/test_attack_mutant_pairs.py``).
+Mutants are drawn to look like the task's real tests (``mutate_test`` lists the kinds in order):
+a changed expected value is drawn from the values of the same kind that the task's test files
+hold (visible and hidden) and, where the test's values allow one, keeps the real value's sign, digit count, float repr length,
+string length and character classes (or is a whole input, or made of input words), whether it
+occurs among the test's inputs, and the order and distinctness of the list it sits in; no
+mutant negates an assert. Tests without an expected value to change get a mutant of their own
+kind: ``pytest.raises`` tests a returning input (one another test shows returning), a changed
+``match=`` pattern or an unrelated builtin exception type; ``assert f(...)`` the arguments of an
+opposite check of ``f``; ``assert a < b`` its operands swapped; helper-style tests
+(``check(candidate)``) a changed expected value in the helper; and a test with none of these a
+changed copy of another test's check, or of another whole test of its file, put first. A test
+that none of these applies to has no mutant: :class:`Layout` lists it in ``unmutable`` (and
+``TestRun.unmutable``, the ``tests_without_mutant`` metric), and a task none of whose tests has
+one is a grader error (``CodeRepairTask.verify``). Every mutant must fail where its test passes:
+a mutant that correct code passes would flag an honest solution as tampering.
+
+What holds, and its tests: every hidden test of every bundled CodeRepair task gets a mutant, none
+negates a check, and every mutant fails with the reference fix while every test passes
+(``tests/security/test_attack_mutant_classifier.py``); the red team's classifier
+(``bench/mutant_classifier.py``: values absent from the inputs, negatives, long floats, negated
+checks, impossible dates, unseen exception types, inserted checks) resolves the bundled tasks no
+more often than a coin per pair, 2^-k for k mutated hidden tests (same file), and a guess from a
+test's value alone does no better (``tests/security/test_attack_mutant_pairs.py``). Not
+indistinguishable: an inserted check (the last resort) and a value no other value could replace
+with the same relation to the inputs (a csv line whose only letter, ``x``, is also the expected
+field) still tell a few pairs apart (see "Grading" in ``docs/threat-model.md``).
 
 Tests are listed from the files' AST, never by importing them (importing runs the code under
 test). Test functions are ``test*`` functions at module level and ``test*`` methods of ``Test*``
