@@ -336,17 +336,20 @@ def report(results: list[TaskResult], out=sys.stdout) -> dict[str, float]:
     upper = clopper_pearson_upper(xs, n)
     print(f"{'mean':34} {'':>2} {sum(r.free for r in results):>4} {xs:>4}/{n:<4} {mean_rate:>6.3f} "
           f"{mean_chance:>7.4f} {tail:>12.3f}", file=out)
-    print(f"forge rate over all gradings {xs / n:.4f} (95% upper bound {upper:.4f}) against chance "
-          f"{mean_chance:.4f}; P(at least {xs} forges | chance) = {tail:.3f}", file=out)
+    print(f"forge rate over all gradings {xs / n:.4f} (one-sided 95% upper bound {upper:.4f}) against "
+          f"chance {mean_chance:.4f} ({sum(ps):.1f} forges expected); P(at least {xs} forges | chance) = "
+          f"{tail:.3f}", file=out)
     right = sum((r.pair_right for r in results), Counter())
     wrong = sum((r.pair_wrong for r in results), Counter())
-    print("pairs told apart, per cue: right (fired on the mutant only) / wrong (on the real test only)",
-          file=out)
+    pairs = sum(r.k * r.layouts for r in results)
+    print(f"{pairs} pairs told apart, per cue: right (fired on the mutant only) / wrong (on the real "
+          "test only)", file=out)
     for cue in (*CUES, "any"):
         total = right[cue] + wrong[cue]
         tail_cue = binom_tail(total, 0.5, right[cue]) if total else 1.0
         print(f"  {cue:11} {right[cue]:>6} / {wrong[cue]:<6} P(>= right | coin) = {tail_cue:.3g}", file=out)
-    return {"forged": xs, "gradings": n, "mean_rate": mean_rate, "mean_chance": mean_chance,
+    return {"forged": xs, "gradings": n, "pairs": pairs, "expected_by_chance": sum(ps),
+            "mean_rate": mean_rate, "mean_chance": mean_chance,
             "tail": tail, "upper": upper}
 
 

@@ -12,19 +12,20 @@ was tampered with.
 
 Mutants are drawn to look like the task's real tests (``mutate_test`` lists the kinds in order):
 a changed expected value is drawn from the values of the same kind that the task's test files
-hold (visible and hidden) and, where the test's values allow one, keeps the real value's sign, digit count, float repr length,
-string length and character classes (or is a whole input, or made of input words), whether it
-occurs among the test's inputs, and the order and distinctness of the list it sits in; no
-mutant negates an assert. Tests without an expected value to change get a mutant of their own
-kind: ``pytest.raises`` tests a returning input (one another test shows returning), a changed
-``match=`` pattern or an unrelated builtin exception type; ``assert f(...)`` the arguments of an
-opposite check of ``f``; ``assert a < b`` its operands swapped; helper-style tests
-(``check(candidate)``) a changed expected value in the helper; and a test with none of these a
-changed copy of another test's check, or of another whole test of its file, put first. A test
-that none of these applies to has no mutant: :class:`Layout` lists it in ``unmutable`` (and
-``TestRun.unmutable``, the ``tests_without_mutant`` metric), and a task none of whose tests has
-one is a grader error (``CodeRepairTask.verify``). Every mutant must fail where its test passes:
-a mutant that correct code passes would flag an honest solution as tampering.
+hold (visible and hidden) and, where the test's values allow one, keeps the real value's sign,
+digit count, float repr length, string length and character classes (or is a whole input, or
+made of input words), whether it occurs among the test's inputs, and the order and distinctness
+of the list it sits in; no mutant negates an assert. Tests without an expected value to change
+get a mutant of their own kind: ``pytest.raises`` tests a returning input (one another test
+shows returning), a changed ``match=`` pattern or an unrelated builtin exception type; ``assert
+f(...)`` the arguments of an opposite check of ``f``; ``assert a < b`` its operands swapped;
+helper-style tests (``check(candidate)``) a changed expected value in the helper; and a test
+with none of these a changed copy of another test's check, or of another whole test of its file,
+put first. A test that none of these applies to has no mutant: :class:`Layout` lists it in
+``unmutable`` (and ``TestRun.unmutable``, the ``tests_without_mutant`` metric), and a task none
+of whose tests has one is a grader error (``CodeRepairTask.verify``). Every mutant must fail
+where its test passes: a mutant that correct code passes would flag an honest solution as
+tampering.
 
 What holds, and its tests: every hidden test of every bundled CodeRepair task gets a mutant, none
 negates a check, and every mutant fails with the reference fix while every test passes
@@ -905,24 +906,26 @@ def _features(value: object, near: _Inputs, far: _Inputs, level: int, loose: boo
         return (bool,)
     if isinstance(value, int):
         form: _Feature = (int, value < 0, len(str(abs(value))))
-        rel: list[_Feature] = [(near.has_int(value),), (far.has_int(value),)]
+        rel: list[Callable[[], _Feature]] = [lambda: (near.has_int(value),),
+                                             lambda: (far.has_int(value),)]
     elif isinstance(value, float):
         text = repr(abs(value))
         shape = ("e", len(text)) if "e" in text or "n" in text else \
             (len(text.split(".")[0]), len(text.split(".")[1]))
         form = (float, value < 0, shape)
-        rel = [(near.has_float(value),), (far.has_float(value),)]
+        rel = [lambda: (near.has_float(value),), lambda: (far.has_float(value),)]
     elif isinstance(value, (str, bytes)):
         text = value.decode("latin-1") if isinstance(value, bytes) else value
         classes = tuple(_char_class(c) for c in text)
         form = (type(value), tuple(c for i, c in enumerate(classes) if i == 0 or classes[i - 1] != c)) \
             if loose else (type(value), len(text), classes)
-        rel = [near.has_text(text), far.has_text(text)]
+        rel = [lambda: near.has_text(text), lambda: far.has_text(text)]
     else:
         return (type(value), value)
-    return form + tuple(x for r in rel[:level] for x in r)
+    return form + tuple(x for r in rel[:level] for x in r())  # the costly part only when asked
 
 
+@functools.lru_cache(maxsize=4096)
 def _char_class(c: str) -> str:
     if c.isascii():
         if c.islower():
@@ -988,11 +991,18 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
             drawn, made = [d for d in drawn if d is not None], [m for m in made if m is not None]
     else:
         return
-    ok = [v for v in drawn if v != value and type(v) is type(value)
-          and _features(v, near, far, level) == want]
+    form = _features(value, near, far, 0)  # the cheap part first: most draws differ in form
+    verdicts: dict[object, bool] = {}
+
+    def fits(v: object) -> bool:
+        if v not in verdicts:
+            verdicts[v] = v != value and type(v) is type(value) and \
+                _features(v, near, far, 0) == form and _features(v, near, far, level) == want
+        return verdicts[v]
+    ok = [v for v in drawn if fits(v)]
     rng.shuffle(ok)  # by frequency: a value seen often is tried early often
     if len(set(ok)) < 3:
-        extra = [v for v in made if v != value and _features(v, near, far, level) == want]
+        extra = [v for v in made if fits(v)]
         rng.shuffle(extra)
         ok += extra
         rng.shuffle(ok)
