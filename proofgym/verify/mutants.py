@@ -158,7 +158,7 @@ def _build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
     mutate = set(sources if mutate_files is None else mutate_files)
     wanted = list(dict.fromkeys(wanted))
     trees = {path: _parse(path, src) for path, src in sources.items()}
-    pool = build_pool(trees, preferred=mutate)
+    pool = build_pool(trees, preferred=mutate, passing=wanted)
     listed = {item.node_id: item for path, src in sources.items() for item in list_tests(path, src)}
     missing = [w for w in wanted if w not in listed]
     if missing:
@@ -259,11 +259,17 @@ class MutationPool:
 
 
 def build_pool(trees: Mapping[str, ast.Module | bytes | str],
-               preferred: Iterable[str] = ()) -> MutationPool:
+               preferred: Iterable[str] = (), passing: Iterable[str] | None = None) -> MutationPool:
     """The :class:`MutationPool` of a task's test files (path -> AST or source); ``preferred``
-    files' calls are tried first (the hidden ones: the code under test has not seen them)."""
+    files' calls are tried first (the hidden ones: the code under test has not seen them).
+
+    What a mutant may take as known to return or hold (``valid``, ``checks``, ``borrow``,
+    ``bodies``) comes only from tests in ``passing`` (node ids; by default every test), and of
+    those only from ones without fixtures or decorators (a skipped test or a monkeypatched one
+    shows nothing): correct code passes the tests it is graded on."""
     with _AST_LOCK:
         preferred = set(preferred)
+        passing = None if passing is None else set(passing)
         pool = MutationPool(preferred=preferred)
         order = sorted(trees, key=lambda p: p not in preferred)
         late: list[tuple[str, ast.expr]] = []
@@ -277,15 +283,14 @@ def build_pool(trees: Mapping[str, ast.Module | bytes | str],
                        and not n.name.startswith("test")]
             for name, func in [*_test_functions(tree), *helpers]:
                 env = _pure_env(func.body, imported)
+                trusted = bool(name) and _plain(func) and (passing is None or f"{path}::{name}" in passing)
                 for stmt, _ in _running(func.body, tree):
                     _collect(stmt, imported, env, pool, path, name,
                              pool.valid if path in preferred else late,
-                             pool.checks if path in preferred else late_checks)
+                             pool.checks if path in preferred else late_checks, trusted)
             pool.bodies[path] = [(n.name, copy.deepcopy(n)) for n in tree.body
                                  if isinstance(n, ast.FunctionDef) and n.name.startswith("test")
-                                 and not n.decorator_list and not n.args.args
-                                 and not n.args.posonlyargs and not n.args.kwonlyargs
-                                 and n.args.vararg is None and n.args.kwarg is None]
+                                 and _plain(n) and (passing is None or f"{path}::{n.name}" in passing)]
             for node in ast.walk(tree):
                 exc = _raises_type(node)
                 if exc is not None:
@@ -296,10 +301,24 @@ def build_pool(trees: Mapping[str, ast.Module | bytes | str],
         return pool
 
 
+def _plain(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A test without decorators and without parameters (fixtures) other than ``self``."""
+    args = func.args
+    params = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    return not func.decorator_list and params in ([], ["self"]) and args.vararg is None and \
+        args.kwarg is None and isinstance(func, ast.FunctionDef)
+
+
 def _collect(stmt: ast.stmt, imported: set[str], env: dict[str, ast.expr], pool: MutationPool,
-             path: str, name: str, valid: list, checks: list) -> None:
-    """Record one running statement of a test: its expected values, the pure calls it surely
-    evaluates (so they returned in a passing run), its truth checks and borrowable asserts."""
+             path: str, name: str, valid: list, checks: list, trusted: bool = True) -> None:
+    """Record one running statement of a test: its expected values, and (``trusted``: a test
+    that passes with correct code) the pure calls it surely evaluates (so they returned), its
+    truth checks and borrowable asserts."""
+    if not trusted:
+        if isinstance(stmt, ast.Assert):
+            for side in _eq_literals(stmt.test):
+                pool.expected += [v for v, _ in _leaf_values(side)]
+        return
     evaluated: list[ast.expr] = []
     if isinstance(stmt, (ast.Assign, ast.Expr)):
         evaluated.append(stmt.value)
@@ -501,6 +520,8 @@ def _running(body: list[ast.stmt], module: ast.Module | None,
     variable, the literal iterated over): direct statements, and those of loops over a non-empty
     literal or ``range`` (or a name bound to a non-empty literal at the top of the module)."""
     for stmt in body:
+        if _may_leave(stmt):  # ``if x: return`` (or ``break``): what follows may not run
+            return
         yield stmt, loops
         if isinstance(stmt, ast.For) and not stmt.orelse:
             source = _loop_source(stmt.iter, module)
@@ -509,6 +530,19 @@ def _running(body: list[ast.stmt], module: ast.Module | None,
                 if isinstance(stmt.target, ast.Name) and isinstance(source, (ast.List, ast.Tuple)):
                     inner = (*loops, (stmt.target.id, source))
                 yield from _running(stmt.body, module, inner)
+
+
+def _may_leave(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` can end its function or loop early (a ``return``, ``yield``, ``break``
+    or ``continue`` in it, outside nested functions and classes)."""
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Break, ast.Continue)):
+            return True
+        todo += [c for c in ast.iter_child_nodes(node) if not isinstance(
+            c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))]
+    return False
 
 
 def _loop_source(iterable: ast.expr, module: ast.Module | None) -> ast.expr | None:

@@ -257,3 +257,44 @@ def test_every_mutant_of_the_bundled_tasks_fails_with_the_reference_fix(tmp_path
             for gen, of in layout.mutant.items():
                 assert outcome.get(gen) == "failed", (task.id, of, outcome.get(gen),
                                                       files[gen.split("::")[0]].decode())
+
+
+_GUARDS = '''import pytest
+
+from m import f, g
+
+
+@pytest.mark.skip
+def test_skipped():
+    assert f("7") == 7
+
+
+def test_early():
+    if g():
+        return
+    assert f("3") == 3
+
+
+def test_raises():
+    with pytest.raises(ValueError):
+        f("x")
+'''
+
+
+def test_only_checks_that_surely_run_change_and_only_graded_tests_vouch_for_an_input():
+    """A check after an early ``return`` may not run (its mutant would pass with correct code),
+    and a skipped test's call may raise: neither is used. ``test_early`` gets the changed body of
+    ``test_raises`` in front; ``test_raises`` another builtin exception, never the input "7"."""
+    ids = ["t.py::test_early", "t.py::test_raises"]
+    for seed in range(30):
+        layout = build_layout({"t.py": _GUARDS.encode()}, ids, rng=random.Random(seed))
+        assert sorted(layout.mutant.values()) == ids, seed
+        for gen, of in layout.mutant.items():
+            text = layout.files[gen.split("::")[0]].decode()
+            body = text.split(f"def {gen.split('::')[1]}", 1)[1]
+            assert "'7'" not in body, body
+            if of.endswith("test_early"):
+                assert body.rstrip().endswith("assert f('3') == 3"), body
+                assert "pytest.raises(ValueError)" not in body and "f('x')" in body, body
+            else:
+                assert "pytest.raises(ValueError)" not in body and "f('x')" in body, body
