@@ -220,7 +220,12 @@ def mutate_test(func: ast.FunctionDef | ast.AsyncFunctionDef, rng: random.Random
        an opposite-polarity check of the same function; for ``assert a < b`` the operands
        swapped;
     3. the same kind of leaf change with fewer of its properties kept;
-    4. a changed copy of a same-file test's ``assert f(<literals>) == <literal>`` put first.
+    4. put first: a changed copy of another test's ``assert <pure call> == <expected>`` (same
+       file first, then other preferred files, then any whose names this file has), else of a
+       whole other test of the same file (one without fixtures).
+
+    Only checks that surely run are changed (not after an early ``return``), and only graded
+    tests without fixtures or decorators vouch for a call returning (:func:`build_pool`).
     """
     with _AST_LOCK:
         if pool is None:
