@@ -540,6 +540,8 @@ def _running(body: list[ast.stmt], module: ast.Module | None,
 def _may_leave(stmt: ast.stmt) -> bool:
     """Whether ``stmt`` can end its function or loop early (a ``return``, ``yield``, ``break``
     or ``continue`` in it, outside nested functions and classes)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False  # defining a function runs none of it
     todo: list[ast.AST] = [stmt]
     while todo:
         node = todo.pop()
