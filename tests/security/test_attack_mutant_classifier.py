@@ -6,7 +6,7 @@ called a generated test file a mutant when its expected values held something th
 pass on the files that looked real and left the others to the buggy code. Mutants were one value
 moved by +-1..4 (or a changed character), and a test with no value to change had its assert
 negated: offline, over the grader's own layouts of all 16 bundled CodeRepair tasks, the classifier
-picked the real test of every pair in 171 of 1600 gradings against 20 expected by chance (2^-k
+picked the real test of every pair in 171 of 1600 gradings against 28 expected by chance (2^-k
 for k mutated hidden tests), csv-quoted-fields 0.72, ini-parser-continuation 0.74. Seven hidden
 tests had no mutant at all (``pytest.raises`` only, nested loops) and passed for free.
 
