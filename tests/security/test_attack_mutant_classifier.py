@@ -298,3 +298,26 @@ def test_only_checks_that_surely_run_change_and_only_graded_tests_vouch_for_an_i
                 assert "pytest.raises(ValueError)" not in body and "f('x')" in body, body
             else:
                 assert "pytest.raises(ValueError)" not in body and "f('x')" in body, body
+
+
+def test_a_mutant_built_from_another_test_flags_tampering_only_where_that_test_passes():
+    """``test_rejects_words``'s mutant expects ``parse_count("12")`` to raise, which
+    ``test_parses`` shows it does not. Wrong code that raises for every input passes the real
+    test and the mutant and fails ``test_parses``: that is a failed grading, not tampering (the
+    buggy roman-numeral task did this). Passing all three is impossible for code that computes
+    anything: tampering."""
+    from proofgym.verify.sandboxed import _summarise
+
+    ids = ["test_raises.py::test_parses", "test_raises.py::test_rejects_words"]
+    layout = build_layout({"test_raises.py": _RAISES_ONLY.encode()}, ids, rng=random.Random(1))
+    gen = next(g for g, of in layout.mutant.items() if of == ids[1])
+    assert layout.witnesses[gen] == [ids[0]]
+    real = {of: g for g, of in layout.real.items()}
+    raw = {g: "passed" for g in layout.run}
+    raw[real[ids[0]]] = "failed"  # raises for "12" too
+    raw.update({g: "failed" for g, of in layout.mutant.items() if of != ids[1]})
+    wrong = _summarise(layout, raw, None, 0, False, "", (), {})
+    assert not wrong.tampered and wrong.results[ids[0]] == "failed", wrong
+    raw[real[ids[0]]] = "passed"
+    forged = _summarise(layout, raw, None, 0, False, "", (), {})
+    assert forged.tampered and forged.failure == "tampering_detected", forged
