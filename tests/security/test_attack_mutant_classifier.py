@@ -12,9 +12,8 @@ tests had no mutant at all (``pytest.raises`` only, nested loops) and passed for
 
 The fix (:mod:`proofgym.verify.mutants`): a changed value is drawn from the values of the same
 kind the task's tests hold and keeps the old one's form and its relation to the test's inputs;
-no mutant negates an assert; ``pytest.raises`` tests, truth checks, ordering checks,
-helper-style (``check(candidate)``) tests and tests without a value to change get mutants of
-their own kinds.
+no mutant negates an assert; ``pytest.raises`` tests, truth checks, helper-style
+(``check(candidate)``) tests and tests without a value to change get mutants of their own kinds.
 """
 
 from __future__ import annotations
