@@ -298,8 +298,10 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
     # a mutant passing alone is wrong code that happens to give the mutant's value (a buggy
     # count of 0 where the test wants 1 and the mutant 0); a mutant passing *with* its test is
     # impossible for code that computes anything: both were made to pass
+    # (a mutant built from what another test shows counts only where that test passed too)
     passed = sorted(of for g, of in layout.mutant.items()
-                    if raw[g] == "passed" and results.get(of) == "passed")
+                    if raw[g] == "passed" and results.get(of) == "passed"
+                    and all(results.get(w) == "passed" for w in layout.witnesses.get(g, ())))
     timed_out = any(s == "timeout" for s in raw.values())
     if changed is not None:
         return TestRun({}, timed_out=False, tampered=True, failure="tampering_detected",

@@ -13,8 +13,11 @@ of a 4-test task), without computing anything.
 
 The fix: a test process sees only its own generated file (the runner writes test N's file for
 test N's process alone, and that process zeroes the job's bytes it inherited), and a mutated
-value is as likely above as below the real one. What a forger can still do is guess, per test,
-from that test's value alone: right half the time per pair, 2**-k for k hidden tests.
+value is drawn from the values of the same kind the task's tests hold (here 0, 1, 4, 8), with the
+real one's sign, digit count and relation to the test's inputs. What a forger can still do is
+guess, per test, from that test's value alone: right half the time per pair, 2**-k for k hidden
+tests (``tests/security/test_attack_mutant_classifier.py`` runs the red team's classifier over
+every bundled task).
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ from __future__ import annotations
 import ast
 import functools
 import random
+import re
 from pathlib import Path
 
 import pytest
 
-from proofgym.verify.mutants import _mutate_value, build_layout
+from proofgym.verify.mutants import build_layout, mutate_test
 from proofgym.verify.sandboxed import run_tests_isolated, swebench_verdict
 from tests.conftest import require_tool
 
@@ -110,16 +114,56 @@ def test_a_forger_seeing_one_test_at_a_time_resolves_no_more_often_than_a_coin_p
     assert wins / runs <= 2 * chance, f"guessing {name!r} resolved {wins} of {runs} gradings"
 
 
-@pytest.mark.parametrize("value", [0, 1, 4, 8, 1000, -3, 0.0, 2.5, -7.25])
-def test_a_mutated_value_is_as_likely_above_as_below_the_real_one(value):
-    rng = random.Random(7)
-    draws = [_mutate_value(value, rng) for _ in range(4000)]
-    above = sum(d > value for d in draws) / len(draws)
-    assert 0.45 <= above <= 0.55, f"{value!r}: {above:.0%} of its mutants are larger"
-    assert all(d != value for d in draws)
+_FORMS = """from m import f, g, h
+
+
+def test_a():
+    assert f(3, "abc") == 17
+    assert g(2.5) == 1.25
+    assert h("Hello World") == "hello-world"
+    assert f(-2, "x") == -40
+    assert g(-0.5) == -10.5
+"""
+
+
+def _form(value):
+    if isinstance(value, bool):
+        return (bool,)
     if isinstance(value, int):
-        same_parity = sum((d - value) % 2 == 0 for d in draws) / len(draws)
-        assert 0.45 <= same_parity <= 0.55, f"{value!r}: parity kept in {same_parity:.0%}"
+        return (int, value < 0, len(str(abs(value))))
+    if isinstance(value, float):
+        whole, _, frac = repr(abs(value)).partition(".")
+        return (float, value < 0, len(whole), len(frac))
+    return (str, len(value), tuple("a" if c.islower() else "A" if c.isupper() else
+                                   "0" if c.isdigit() else c for c in value))
+
+
+def test_a_mutated_value_keeps_the_form_of_the_real_one():
+    """What the red team's classifier read from a mutant alone (a negative number where the
+    real one is not, a longer float, a letter the inputs do not have) is kept: the changed
+    value has the real one's sign, digit count, float repr length, and its string's length and
+    character classes, unless it is made of the test's own input words."""
+    inputs = {"abc", "x", "Hello", "World", "Hello World"}
+    changed_kinds = set()
+    for seed in range(300):
+        module = ast.parse(_FORMS)
+        func = module.body[1]
+        assert mutate_test(func, random.Random(seed), module)
+        old = [n for n in ast.walk(ast.parse(_FORMS)) if isinstance(n, ast.Constant)]
+        new = [n for n in ast.walk(module) if isinstance(n, ast.Constant)]
+        assert len(old) == len(new)
+        diffs = [(a.value, b.value) for a, b in zip(old, new, strict=True) if a.value != b.value]
+        assert len(diffs) == 1, diffs
+        (before, after), = diffs
+        assert type(before) is type(after)
+        changed_kinds.add(type(before))
+        if isinstance(before, str):
+            words = re.findall(r"\w+", after)
+            assert _form(after) == _form(before) or all(w in " ".join(inputs) for w in words), \
+                (before, after)
+        else:
+            assert _form(after) == _form(before), (before, after)
+    assert changed_kinds == {int, float, str}
 
 
 @pytest.mark.sandbox
