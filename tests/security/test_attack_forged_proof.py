@@ -98,6 +98,10 @@ def test_an_always_equal_answer_is_refused_by_the_guard(snap: Path):
     assert not run.ok and b"checked" not in run.stdout and b"plain value" in run.stderr, run
 
 
+@pytest.mark.xfail(strict=True, reason="known gap, docs/threat-model.md ('a pass without a finished "
+                   "test'): the proof and the guard live in the check's own process, which the code "
+                   "under test shares; code written against them forges both (run_program has no "
+                   "mutants to catch it)")
 @pytest.mark.parametrize("module", ["forges_the_epilogue", "disarms_the_guard"])
 def test_the_code_under_test_cannot_prove_a_check_it_failed(snap: Path, module: str):
     require_tool("bwrap")
