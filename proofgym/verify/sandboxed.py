@@ -167,6 +167,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     runner = WARM.take(key, lambda: _boot_runner(snapshot, config, limits, packages))
     t1 = time.perf_counter()
     proc = runner.booted.proc
+    cgroup = runner.booted.home.cgroup
+    cpu0 = cgroup.cpu_seconds() if cgroup is not None else None
     sender = threading.Thread(target=_send_job, args=(runner.job_fd, job), daemon=True)
     runner.job_fd = -1  # the sender closes it
     try:
@@ -175,6 +177,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                                                 BACKSTOP * timeout_s + _STARTUP_S)
         report = runner.ready + report
         t2 = time.perf_counter()
+        cpu = (cgroup.cpu_seconds() or 0.0) - cpu0 if cgroup is not None and cpu0 is not None else None
     finally:
         runner.discard()
         sender.join()
@@ -197,6 +200,14 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     changed = _state_changed(report[len(_READY):]) if error is None else None
     run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings,
                      changed)
+    limit = test_timeout_s or timeout_s
+    if run.starved and cpu is not None and cpu >= limit:
+        # the sandbox's CPU group (every process of it, reaped by anyone or not) used a test's
+        # whole time limit of CPU: the host did not starve it, the artifact used the time
+        run = replace(run, starved=False, timed_out=True, failure="tests_timed_out",
+                      report_error=(f"a test ran past its time limit: the grading sandbox used "
+                                    f"{cpu:.1f} s of CPU, more than the {limit:g} s limit, while "
+                                    "its test waited (its own processes kept it waiting)"))
     if run.results:
         run = replace(run, messages={real: _real_names(messages[gen], gen, real)
                                      for gen, real in layout.real.items() if gen in messages})

@@ -41,6 +41,11 @@ def double(x):
         pass
 """
 
+#: The same with many more children at once (~48): enough to keep even the runner, which
+#: only wakes briefly, waiting in the sandbox's own CPU group; the group's CPU accounting (as
+#: root) still sees every cycle they burn.
+_MANY_HIDDEN_SPINNERS = _HIDDEN_SPINNERS.replace("time.sleep(0.008)", "time.sleep(0.001)")
+
 STALLS = {
     "sleeps": "import time\n\n\ndef double(x):\n    time.sleep(3600)\n",
     "waits_on_an_event": "import threading\n\n\ndef double(x):\n    threading.Event().wait()\n",
@@ -48,6 +53,7 @@ STALLS = {
                      "    os.kill(os.getpid(), signal.SIGSTOP)\n"),
     "blocks_on_a_pipe": "import os\n\n\ndef double(x):\n    r, w = os.pipe()\n    os.read(r, 1)\n",
     "starves_its_own_spinner": _HIDDEN_SPINNERS,
+    "starves_it_with_many_spinners": _MANY_HIDDEN_SPINNERS,
 }
 
 
