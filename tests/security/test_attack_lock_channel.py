@@ -1,4 +1,4 @@
-"""Attack: file locks on an inode every sandbox shares, a channel no uid separates.
+"""Attack: file locks (and inotify watches) on an inode every sandbox shares, channels no uid separates.
 
 A lock belongs to an inode, and some inodes are the same in every sandbox: bubblewrap's ``/dev``
 binds the host's own ``/dev/null``, ``/dev/zero``, ``/dev/full``, ``/dev/random`` and
@@ -8,13 +8,17 @@ it (``F_SETLK`` fails with ``EAGAIN``). So one sandbox writes 64 bits per round 
 table of ``/dev/null`` and another reads them back exactly, as root (a uid per sandbox changes
 nothing: locks are not counted per user) and as a user: issue 20's hidden-test leak, from a
 grading's code under test to a live episode, at any bandwidth. Each sandbox must see a lock
-table of its own (or none).
+table of its own (or none). Likewise an inotify watch on ``/dev/null`` sees every open of that
+inode on the host, the neighbours' included: another channel, and a view of the host's activity.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +27,13 @@ import pytest
 from proofgym.runtimes.sandbox import SandboxRuntime
 from proofgym.tools import ToolResult
 from tests.conftest import require_tool
+from tests.security.conftest import python_inside
 from tests.security.test_attack_neighbour_channels import (
+    _HOLD,
+    _LIBC,
     _LIMITS,
+    _holders,
+    _wait_for_holder,
     held,
     hold_and_probe,
     read_while_grading_holds,
@@ -119,3 +128,56 @@ def test_a_grading_sandbox_cannot_signal_a_live_episode_through_locks(task_snap:
     assert first == second, (
         f"a live episode reads what the code under test of a grading writes into /dev/null's "
         f"locks: sent {list(seen)}, read {list(seen.values())}")
+
+
+#: Watch ``/dev/null`` for opens, say so (the host's cue), count the events until released.
+_WATCH = """
+import select, threading
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])  # before the reader thread starts
+ino = libc.inotify_init1(0)
+assert libc.inotify_add_watch(ino, b"/dev/null", 0x20) >= 0, err()  # IN_OPEN
+events = [0]
+
+
+def read_events():  # read as they come: identical events still queued are merged into one
+    while True:
+        events[0] += len(os.read(ino, 1 << 16)) // 16  # a watched file's events carry no name
+
+
+threading.Thread(target=read_events, daemon=True).start()
+HELD = 1
+""" + _HOLD + """
+print("EVENTS", events[0])
+"""
+
+#: Spaced out, so that the watcher reads each open as its own event.
+_OPENS = ("import time\nfor _ in range({n}):\n    os.close(os.open('/dev/null', os.O_WRONLY))\n"
+          "    time.sleep(0.002)\nprint('OPENED')\n")
+
+
+def test_opens_of_a_device_next_door_cannot_be_watched(two):
+    """The watcher counts IN_OPEN events on its ``/dev/null`` while its neighbour opens its own
+    ``/dev/null`` 0 or 400 times; the counts must not tell the two apart (the host's own opens
+    in that second are a few dozen here)."""
+    watcher, opener = two
+    seen = {}
+    for n in (0, 400):
+        comm = f"pg{secrets.token_hex(5)}"
+        out: list = []
+        runner = threading.Thread(target=lambda c=comm, o=out: o.append(python_inside(
+            watcher, _LIBC + _WATCH.replace("{comm}", c).replace("{hold_s}", "60"))))
+        runner.start()
+        try:
+            pid = _wait_for_holder(comm, runner, "the watcher")
+            opened = python_inside(opener, _LIBC + _OPENS.format(n=n))
+            assert "OPENED" in opened.output, opened
+            os.kill(pid, signal.SIGUSR1)
+        finally:
+            runner.join(60)
+        assert not _holders(comm) and out, "the watcher did not finish"
+        found = re.findall(r"^EVENTS (\d+)$", out[0].output, re.M)
+        assert found, out[0]
+        seen[n] = int(found[0])
+    assert seen[400] - seen[0] < 150, (
+        f"a sandbox's inotify watch on /dev/null counts its neighbour's opens: {seen[0]} events "
+        f"next to 0 opens, {seen[400]} next to 400")
