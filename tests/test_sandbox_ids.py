@@ -140,12 +140,17 @@ def test_a_forked_child_does_not_keep_its_parents_leases():
     lifetime once the parent releases them."""
     lease = ids.lease()
     r, w = os.pipe()
+    up_r, up_w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: holds on until the parent has tried
+    if pid == 0:  # the child (its fork handlers have run): says so, holds on until told
         os.close(w)
+        os.write(up_w, b"u")
         os.read(r, 1)
         os._exit(0)
     os.close(r)
+    os.close(up_w)
+    assert os.read(up_r, 1) == b"u"
+    os.close(up_r)
     try:
         path = ids._lease_dir(os.geteuid() == 0) / str(lease.slot)
         lease.release()

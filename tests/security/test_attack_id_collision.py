@@ -7,7 +7,9 @@ mount namespace (``/tmp``), the liveness check to the pid namespace. Two proofgy
 two containers of one host (Docker's default: separate mount and pid namespaces, one user
 namespace, so one kernel uid space) each see an empty range, lease its first id, and their
 sandboxes share every per-uid kernel counter again: the inotify channel of issue 20 is back.
-Simulated here with ``unshare --pid --mount`` and a private ``/tmp`` for the second instance.
+Simulated here with ``unshare --pid --mount`` and a private ``/tmp`` for the second instance,
+whose range starts at the first sandbox's uid: it must take another id of its range
+(``/proc/key-users``, per user namespace, shows the first sandbox's keyring).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def test_an_instance_in_another_container_does_not_share_a_sandbox_uid():
         uid, gid = _host_id(inside[0]), _host_id(inside[0], "Gid")
         comm = f"pg{os.urandom(5).hex()}"
         env = {**os.environ, "PYTHONPATH": str(REPO), "PROOFGYM_SANDBOX_UID": str(uid),
-               "PROOFGYM_SANDBOX_GID": str(gid), "PROOFGYM_SANDBOX_ID_COUNT": "1"}
+               "PROOFGYM_SANDBOX_GID": str(gid), "PROOFGYM_SANDBOX_ID_COUNT": "4"}
         other = subprocess.Popen(
             ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
              "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$0" -c "$1" "$2"',
@@ -86,6 +88,7 @@ def test_an_instance_in_another_container_does_not_share_a_sandbox_uid():
             other.kill()
             other.wait()
         victim.close()
+    assert theirs != uid, f"the other instance's sandbox ran as this one's uid {uid}"
     assert during == alone, (
         f"a sandbox of another proofgym instance (pid and mount namespaces of its own) ran as the "
         f"same host uid {theirs} (this one: {uid}) and its 72 inotify instances were counted "

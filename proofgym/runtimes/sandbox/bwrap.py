@@ -45,8 +45,15 @@ INSTALL_HINT = ("bubblewrap (`bwrap`) is required for SandboxRuntime and was not
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 #: Files under /proc hidden behind /dev/null, and directories behind an empty tmpfs (Docker's
 #: masked paths): kernel memory, keys, timers and scheduler internals.
-PROC_MASKED_FILES = ("kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats")
-PROC_MASKED_DIRS = ("acpi", "scsi")
+PROC_MASKED_FILES = ("kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats",
+                     # host-wide counters any sandbox moves and any other reads: a channel
+                     # between concurrent sandboxes (open files, inodes, dentries, aio, ptys,
+                     # locks, memory and scheduler statistics, interrupts, disks)
+                     "sys/fs/file-nr", "sys/fs/inode-nr", "sys/fs/inode-state",
+                     "sys/fs/dentry-state", "sys/fs/aio-nr", "sys/kernel/pty/nr", "locks",
+                     "vmstat", "zoneinfo", "buddyinfo", "pagetypeinfo", "slabinfo", "interrupts",
+                     "softirqs", "schedstat", "diskstats")
+PROC_MASKED_DIRS = ("acpi", "scsi", "pressure")
 
 
 
@@ -166,7 +173,7 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
 
 
 #: Leased ids found still in use by a live process before a sandbox gives up.
-_ID_ATTEMPTS = 8
+_ID_ATTEMPTS = 32
 
 
 def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,

@@ -13,8 +13,11 @@ episode through its count of inotify instances) and a denial of service.
   exclusive ``flock`` on a file per id in a root-only directory, so every proofgym process of the
   host draws from the same range without a server, and a process that dies (even by
   ``SIGKILL``) releases its leases with its descriptors. The sandbox's first process checks,
-  as the leased uid, that no other process of that uid is alive (``kill(-1, 0)``): a sandbox of a
-  killed run still dying, or a foreign process, makes the id skipped, never shared.
+  before it drops to the leased uid, that no process of that uid is alive
+  (``getpriority(PRIO_USER)``) and that the uid holds no kernel keys (``/proc/key-users``, which
+  every sandbox's session keyring shows, also across pid namespaces: another proofgym in a
+  container on this kernel): a sandbox of a killed run still dying, or a foreign process, makes
+  the id skipped, never shared.
 * **As an ordinary user** there is one host uid to run as (mapping others needs a setuid helper
   and an idmapped workspace, which an unprivileged user cannot mount). The downgrade: sandboxes
   take a slot (:func:`user_slots`, ``PROOFGYM_SANDBOX_SLOTS``, default 24), and each caps
@@ -58,7 +61,7 @@ ID_BUSY = "sandbox id in use by a live process:"
 #: An id found in use by a live process is not tried again for this long; one this process
 #: just released, not for a moment (the pid namespace of its sandbox may still be going).
 _BUSY_S = 10.0
-_COOL_S = 0.5
+_COOL_S = 2.0
 _WAIT_S = 60.0
 
 
@@ -214,7 +217,7 @@ class _Leases:
     def forget(self, slot: int, cool: bool = False) -> None:
         with self._lock:
             self._held.discard(slot)
-            if cool:
+            if cool and os.geteuid() == 0:  # (the kernel frees a uid's keys just after)
                 self._busy[slot] = max(self._busy.get(slot, 0), time.monotonic() + _COOL_S)
 
     def busy(self, slot: int) -> None:
@@ -222,9 +225,11 @@ class _Leases:
             self._busy[slot] = time.monotonic() + _BUSY_S
 
     def claim(self, count: int, privileged: bool) -> tuple[int, int] | None:
-        """The lowest free slot and its locked descriptor, or ``None`` if all are taken."""
+        """The lowest free slot and its locked descriptor, or ``None`` if all are taken. As
+        root a slot whose uid is alive (see :func:`uid_in_use`) is skipped for a while."""
         folder = _lease_dir(privileged)
         now = time.monotonic()
+        keyed = _uids_with_keys() if privileged else set()
         for slot in range(count):
             with self._lock:
                 if slot in self._held or self._busy.get(slot, 0) > now:
@@ -237,8 +242,37 @@ class _Leases:
                 os.close(fd)
                 self.forget(slot)
                 continue
+            if privileged and uid_in_use(id_range().ids(slot)[0], keyed):
+                os.close(fd)
+                self.forget(slot)
+                self.busy(slot)
+                continue
             return slot, fd
         return None
+
+
+def _uids_with_keys() -> set[int]:
+    """Uids the kernel holds keys for (``/proc/key-users``: per user namespace, so it also
+    shows uids whose processes another pid namespace on this kernel runs)."""
+    try:
+        text = Path("/proc/key-users").read_text()
+    except OSError:
+        return set()
+    return {int(line.split(":", 1)[0]) for line in text.splitlines()
+            if line.split(":", 1)[0].strip().isdigit()}
+
+
+def uid_in_use(uid: int, keyed: set[int] | None = None) -> bool:
+    """Whether a process of ``uid`` lives (in this pid namespace) or the uid holds kernel keys
+    (every sandbox's session keyring: also one run by another proofgym in a container on this
+    kernel). The sandbox's first process checks it again just before it drops to the uid."""
+    if uid in (_uids_with_keys() if keyed is None else keyed):
+        return True
+    try:
+        os.getpriority(os.PRIO_USER, uid)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 _leases = _Leases()

@@ -155,6 +155,16 @@ def _attach_lower(lower, idmap_fd):
         os.close(tree)
 
 
+def _has_keys(uid):
+    try:
+        with open("/proc/key-users", "rb") as f:
+            text = f.read()
+    except OSError:  # no keys support here: nothing to share through either
+        return False
+    prefix = str(uid).encode() + b":"
+    return any(line.strip().startswith(prefix) for line in text.splitlines())
+
+
 def setup(plan, idmap_fd):
     """Everything between ``fork`` and ``exec``, as described in the module's docstring."""
     privileged = plan["privileged"]
@@ -202,13 +212,18 @@ def setup(plan, idmap_fd):
     if plan["drop_to"] is not None:
         uid, gid = plan["drop_to"]
         # the leased id must be ours alone: getpriority(PRIO_USER) finds any live process whose
-        # real uid it is (a killed run's sandbox still dying, or a stranger), ESRCH if none
+        # real uid it is in this pid namespace (a killed run's sandbox still dying, or a
+        # stranger), ESRCH if none; /proc/key-users, which the kernel keeps per user namespace,
+        # not per pid namespace, also shows the session keyring every sandbox holds, so a
+        # sandbox of another proofgym in a container on this kernel counts too
         try:
             os.getpriority(os.PRIO_USER, uid)
         except ProcessLookupError:
             pass
         else:
             raise OSError(f"{ID_BUSY} {uid}")
+        if _has_keys(uid):
+            raise OSError(f"{ID_BUSY} {uid} (it holds kernel keys)")
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)  # from root to a non-zero uid: every capability is dropped
