@@ -444,20 +444,34 @@ for i in range(50000):  # empty files in the sandbox's own /tmp
 HELD = 50000
 """
 
-#: A number the kernel keeps for the whole host, as a reader inside sees it.
+#: A number the kernel keeps for the whole host, as a reader inside sees it: the first field of
+#: ``path``, or the number after ``key`` on its line.
 _HOST_READ = """
 try:
-    print("FILES", open({path!r}).read().split()[0])
-except (OSError, IndexError) as exc:
+    text = open({path!r}).read()
+    key = {key!r}
+    if key:
+        text = next(line for line in text.splitlines() if line.startswith(key))[len(key):]
+    print("FILES", text.split()[0])
+except (OSError, IndexError, StopIteration) as exc:
     print("FILES unreadable", type(exc).__name__)
 """
-_FILES_READ = _HOST_READ.format(path="/proc/sys/fs/file-nr")
+_FILES_READ = _HOST_READ.format(path="/proc/sys/fs/file-nr", key="")
 
 #: counter -> (what the reader reads, the hog's source, how much it moves it, what the host's own
 #: churn between two reads stays under here)
+_SHMEM_HOLD = """
+for i in range(13):  # the sandbox's /tmp is a tmpfs: its pages are shared memory (13 x 15 MiB,
+    with open(f"/tmp/shm{i}", "wb") as f:  # within the file size limit and /tmp's 256 MiB)
+        for _ in range(15):
+            f.write(b"x" * (1 << 20))
+HELD = 195 << 10
+"""
+
 HOST_COUNTERS = {
-    "open_files": ("/proc/sys/fs/file-nr", _FILES_HOLD, 5000, 2500),
-    "inodes": ("/proc/sys/fs/inode-nr", _INODES_HOLD, 50000, 25000),
+    "open_files": ("/proc/sys/fs/file-nr", "", _FILES_HOLD, 5000, 2500),
+    "inodes": ("/proc/sys/fs/inode-nr", "", _INODES_HOLD, 50000, 25000),
+    "shared_memory_kb": ("/proc/meminfo", "Shmem:", _SHMEM_HOLD, 195 << 10, 100 << 10),
 }
 
 
@@ -470,14 +484,15 @@ def _files(result: ToolResult) -> int | None:
 @pytest.mark.parametrize("counter", sorted(HOST_COUNTERS))
 def test_host_wide_counts_held_next_door_cannot_be_read(pair, counter: str):
     """A uid per sandbox does not split what the kernel counts for the whole host: the open file
-    handles of ``/proc/sys/fs/file-nr`` and the inodes of ``/proc/sys/fs/inode-nr`` are numbers
+    handles of ``/proc/sys/fs/file-nr``, the inodes of ``/proc/sys/fs/inode-nr`` and the shared
+    memory of ``/proc/meminfo`` are numbers
     every sandbox can read, and any sandbox can move them by thousands (issue 20's channel, uid
     or not). Reads next to nothing held and next to the hog's must not tell them apart."""
-    path, hold, n, churn = HOST_COUNTERS[counter]
+    path, key, hold, n, churn = HOST_COUNTERS[counter]
     hog, victim = pair
     seen = {}
     for amount, source in ((0, "HELD = 0\n"), (n, hold)):
-        hog_out, probe = hold_and_probe(hog, source, victim, _HOST_READ.format(path=path))
+        hog_out, probe = hold_and_probe(hog, source, victim, _HOST_READ.format(path=path, key=key))
         assert held(hog_out) == amount, hog_out
         seen[amount] = _files(probe)
     assert seen[0] is None or seen[n] is None or abs(seen[n] - seen[0]) < churn, (
