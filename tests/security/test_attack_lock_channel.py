@@ -88,6 +88,54 @@ print("READ", value)
 """
 
 
+#: The same 64 bits as open-file-description locks (``F_OFD_SETLK``, read with ``F_OFD_GETLK``,
+#: which needs no lock of the reader's own).
+_OFD_WRITE = """
+import fcntl, struct
+fd = os.open({path!r}, os.O_RDWR)
+for k in range(64):
+    if ({value} >> k) & 1:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, k, 1, 0))
+HELD = {value}
+"""
+
+_OFD_READ = """
+import fcntl, struct
+fd = os.open({path!r}, os.O_RDONLY)
+value = 0
+for k in range(64):
+    got = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, k, 1, 0))
+    if struct.unpack("hhqqi4x", got)[0] != fcntl.F_UNLCK:
+        value |= 1 << k
+print("READ", value)
+"""
+
+#: Whole-file ``flock``: one bit per shared device.
+_FLOCK_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+_FLOCK_WRITE = """
+import fcntl
+held = []
+for k, dev in enumerate({devices!r}):
+    if ({value} >> k) & 1:
+        fd = os.open(dev, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.append(fd)
+HELD = {value}
+"""
+_FLOCK_READ = """
+import fcntl
+value = 0
+for k, dev in enumerate({devices!r}):
+    fd = os.open(dev, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        value |= 1 << k
+    os.close(fd)
+print("READ", value)
+"""
+
+
 def _read(result: ToolResult) -> int:
     found = re.findall(r"^READ (\d+)$", result.output, re.M)
     assert found, f"the reader did not run: {result}"
@@ -95,22 +143,32 @@ def _read(result: ToolResult) -> int:
 
 
 def _values() -> tuple[int, int]:
-    a, b = secrets.randbits(64) | 1, secrets.randbits(64) | 1
-    return (a, b) if a != b else (a, b ^ 2)
+    """Two different values (their low 5 bits too, for the 5 bits of ``flock``)."""
+    a = secrets.randbits(64)
+    return a, a ^ 0b10101
 
 
-@pytest.mark.parametrize("path", DEVICES)
-def test_locks_taken_next_door_cannot_be_read(two, path: str):
+@pytest.mark.parametrize("path,kind", [*((d, "posix") for d in DEVICES), *((d, "ofd") for d in DEVICES),
+                                       ("the shared devices", "flock")])
+def test_locks_taken_next_door_cannot_be_read(two, path: str, kind: str):
+    """POSIX byte-range locks, open-file-description locks and whole-file ``flock`` (one bit per
+    shared device) on devices every sandbox shares."""
     hog, victim = two
     seen = {}
     for value in _values():
-        hog_out, probe = hold_and_probe(hog, _WRITE.format(path=path, value=value), victim,
-                                        _READ.format(path=path))
+        if kind == "flock":
+            value &= 0b11111
+            write = _FLOCK_WRITE.format(devices=_FLOCK_DEVICES, value=value)
+            read = _FLOCK_READ.format(devices=_FLOCK_DEVICES)
+        else:
+            write = (_WRITE if kind == "posix" else _OFD_WRITE).format(path=path, value=value)
+            read = (_READ if kind == "posix" else _OFD_READ).format(path=path)
+        hog_out, probe = hold_and_probe(hog, write, victim, read)
         assert held(hog_out) == value, hog_out
         seen[value] = _read(probe)
     first, second = seen.values()
     assert first == second, (
-        f"a sandbox reads the byte-range locks its neighbour holds on {path}: it wrote "
+        f"a sandbox reads the {kind} locks its neighbour holds on {path}: it wrote "
         f"{list(seen)} and the other read {list(seen.values())}")
 
 
