@@ -500,6 +500,31 @@ def test_host_wide_counts_held_next_door_cannot_be_read(pair, counter: str):
         f"{seen[n]} next to {n} held")
 
 
+_WORKSPACE_FILES_HOLD = """
+os.makedirs("/workspace/many", exist_ok=True)
+for i in range(20000):  # empty files in the sandbox's own workspace
+    os.close(os.open(f"/workspace/many/{i}", os.O_CREAT | os.O_WRONLY, 0o600))
+HELD = 20000
+"""
+
+_FREE_INODES_READ = 'st = os.statvfs("/workspace")\nprint("FILES", st.f_ffree)\n'
+
+
+def test_free_inodes_of_the_workspace_file_system_do_not_show_a_neighbours_files(pair):
+    """The workspace's file system, as ``statvfs`` reports it: as root each runtime's changes live
+    on a tmpfs of its own; without root they live on the host's disk, whose free inodes every
+    sandbox reads and every sandbox moves (20,000 files: 20,000 fewer)."""
+    hog, victim = pair
+    seen = {}
+    for amount, source in ((0, "HELD = 0\n"), (20000, _WORKSPACE_FILES_HOLD)):
+        hog_out, probe = hold_and_probe(hog, source, victim, _FREE_INODES_READ)
+        assert held(hog_out) == amount, hog_out
+        seen[amount] = _files(probe)
+    assert seen[0] is None or seen[20000] is None or abs(seen[20000] - seen[0]) < 10000, (
+        f"a sandbox reads the free inodes of its workspace's file system and sees its neighbour's "
+        f"files: {seen[0]} next to 0 files, {seen[20000]} next to 20000")
+
+
 def test_a_grading_sandbox_cannot_signal_a_live_episode_through_the_open_file_count(graded_snap: Path):
     """Issue 20's attack with the host-wide counter: the code under test holds 0 or 5000
     descriptors, the live episode reads ``/proc/sys/fs/file-nr``."""
