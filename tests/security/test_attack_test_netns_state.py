@@ -1,11 +1,13 @@
-"""Attack: test processes of one grading talk through their shared network namespace.
+"""Attack: test processes of one grading talk through their shared network and pid namespaces.
 
 The grading runner puts back the writable areas, removes IPC objects and resets every
 per-process setting between tests, so "a test process leaves nothing for the next one". The
 network namespace is the sandbox's, shared by every test process, and it keeps what a dead
 process did: its counters (``/proc/net/snmp``: one more datagram received per datagram sent on
 loopback) and its TCP state (a connection closed by the listening side stays in ``TIME_WAIT``
-for a minute, and the port cannot be bound meanwhile: a bit per port). The code under test can
+for a minute, and the port cannot be bound meanwhile: a bit per port). The pid namespace is the
+sandbox's too, and pids are handed out in order: a test process's own pid says how many
+processes the earlier ones started (3, then 304, then 605 after 300 forks each). The code under test can
 so tell a later test process what an earlier one saw, e.g. the source of its generated test
 file, which is how a real test is told from its mutant. Each test below reads the state first,
 then leaves some behind; each must read nothing, whichever order the runner draws.
@@ -63,6 +65,20 @@ def seen():
     srv.close()
     return busy
 ''',
+    # whether this process's pid is past what the runner alone would have used; then 300 forks
+    "pid_counter": '''
+import os
+
+
+def seen():
+    late = int(os.getpid() > 150)
+    for _ in range(300):
+        child = os.fork()
+        if child == 0:
+            os._exit(0)
+        os.waitpid(child, 0)
+    return late
+''',
 }
 
 _TESTS = "import m\n\n" + "".join(f"\ndef test_{n}():\n    assert m.seen() == 0\n\n" for n in "abc")
@@ -70,7 +86,7 @@ IDS = [f"tests/test_m.py::test_{n}" for n in "abc"]
 
 
 @pytest.mark.parametrize("channel", sorted(CHANNELS))
-def test_a_test_process_reads_nothing_an_earlier_one_left_in_the_network(tmp_path: Path, channel: str):
+def test_a_test_process_reads_nothing_an_earlier_one_left_in_its_namespaces(tmp_path: Path, channel: str):
     require_tool("bwrap")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_m.py").write_text(_TESTS)
