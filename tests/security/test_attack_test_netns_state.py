@@ -7,9 +7,9 @@ process did: its counters (``/proc/net/snmp``: one more datagram received per da
 loopback) and its TCP state (a connection closed by the listening side stays in ``TIME_WAIT``
 for a minute, and the port cannot be bound meanwhile: a bit per port). The pid namespace is the
 sandbox's too, and pids are handed out in order: a test process's own pid says how many
-processes the earlier ones started (3, then 304, then 605 after 300 forks each). The code under test can
-so tell a later test process what an earlier one saw, e.g. the source of its generated test
-file, which is how a real test is told from its mutant. Each test below reads the state first,
+processes the earlier ones started (3, then 304, then 605 after 300 forks each). The code under
+test can so tell a later test process what an earlier one saw, e.g. the source of its generated
+test file, which is how a real test is told from its mutant. Each test below reads the state first,
 then leaves some behind; each must read nothing, whichever order the runner draws.
 """
 
