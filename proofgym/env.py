@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import copy
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any, SupportsFloat
+from typing import Any, Protocol, SupportsFloat
 
 import gymnasium as gym
 
@@ -34,14 +35,34 @@ StepResult = tuple[Observation, float, bool, bool, dict[str, Any]]
 
 @dataclass(frozen=True)
 class VerificationJob:
-    """Everything needed to grade an episode, independent of the env that ran it."""
+    """Everything needed to grade an episode, independent of the env that ran it.
+
+    ``verifier_version`` picks the grader: ``None`` (the task's own ``verify``) or a version the
+    task keeps in ``verifiers()`` (re-grading with an earlier or candidate grader).
+    """
 
     task: Task
     trace: Trace
     artifact: Artifact
+    verifier_version: str | None = None
+
+    @property
+    def version(self) -> str:
+        """The verifier version this job grades with."""
+        return str(self.task.verifier_version) if self.verifier_version is None else self.verifier_version
 
     def run(self) -> Verdict:
-        return grade(self.task, self.trace, self.artifact.view())
+        """Grade here, in this thread: no timeout, and a grader that kills its process kills
+        this one. Callers that must survive a bad grader submit the job to a ``VerifierPool``."""
+        return grade(self.task, self.trace, self.artifact.view(), self.verifier_version)
+
+
+class JobGrader(Protocol):
+    """Where :meth:`UniversalVerifiableEnv.verify` can send a job: a
+    :class:`~proofgym.verify.pool.VerifierPool` (timeouts, crash isolation)."""
+
+    def submit(self, job: VerificationJob, trajectory_id: str, *, timeout_s: float | None = None,
+               contract_id: str = "") -> cf.Future[Verdict]: ...
 
 
 class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
@@ -290,10 +311,21 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         trace, self.grading_trace = self.grading_trace, None
         return self.verification_job(trace)
 
-    def verify(self, trace: Trace | list[Any]) -> Verdict:
+    def verify(self, trace: Trace | list[Any], *, pool: JobGrader | None = None,
+               timeout_s: float | None = None) -> Verdict:
         """Grade ``trace`` against the current (or just finished) episode. Never raises for a
-        grader failure: that is a ``Verdict`` with ``status="error"``."""
-        return self.verification_job(trace).run()
+        grader failure: that is a ``Verdict`` with ``status="error"``.
+
+        Without ``pool`` the grader runs here, in this thread, with no time limit. With a
+        :class:`~proofgym.verify.pool.VerifierPool` (``pool=``) it runs there, isolated: a grader
+        that raises, runs past ``timeout_s`` (default: the pool's) or kills its process (the
+        ``process`` backend) is an error verdict with the reason, and this process carries on.
+        """
+        job = self.verification_job(trace)
+        if pool is None:
+            return job.run()
+        assert self.current_task is not None  # verification_job() checked it
+        return pool.submit(job, f"verify/{self.current_task.id}", timeout_s=timeout_s).result()
 
     def close(self) -> None:
         self.runtime.close()

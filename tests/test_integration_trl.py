@@ -300,3 +300,109 @@ def evaluate_expression(expression: str) -> str:
     from proofgym.envs.arith.calculator import evaluate
 
     return str(evaluate(expression))
+
+
+# --------------------------------------------------- graders that hang or kill their process
+import gc  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from tests.conftest import REPO  # noqa: E402
+from tests.faulty_graders import FAULTS, make_every_fault_env  # noqa: E402
+
+_faulty_env = make_every_fault_env
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+def test_proofgym_reward_grades_in_a_pool_and_hang_segfault_exit_are_none():
+    reward = ProofgymReward(_faulty_env(), processes=2, timeout_s=3.0)
+    try:
+        started = time.monotonic()
+        ids = [f"faulty-{f}" for f in FAULTS]
+        assert reward(completions=["yes"] * len(ids), task_id=ids) == [1.0, None, None, None]
+        assert time.monotonic() - started < 120
+        errors = dict(zip(FAULTS, (v.error for v in reward.last_verdicts), strict=True))
+        assert "did not finish within the 3 s timeout" in errors["hang"]
+        assert "SIGSEGV" in errors["segfault"] and "exit code 1" in errors["exit"]
+        # the pool survived its dead workers: the next batch is graded
+        assert reward(completions=["yes", "no"], task_id=["faulty-ok"] * 2) == [1.0, 0.0]
+    finally:
+        reward.close()
+
+
+def test_environment_reward_hang_segfault_exit_are_none():
+    cls = environment_factory(make_every_fault_env, allow_heldout=True)
+    envs = [cls() for _ in FAULTS]
+    reward = EnvironmentReward(processes=2, timeout_s=3.0)
+    try:
+        for env, fault in zip(envs, FAULTS, strict=True):
+            env.reset(task_id=f"faulty-{fault}")
+        started = time.monotonic()
+        completions = [[{"role": "assistant", "content": "yes"}]] * len(envs)
+        assert reward(completions=completions, environments=envs) == [1.0, None, None, None]
+        assert time.monotonic() - started < 120
+        errors = dict(zip(FAULTS, (v.error for v in reward.last_verdicts), strict=True))
+        assert "did not finish within the 3 s timeout" in errors["hang"]
+        assert "SIGSEGV" in errors["segfault"] and "exit code 1" in errors["exit"]
+    finally:
+        reward.close()
+        for env in envs:
+            env._close()
+
+
+def test_proofgym_reward_workers_go_when_it_is_collected_or_the_interpreter_exits():
+    reward = ProofgymReward(_faulty_env(), processes=1, timeout_s=30.0)
+    assert reward(completions=["yes"], task_id=["faulty-ok"]) == [1.0]
+    pool = reward.pool
+    pids = [w.process.pid for w in pool._backend._workers]
+    assert pids and all(_alive(p) for p in pids)
+    del reward
+    gc.collect()
+    assert pool.closed
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids), "a grader worker outlived its reward function"
+
+    # a script that never closes its reward function (as TRL recipes do)
+    script = (
+        "from proofgym import InProcessRuntime, TaskSet, UniversalVerifiableEnv\n"
+        "from proofgym.integrations.trl import ProofgymReward\n"
+        "from tests.faulty_graders import FaultyTask\n"
+        "if __name__ == '__main__':\n"
+        "    env = UniversalVerifiableEnv(InProcessRuntime([]), max_turns=1,\n"
+        "                                 tasks=TaskSet([FaultyTask('ok')]))\n"
+        "    reward = ProofgymReward(env, processes=1)\n"
+        "    assert reward(completions=['yes'], task_id=['faulty-ok']) == [1.0]\n"
+        "    print(*[w.process.pid for w in reward.pool._backend._workers], flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    pids = [int(p) for p in proc.stdout.split()]
+    assert pids
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids), "a grader worker outlived the script"
+
+
+def test_proofgym_reward_pickles_without_its_pool():
+    reward = ProofgymReward(_faulty_env(), backend="inline", timeout_s=5.0)
+    try:
+        assert reward(completions=["yes"], task_id=["faulty-ok"]) == [1.0]
+        clone = pickle.loads(pickle.dumps(reward))
+        assert clone.pool is not reward.pool and clone.pool.backend == "inline"
+        assert clone(completions=["no"], task_id=["faulty-ok"]) == [0.0]
+        clone.close()
+    finally:
+        reward.close()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import gymnasium
 import orjson
@@ -164,3 +165,49 @@ def test_validate_library_limits_and_selects_tasks():
     report = validate("proofgym/Guess-v0", task_ids=["guess-s0-00007"])
     assert report.ok and report.tasks == 1
     assert gymnasium.registry  # the bundled registrations are untouched
+
+
+# ------------------------------------------------- graders that hang or kill their process
+#: The reason each fault of tests/faulty_graders.py leaves in the failing rows.
+FAULT_REASONS = {"hang": "did not finish within the 2 s timeout",
+                 "segfault": "killed by signal SIGSEGV", "exit": "died (exit code 1)"}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULT_REASONS))
+def test_validate_fails_a_grader_that_hangs_segfaults_or_exits_with_the_reason(cli, fault):
+    started = time.monotonic()
+    # 4 checks (reference, do_nothing, no_action, a control); a grader that is not stopped sleeps
+    # an hour, and one that takes validate down leaves no table
+    proc = cli("validate", "tests.faulty_graders:Faulty-v0", "--env-arg", f"fault={fault}",
+               "--grader-timeout", "2", check=False, timeout=240)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = ("reference", "do_nothing", "no_action", "control:says_no")
+    if fault == "hang":  # one timeout per task: after it, the task's other checks are not graded
+        assert f"FAIL reference · faulty-hang: grader error: the grader {FAULT_REASONS[fault]}" in proc.stdout
+        for row in rows[1:]:
+            assert (f"FAIL {row} · faulty-hang: not graded: this task's grader ran past the timeout "
+                    "on reference") in proc.stdout, proc.stdout
+        assert proc.stdout.count(FAULT_REASONS[fault]) == 1, proc.stdout
+    else:  # a crash costs no timeout: every check is graded, in a fresh worker each time
+        for row in rows:
+            assert f"FAIL {row} · faulty-{fault}: grader error: " in proc.stdout, proc.stdout
+        assert proc.stdout.count(FAULT_REASONS[fault]) == 4, proc.stdout
+    assert "FAIL same_verdict_twice · faulty-" in proc.stdout  # not checked is not a pass
+    assert "grader validation FAILED: reference, do_nothing, no_action, control:says_no, " \
+           "same_verdict_twice" in proc.stdout.replace("\n", " ")
+    assert elapsed < 200, f"validate took {elapsed:.0f} s"
+
+
+def test_validate_library_inline_times_out_a_hanging_grader():
+    from tests.faulty_graders import FaultyTask, make_env
+
+    started = time.monotonic()
+    report = validate_env(make_env("hang"), [FaultyTask("hang")], grader_timeout_s=1.0)
+    assert time.monotonic() - started < 60
+    rows = {c.name: c for c in report.checks}
+    assert not report.ok
+    problem = rows["reference"].failures[0][1]
+    assert "grader error: the grader did not finish within the 1 s timeout" in problem
+    ok = [FaultyTask("ok")]
+    assert validate_env(make_env("ok"), ok, verifier="process", grader_timeout_s=30.0).ok

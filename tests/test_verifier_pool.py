@@ -157,3 +157,41 @@ def test_closing_resolves_waiting_jobs_as_errors() -> None:
         assert verdict.status == "error" and "closed" in verdict.error
     with pytest.raises(RuntimeError, match="closed"):
         pool.submit(job("late"), "late")
+
+
+def test_env_verify_with_a_pool_isolates_the_grader() -> None:
+    """``env.verify(trace, pool=pool)``: the grader runs in the pool, so one that hangs,
+    segfaults or calls ``os._exit`` is an error verdict and this process carries on."""
+    from proofgym import TurnCompleteAction
+    from tests.faulty_graders import make_env
+
+    reasons = {"hang": "did not finish within the 2 s timeout", "segfault": "SIGSEGV",
+               "exit": "exit code 1"}
+    with VerifierPool("process", processes=1, timeout_s=30.0) as pool:
+        for fault in ("ok", *reasons):
+            env = make_env(fault)
+            env.reset(seed=0)
+            obs, *_ = env.step(TurnCompleteAction("yes"))
+            trace = [{"action": TurnCompleteAction("yes"), "obs": obs}]
+            started = time.monotonic()
+            verdict = env.verify(trace, pool=pool, timeout_s=2.0)
+            if fault == "ok":
+                assert verdict.status == "scored" and verdict.reward == 1.0
+                assert env.verify(trace).reward == 1.0  # without a pool: graded here, as before
+            else:
+                assert verdict.status == "error" and reasons[fault] in verdict.error, (fault, verdict)
+            assert time.monotonic() - started < 60, fault
+            env.close()
+
+
+def test_a_job_of_another_verifier_version_grades_with_that_grader() -> None:
+    from proofgym.verify.pool import job_key
+
+    current = VerificationJob(ModeTask("v"), Trace(), Artifact("inprocess"))
+    other = VerificationJob(ModeTask("v"), Trace(), Artifact("inprocess"), verifier_version="9")
+    assert job_key(current) != job_key(other)  # never share a verdict across versions
+    with VerifierPool("process", processes=1) as pool:
+        assert pool.grade_sync(current, "v").reward == 1.0
+        missing = pool.grade_sync(other, "v")
+    assert missing.status == "error" and "has no verifier version '9'" in missing.error
+    assert missing.grader == "ModeTask@9"

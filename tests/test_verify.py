@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import gymnasium
 import pytest
@@ -141,3 +142,54 @@ def test_verify_uses_the_frozen_final_state_after_the_env_moves_on():
     import pickle
 
     assert pickle.loads(pickle.dumps(job.artifact)) == job.artifact
+
+
+# ------------------------------------------------- graders that hang or kill their process
+#: The reason each fault of tests/faulty_graders.py leaves in its error verdict.
+FAULT_REASONS = {"hang": "did not finish within the 3 s timeout",
+                 "segfault": "killed by signal SIGSEGV", "exit": "died (exit code 1)"}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULT_REASONS))
+def test_eval_and_verify_record_an_error_verdict_for_a_grader_that_hangs_or_dies(cli, tmp_path, fault):
+    """``proofgym eval`` grades through the pool; ``proofgym verify`` on the run must too: a grader
+    that segfaults does not take it down (exit -11), one that hangs does not hang it."""
+    import orjson
+
+    run = tmp_path / "run"
+    faulty = ["tests.faulty_graders:Faulty-v0", "--env-arg", f"fault={fault}"]
+    proc = cli("eval", *faulty, "--out", str(run), "--grader-timeout", "3", check=False, timeout=240)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # every episode unscored: over --max-error-rate
+    (record,) = [orjson.loads(line) for line in (run / "trajectories.jsonl").read_bytes().splitlines()]
+    assert record["status"] == "ok" and record["reward"] is None
+    assert record["verdict"]["status"] == "error" and FAULT_REASONS[fault] in record["verdict"]["error"]
+
+    started = time.monotonic()
+    proc = cli("verify", str(run), "--grader-timeout", "3", check=False, timeout=240)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (regraded,) = [orjson.loads(line) for line in (run / "verdicts.jsonl").read_bytes().splitlines()]
+    assert regraded["source"] == "regrade" and regraded["trajectory_id"] == record["trajectory_id"]
+    assert regraded["verdict"]["status"] == "error"
+    assert FAULT_REASONS[fault] in regraded["verdict"]["error"]
+    assert "1 grader errors" in proc.stdout and FAULT_REASONS[fault] in proc.stdout.replace("\n", " ")
+    assert elapsed < 200, f"verify took {elapsed:.0f} s"
+
+
+def test_regrade_library_times_out_another_verifier_version_that_hangs(tmp_path):
+    from proofgym.eval import evaluate
+    from proofgym.verify.regrade import RegradeError, regrade_run
+    from tests.faulty_graders import make_env
+
+    if "proofgym-test/FaultyOk-v0" not in gymnasium.registry:
+        gymnasium.register("proofgym-test/FaultyOk-v0", entry_point=make_env, kwargs={"fault": "ok"})
+    evaluate("proofgym-test/FaultyOk-v0", ReferencePolicy(), out=tmp_path)
+    for verifier in ("inline", "process"):
+        started = time.monotonic()
+        report = regrade_run(tmp_path, verifier_version="hangs", verifier=verifier, grader_timeout_s=1.0)
+        assert time.monotonic() - started < 60, verifier
+        assert report.regraded == 1 and report.errors == 1, verifier
+        assert "did not finish within the 1 s timeout" in report.records[0]["verdict"]["error"]
+    assert regrade_run(tmp_path, verifier_version="1", verifier="process").new_mean == 1.0
+    with pytest.raises(RegradeError, match="seconds > 0"):
+        regrade_run(tmp_path, grader_timeout_s=0)

@@ -41,19 +41,31 @@ def validate_command(
     failures_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
         "--failures", help=f"Write every failure to this file (done anyway, to a temporary file, "
                            f"when there are more than {MAX_PRINTED_FAILURES}).")] = None,
+    grader_timeout: Annotated[float, typer.Option(
+        metavar="SECONDS", help="Seconds one grading may take; a grader past it fails its check "
+                                "(a task's longer grading_timeout_s gets that plus 30 s).")] = 60.0,
+    verifier: Annotated[str, typer.Option(
+        help="process (crash-isolated worker processes: a grader that hangs, segfaults or exits "
+             "fails its check) | inline (threads here; tasks need not pickle).")] = "process",
 ) -> None:
     """Check the grader: reference solutions score 1, doing nothing and every control score 0,
     and grading twice gives the same verdict. Exits 1 on any failure."""
     from proofgym.cli.env_args import parse_env_args
+    from proofgym.core import ConfigError
     from proofgym.eval.validate import validate
 
+    if not grader_timeout > 0:
+        raise ConfigError(f"--grader-timeout must be a number of seconds > 0 (got {grader_timeout:g})")
+    if verifier not in ("process", "inline"):
+        raise typer.BadParameter(f"{verifier!r}; use 'process' or 'inline'", param_hint="--verifier")
     env_kwargs = parse_env_args(env_id, env_arg)
     workers = concurrency or os.cpu_count() or 1
     progress = _progress(env_id)
     with progress:
         try:
             report = validate(env_id, limit=n, task_ids=task, env_kwargs=env_kwargs, concurrency=workers,
-                              on_start=progress.start, on_task=lambda _t: progress.advance())
+                              on_start=progress.start, on_task=lambda _t: progress.advance(),
+                              verifier=verifier, grader_timeout_s=grader_timeout)
         except (ValueError, KeyError) as exc:
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2) from None

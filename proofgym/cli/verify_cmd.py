@@ -16,13 +16,28 @@ def verify_command(
     run: Annotated[Path, typer.Argument(help="A run directory written by `proofgym eval`.")],
     verifier_version: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         help="Grade with this verifier version instead of the tasks' current one.")] = None,
+    grader_timeout: Annotated[float, typer.Option(
+        metavar="SECONDS", help="Seconds one grading may take; a grader past it is recorded as an "
+                                "error verdict (a task's longer grading_timeout_s gets that plus "
+                                "30 s).")] = 60.0,
+    verifier: Annotated[str, typer.Option(
+        help="process (crash-isolated worker processes: a grader that hangs, segfaults or exits "
+             "is an error verdict) | inline (threads here).")] = "process",
+    grader_processes: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
+        min=1, help="Grader worker processes [default: the CPU count].")] = None,
 ) -> None:
     """Re-grade every finished trajectory of RUN into RUN/verdicts.jsonl (one per episode and version)."""
-    from proofgym.core import ProofgymError
+    from proofgym.core import ConfigError, ProofgymError
+    from proofgym.verify.pool import VerifierPool
     from proofgym.verify.regrade import regrade_run
 
+    if not grader_timeout > 0:
+        raise ConfigError(f"--grader-timeout must be a number of seconds > 0 (got {grader_timeout:g})")
+    if verifier not in ("process", "inline"):
+        raise typer.BadParameter(f"{verifier!r}; use 'process' or 'inline'", param_hint="--verifier")
     try:
-        report = regrade_run(run, verifier_version=verifier_version)
+        with VerifierPool(verifier, processes=grader_processes, timeout_s=grader_timeout) as pool:  # type: ignore[arg-type]
+            report = regrade_run(run, verifier_version=verifier_version, verifier=pool)
     except ProofgymError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
@@ -33,4 +48,9 @@ def verify_command(
             value = "current (each task's own)"
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     console.print(table)
+    failed = [r for r in report.records if r["verdict"]["status"] == "error"]
+    if failed:
+        console.print(f"[yellow]{len(failed)} grader errors[/] (recorded as error verdicts, never as 0), "
+                      f"e.g. {failed[0]['trajectory_id']}: {failed[0]['verdict']['error']}",
+                      highlight=False, soft_wrap=True)
     console.print(f"wrote {len(report.records)} verdicts to {run / 'verdicts.jsonl'}")

@@ -164,7 +164,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
                         seeds={"seed": seed, "episodes": episodes, "repeats": repeats},
-                        out=out, resume=resume, splits=splits)
+                        out=out, resume=resume, splits=splits, pool=pool)
         try:
             plan = run.pending(plan_episodes(run.task_ids, episodes=episodes, repeats=repeats, seed=seed))
             trajectories = _run(env, env_id, policy, plan, sink=run.store, on_episode=on_episode,

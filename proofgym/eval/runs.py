@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proofgym.core import ConfigError
-from proofgym.env import UniversalVerifiableEnv
+from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.eval.report import write_report
 from proofgym.eval.summary import summarize
 from proofgym.record import MAX_ATTEMPTS, RolloutContract, RunStore, Trajectory, trajectory_id_for
@@ -26,6 +26,7 @@ from proofgym.tasks import SplitManifest
 
 if TYPE_CHECKING:
     from proofgym.eval.runner import EpisodeSpec
+    from proofgym.verify.pool import VerifierPool
 
 
 class TrainSplitWarning(UserWarning):
@@ -92,30 +93,40 @@ class Run:
         return trajectories, summary
 
 
-def regrade_failed_gradings(env: UniversalVerifiableEnv, store: RunStore) -> int:
+def regrade_failed_gradings(env: UniversalVerifiableEnv, store: RunStore,
+                            pool: VerifierPool | None = None) -> int:
     """Grade again every finished episode of a resumed run whose grading failed (an error
     verdict: a grader that timed out on a busy host, a judge server that did not reply), from
-    its stored trajectory and final state, and record it with the new verdict. How many."""
-    from proofgym.verify.regrade import regrade_one  # the verifier side, needed only here
+    its stored trajectory and final state, through ``pool`` (the run's; else an inline pool),
+    and record it with the new verdict. How many."""
+    from proofgym.verify.pool import pool_for  # the verifier side, needed only here
+    from proofgym.verify.regrade import regrade_job
 
     assert env.tasks is not None
-    done = 0
+    planned = []
     for traj in store.trajectories():
         if traj.trajectory_id in store.ungraded:
-            label, verdict = regrade_one(traj, env.tasks, None)
-            if label is None:  # nothing to grade it from (no final state stored): left as it is
-                continue
-            traj.verdict = verdict
+            label, item = regrade_job(traj, env.tasks, None)
+            if label is not None:  # else nothing to grade it from: left as it is
+                planned.append((traj, item))
+    if not planned:
+        return 0
+    with pool_for(pool if pool is not None else "inline") as grader:
+        futures = [(traj, grader.submit(item, f"regrade/{traj.trajectory_id}")
+                    if isinstance(item, VerificationJob) else None, item)
+                   for traj, item in planned]
+        for traj, future, item in futures:
+            traj.verdict = future.result() if future is not None else item
             store.regrade(traj)
-            done += 1
-    return done
+    return len(planned)
 
 
 def start_run(env: UniversalVerifiableEnv, policy: Mapping[str, Any], *, env_id: str,
               env_kwargs: Mapping[str, Any] | None = None, split: str | None = None,
               seeds: Mapping[str, Any] | None = None, out: Path | None = None,
               resume: Path | None = None, verifiers: Mapping[str, Any] | None = None,
-              splits: SplitManifest | Path | None = None) -> Run:
+              splits: SplitManifest | Path | None = None,
+              pool: VerifierPool | None = None) -> Run:
     """Build the contract and open the store: a new run in ``out``, or continue ``resume``
     (refused, naming the changes, when the contract differs). ``split="train"`` warns loudly.
     ``splits`` is a frozen split manifest (or its file) to use instead of the task set's default
@@ -140,7 +151,7 @@ def start_run(env: UniversalVerifiableEnv, policy: Mapping[str, Any], *, env_id:
     store = None
     if resume is not None:
         store = RunStore.resume(resume, contract, manifest=env.tasks.manifest)
-        regrade_failed_gradings(env, store)
+        regrade_failed_gradings(env, store, pool)
     elif out is not None:
         store = RunStore.create(out, contract, manifest=env.tasks.manifest)
     return Run(env, contract, store, task_ids, len(store.completed) if store else 0, notes)

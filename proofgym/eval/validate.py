@@ -5,10 +5,17 @@ episode that ends every turn with an empty message (``do_nothing``) and as an em
 on the untouched initial state (``no_action``); every negative control the task ships
 (``Task.controls()``: known-wrong answers, shortcuts, tampering) must score 0; and grading the
 same trajectory twice must give the same verdict. A grader error is a failure, never a pass.
+
+Every grading goes through a :class:`~proofgym.verify.pool.VerifierPool`: a grader that raises,
+runs past the grading timeout or kills its process (``process`` backend, as ``proofgym validate``
+uses) fails its check with the reason, and validation goes on with the next check. Once a task's
+grader has run past the timeout, its remaining checks fail as not graded (each would most likely
+cost another timeout): a hanging grader costs one timeout per task, not one per check.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +29,10 @@ from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runner import make_env, takes_tasks
 from proofgym.record import Trajectory
 from proofgym.rollout import ControlPolicy, Policy, ReferencePolicy, ScriptedPolicy, run_episode
+from proofgym.verify.pool import VerifierPool, pool_for, timed_out
+
+#: Seconds a grading may take when no timeout is given (as ``proofgym eval``).
+GRADER_TIMEOUT_S = 60.0
 
 #: Rewards within this distance of the expected 1 or 0 pass (graders compute in floating point).
 TOLERANCE = 1e-9
@@ -124,24 +135,41 @@ def verdict_difference(first: Verdict, second: Verdict) -> str | None:
     return "; ".join(diffs) or None
 
 
-def _play(env: UniversalVerifiableEnv, policy: Policy, task: Task,
+@dataclass
+class _Grading:
+    """Where a validation grades: the pool, and the per-job timeout (``None``: the pool's)."""
+
+    pool: VerifierPool
+    timeout_s: float | None = None
+
+    def __call__(self, env: UniversalVerifiableEnv, trace: Any, name: str) -> Verdict:
+        """The verdict of ``trace`` on ``env``'s current episode (``name`` names it in errors)."""
+        return self.pool.grade_sync(env.verification_job(trace), name, timeout_s=self.timeout_s)
+
+
+def _play(env: UniversalVerifiableEnv, policy: Policy, task: Task, grading: _Grading, name: str,
           ) -> tuple[Trajectory, Verdict | None, Verdict | None]:
-    """Run one episode and grade its trajectory twice, each time from a fresh verification job."""
+    """Run one episode and grade its trajectory twice, each time from a fresh verification job
+    (one after the other: the pool shares a verdict between identical jobs in flight). A first
+    grading that failed is not repeated: the check has failed already, and a grader that hangs
+    would cost a second timeout."""
     traj = run_episode(env, policy, task=task, seed=0, verify=False)
     if traj.status == "error":
         return traj, None, None
-    first = env.verification_job(traj.trace()).run()
-    second = env.verification_job(traj.trace()).run()
-    return traj, first, second
+    where = f"validate/{task.id}/{name}"
+    first = grading(env, traj.trace(), where)
+    if first.status == "error":
+        return traj, first, None
+    return traj, first, grading(env, traj.trace(), where)
 
 
-def _no_action_problem(env: UniversalVerifiableEnv, task: Task) -> str | None:
+def _no_action_problem(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -> str | None:
     """Grade an empty trace right after ``reset``: the agent did nothing at all."""
     try:
         env.reset(seed=0, options={"task": task})
     except Exception as exc:  # a task whose reset fails cannot be validated; say so in its row
         return f"reset failed: {describe_exception(exc)}"
-    verdict = env.verify([])
+    verdict = grading(env, [], f"validate/{task.id}/{NO_ACTION}")
     traj = Trajectory(trajectory_id="no_action", env_id="", task_id=task.id, task_hash="", seed=0,
                       policy={}, prompt="", tools=[])
     return _score_problem(verdict, traj, 0.0)
@@ -154,22 +182,37 @@ class _TaskOutcome:
 
     rows: list[tuple[str, str, str | None]] = field(default_factory=list)
     unstable: str | None = None
+    regraded: int = 0  # episodes graded twice (a grading that failed is not repeated)
+    hung: str | None = None  # the check whose grading ran past the timeout: the rest are skipped
 
 
-def _validate_task(env: UniversalVerifiableEnv, task: Task) -> _TaskOutcome:
+def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -> _TaskOutcome:
     outcome = _TaskOutcome()
 
+    def skipped() -> str:
+        # a grader that hung once would most likely cost a timeout per check: one is enough
+        return f"not graded: this task's grader ran past the timeout on {outcome.hung} (see that row)"
+
     def check(name: str, expectation: str, policy: Policy, expected: float) -> None:
-        traj, first, second = _play(env, policy, task)
+        if outcome.hung is not None:
+            outcome.rows.append((name, expectation, skipped()))
+            return
+        traj, first, second = _play(env, policy, task, grading, name)
         outcome.rows.append((name, expectation, _score_problem(first, traj, expected)))
-        if first is not None and outcome.unstable is None:
+        if first is not None and timed_out(first):
+            outcome.hung = name
+        if first is None or first.status == "error":
+            return  # not graded twice (the row above has failed already)
+        outcome.regraded += 1
+        if outcome.unstable is None:
             diff = "no second verdict" if second is None else verdict_difference(first, second)
             if diff is not None:
                 outcome.unstable = f"{name}: {diff}"
 
     check(REFERENCE, "= 1", ReferencePolicy(), 1.0)
     check(DO_NOTHING, "= 0", ScriptedPolicy([], name="do_nothing"), 0.0)
-    outcome.rows.append((NO_ACTION, "= 0", _no_action_problem(env, task)))
+    outcome.rows.append((NO_ACTION, "= 0", skipped() if outcome.hung is not None
+                         else _no_action_problem(env, task, grading)))
     try:
         names = list(task.controls())
     except Exception as exc:  # a broken controls() is a validation failure, reported as such
@@ -184,21 +227,39 @@ def _validate_task(env: UniversalVerifiableEnv, task: Task) -> _TaskOutcome:
 
 
 def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv], tasks: Sequence[Task], *,
-                 env_id: str = "", on_task: Callable[[Task], None] | None = None) -> ValidationReport:
+                 env_id: str = "", on_task: Callable[[Task], None] | None = None,
+                 verifier: str | VerifierPool = "inline",
+                 grader_timeout_s: float | None = None) -> ValidationReport:
     """Validate the grader of ``tasks`` in ``env`` (see the module docstring for the checks).
 
     Given several envs (independent instances of one environment), tasks are validated
     concurrently, one thread per env; the report is the same as with one env (rows and failures
     in task order). ``on_task`` is called once per finished task, from one thread at a time.
+
+    Gradings go through ``verifier``: a :class:`VerifierPool` (left open), or the backend of a
+    pool made for this call and closed at its end: ``"inline"`` (the default: threads here, so
+    tasks defined anywhere work; a grader past its timeout is abandoned) or ``"process"``
+    (worker processes: a grader that segfaults or calls ``os._exit`` fails its check, this process
+    carries on; tasks must pickle). ``grader_timeout_s``: seconds one grading may take (default:
+    the given pool's timeout, else :data:`GRADER_TIMEOUT_S`); a task's own longer
+    ``grading_timeout_s`` still gets its margin (see :func:`~proofgym.verify.pool.job_timeout`).
     """
     envs = [env] if isinstance(env, UniversalVerifiableEnv) else list(env)
     if not envs:
         raise ValueError("validate_env needs at least one env")
+    options = {"processes": min(len(envs), os.cpu_count() or 1), "max_in_flight": len(envs),
+               "timeout_s": GRADER_TIMEOUT_S if grader_timeout_s is None else grader_timeout_s}
+    with pool_for(verifier, **options) as pool:
+        return _validate_envs(envs, tasks, env_id, on_task, _Grading(pool, grader_timeout_s))
+
+
+def _validate_envs(envs: list[UniversalVerifiableEnv], tasks: Sequence[Task], env_id: str,
+                   on_task: Callable[[Task], None] | None, grading: _Grading) -> ValidationReport:
     started = time.monotonic()
     outcomes: dict[str, _TaskOutcome] = {}
     if len(envs) == 1 or len(tasks) <= 1:
         for task in tasks:
-            outcomes[task.id] = _validate_task(envs[0], task)
+            outcomes[task.id] = _validate_task(envs[0], task, grading)
             if on_task is not None:
                 on_task(task)
     else:
@@ -213,7 +274,7 @@ def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv],
                     task = queue.get_nowait()
                 except Empty:
                     return
-                outcome = _validate_task(own, task)
+                outcome = _validate_task(own, task, grading)
                 with lock:
                     outcomes[task.id] = outcome
                     if on_task is not None:
@@ -233,7 +294,10 @@ def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv],
     determinism = CheckResult(DETERMINISTIC, "same twice")
     shipped = CheckResult(HAS_CONTROLS, "≥ 1 control")
     for task in tasks:
-        determinism.record(task.id, outcomes[task.id].unstable)
+        outcome = outcomes[task.id]
+        # no episode graded twice: nothing shows the grader is deterministic, so it is not a pass
+        determinism.record(task.id, outcome.unstable if outcome.regraded else
+                           "not checked: no grading of this task succeeded (see its other rows)")
         shipped.record(task.id, next(p for n, _, p in outcomes[task.id].rows if n == HAS_CONTROLS))
     return ValidationReport(env_id, len(tasks), [*rows.values(), determinism, shipped],
                             wall_time_s=time.monotonic() - started, concurrency=len(envs))
@@ -242,13 +306,18 @@ def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv],
 def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] | None = None,
              env_kwargs: dict[str, Any] | None = None,
              on_task: Callable[[Task], None] | None = None, concurrency: int = 1,
-             on_start: Callable[[int], None] | None = None) -> ValidationReport:
+             on_start: Callable[[int], None] | None = None, verifier: str | VerifierPool = "inline",
+             grader_timeout_s: float | None = None) -> ValidationReport:
     """Validate the grader of the environment ``env_id`` (a Gymnasium id) on its task set:
     every task, the first ``limit``, or the tasks named in ``task_ids``. With ``concurrency``
     N > 1, N envs are made (sharing the task set when the factory takes ``tasks=``) and tasks
-    are validated N at a time. ``on_start`` is told the number of tasks before the first runs."""
+    are validated N at a time. ``on_start`` is told the number of tasks before the first runs.
+    ``verifier`` and ``grader_timeout_s`` as in :func:`validate_env` (``proofgym validate``
+    uses ``"process"``)."""
     if concurrency < 1:
         raise ConfigError(f"concurrency must be >= 1 (got {concurrency})")
+    if grader_timeout_s is not None and not grader_timeout_s > 0:
+        raise ConfigError(f"the grader timeout must be a number of seconds > 0 (got {grader_timeout_s:g})")
     env_kwargs = dict(env_kwargs or {})
     env = make_env(env_id, **env_kwargs)
     envs = [env]
@@ -263,7 +332,8 @@ def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] |
             envs.append(make_env(env_id, **env_kwargs, **shared))
         if on_start is not None:
             on_start(len(tasks))
-        report = validate_env(envs, tasks, env_id=env_id, on_task=on_task)
+        report = validate_env(envs, tasks, env_id=env_id, on_task=on_task, verifier=verifier,
+                              grader_timeout_s=grader_timeout_s)
         report.env_kwargs = env_kwargs
         return report
     finally:

@@ -33,7 +33,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import orjson
@@ -52,6 +52,15 @@ Backend = Literal["process", "inline", "ray"]
 GRADING_MARGIN_S = 30.0
 
 
+#: How the error verdict of a job stopped at its timeout begins (see :func:`timed_out`).
+TIMED_OUT = "the grader did not finish within the "
+
+
+def timed_out(verdict: Verdict) -> bool:
+    """Whether ``verdict`` is the error of a job the pool stopped at its timeout."""
+    return verdict.status == "error" and (verdict.error or "").startswith(TIMED_OUT)
+
+
 class PoolClosedError(ProofgymError, RuntimeError):
     """A job was submitted to a :class:`VerifierPool` that was already closed."""
 
@@ -61,8 +70,21 @@ def job_key(job: VerificationJob, contract_id: str = "") -> JobKey:
     version. Equal keys grade to the same verdict, so only equal keys may share one."""
     trace = hashlib.sha256(orjson.dumps(job.trace.to_list(), default=repr,
                                         option=orjson.OPT_SORT_KEYS)).hexdigest()
-    return (str(contract_id), str(job.task.content_hash), trace, job.artifact.digest,
-            str(job.task.verifier_version))
+    return (str(contract_id), str(job.task.content_hash), trace, job.artifact.digest, job.version)
+
+
+@contextlib.contextmanager
+def pool_for(verifier: str | VerifierPool, **options: Any) -> Iterator[VerifierPool]:
+    """``verifier`` when it is a pool (the caller's: left open), else a new pool of that backend
+    (``"process"``, ``"inline"``, ``"ray"``) with ``options``, closed when the block ends."""
+    if isinstance(verifier, VerifierPool):
+        yield verifier
+        return
+    pool = VerifierPool(verifier, **options)  # type: ignore[arg-type]
+    try:
+        yield pool
+    finally:
+        pool.close()
 
 
 def job_timeout(job: VerificationJob, timeout_s: float) -> float:
@@ -183,6 +205,19 @@ class VerifierPool:
         """Submit ``job`` and await its verdict."""
         return await asyncio.wrap_future(self.submit(job, trajectory_id, timeout_s=timeout_s,
                                                      contract_id=contract_id))
+
+    def grade_sync(self, job: VerificationJob, trajectory_id: str, *,
+                   timeout_s: float | None = None, contract_id: str = "") -> Verdict:
+        """Submit ``job`` and wait for its verdict (for synchronous callers)."""
+        return self.submit(job, trajectory_id, timeout_s=timeout_s, contract_id=contract_id).result()
+
+    def grade_batch(self, jobs: Sequence[VerificationJob], trajectory_ids: Sequence[str], *,
+                    timeout_s: float | None = None, contract_id: str = "") -> list[Verdict]:
+        """Submit every job before waiting for any (they grade concurrently, within
+        ``max_in_flight``) and return their verdicts in order."""
+        futures = [self.submit(job, name, timeout_s=timeout_s, contract_id=contract_id)
+                   for job, name in zip(jobs, trajectory_ids, strict=True)]
+        return [future.result() for future in futures]
 
     @property
     def in_flight(self) -> int:
@@ -323,8 +358,7 @@ class VerifierPool:
         self._running.pop(job.id, None)
         self.stats["timeouts"] += 1
         note = self._backend.expired(job)
-        self.fail_later(job, f"the grader did not finish within the {job.timeout_s:g} s timeout and "
-                             f"was stopped{note}")
+        self.fail_later(job, f"{TIMED_OUT}{job.timeout_s:g} s timeout and was stopped{note}")
 
     def _resolve(self, job: PoolJob, verdict: Verdict) -> None:
         with self.lock:

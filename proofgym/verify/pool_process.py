@@ -171,7 +171,14 @@ class ProcessBackend:
             worker.retired = True
             scheduler.stats["worker_deaths"] += 1
             reason = exit_reason(worker.process.exitcode)
-            if worker.solo:
+            if worker.solo and not worker.ready:
+                # It died before it could take a job: the script it re-imports ran its own code
+                scheduler.fail_later(orphans[0], f"the grader's worker process died while starting "
+                                                 f"({reason}), before it graded this job: worker "
+                                                 "processes re-import the script that started them, "
+                                                 "so a script's code must be under `if __name__ == "
+                                                 "'__main__':` (or use the 'inline' verifier backend)")
+            elif worker.solo:
                 # A job running alone in its own process killed it: the culprit, exactly.
                 scheduler.fail_later(orphans[0], f"the grader's worker process died ({reason}) while "
                                                  "grading this job; the pool replaced the worker")

@@ -20,7 +20,6 @@ from proofgym.env import VerificationJob
 READY = -1
 
 
-READY = -1
 def run_job(payload: bytes | VerificationJob) -> Verdict:
     """Unpickle (if pickled) and grade one job; never raises (a broken job is an error verdict)."""
     try:

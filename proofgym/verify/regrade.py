@@ -8,21 +8,30 @@ version): a re-grade replaces the earlier re-grade of the same key, never the or
 Other versions: a task may keep earlier (or candidate) graders in an optional method
 ``verifiers() -> {version: fn(trace, runtime) -> float | Verdict}``; ``verifier_version=None`` (or
 the task's own ``verifier_version``) uses ``Task.verify``.
+
+Every grading goes through a :class:`~proofgym.verify.pool.VerifierPool` (``proofgym verify``: a
+``process`` pool), so a grader that raises, hangs past the timeout, segfaults or calls
+``os._exit`` is recorded as an error verdict with the reason, and the re-grade goes on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium
 
-from proofgym.core import ProofgymError, Task, Trace, Verdict, coerce_verdict, describe_exception, grade
+from proofgym.core import ProofgymError, Task, Verdict
+from proofgym.core.grading import other_verifiers
+from proofgym.env import VerificationJob
 from proofgym.record import RunStore, Trajectory
 from proofgym.runtimes import Artifact
 from proofgym.tasks import TaskSet
+from proofgym.verify.pool import VerifierPool, pool_for
+
+#: Seconds one re-grading may take when no timeout is given (as ``proofgym eval``).
+GRADER_TIMEOUT_S = 60.0
 
 
 class RegradeError(ProofgymError, ValueError):
@@ -47,26 +56,20 @@ class RegradeReport:
         return {k: v for k, v in self.__dict__.items() if k != "records"}
 
 
-def grader_for(task: Task, version: str | None) -> tuple[str, Callable[[Trace, Any], Verdict]]:
-    """The version label and grading function of ``task`` at ``version`` (``None``: current)."""
+def version_label(task: Task, version: str | None) -> str:
+    """The verifier version ``task`` grades with at ``version`` (``None``: its current one).
+
+    Raises:
+        RegradeError: the task neither is at ``version`` nor keeps a grader of it in ``verifiers()``.
+    """
     current = str(task.verifier_version)
     if version is None or version == current:
-        return current, lambda trace, view: grade(task, trace, view)
-    others: Mapping[str, Callable[..., Any]] = task.verifiers() if hasattr(task, "verifiers") else {}
+        return current
+    others = other_verifiers(task)
     if version not in others:
-        offered = sorted({current, *others})
         raise RegradeError(f"task {task.id!r} ({type(task).__qualname__}) has no verifier version "
-                           f"{version!r}; it offers {offered}")
-    fn = others[version]
-    label = f"{type(task).__qualname__}@{version}"
-
-    def run(trace: Trace, view: Any) -> Verdict:
-        try:
-            return coerce_verdict(fn(trace, view), grader=label)
-        except Exception as exc:  # a grader bug is an error verdict, as in grade()
-            return Verdict.failed(describe_exception(exc), grader=label)
-
-    return version, run
+                           f"{version!r}; it offers {sorted({current, *others})}")
+    return version
 
 
 def _taskset_of(store: RunStore) -> TaskSet:
@@ -86,33 +89,59 @@ def _taskset_of(store: RunStore) -> TaskSet:
         env.close()
 
 
-def regrade_one(record: Trajectory, tasks: TaskSet, version: str | None) -> tuple[str | None, Verdict]:
-    """The verifier version used and the new verdict of one stored trajectory."""
+def regrade_job(record: Trajectory, tasks: TaskSet, version: str | None,
+                ) -> tuple[str | None, VerificationJob | Verdict]:
+    """The verifier version and the job that re-grades one stored trajectory, or the verdict it
+    gets without grading (``unscored``: the episode did not finish; an error: its task changed).
+    The version label is ``None`` when the trajectory is not re-graded at all."""
     if record.status != "ok" or record.artifact is None:
         why = record.error or "no artifact was stored with it"
         return None, Verdict.unscored(f"not re-graded: the episode did not finish ({why})")
     task = tasks.get(record.task_id)
-    label, fn = grader_for(task, version)
+    label = version_label(task, version)
     if task.content_hash != record.task_hash:
         return label, Verdict.failed(
             f"task {task.id!r} changed since the run (content hash {record.task_hash} -> "
-            f"{task.content_hash}); re-grading would grade a different task", grader=label)
-    return label, fn(record.trace(), Artifact.from_dict(record.artifact).view())
+            f"{task.content_hash}); re-grading would grade a different task",
+            grader=f"{type(task).__qualname__}@{label}")
+    return label, VerificationJob(task, record.trace(), Artifact.from_dict(record.artifact),
+                                  verifier_version=None if label == str(task.verifier_version) else label)
 
 
 def regrade_run(run: str | Path, *, verifier_version: str | None = None,
-                tasks: TaskSet | None = None) -> RegradeReport:
+                tasks: TaskSet | None = None, verifier: str | VerifierPool = "inline",
+                grader_timeout_s: float | None = None) -> RegradeReport:
     """Re-grade every finished trajectory of the run in ``run``; append the verdicts to its
-    ``verdicts.jsonl`` (replacing earlier re-grades of the same version) and return what changed."""
+    ``verdicts.jsonl`` (replacing earlier re-grades of the same version) and return what changed.
+
+    Gradings go through ``verifier``: a :class:`VerifierPool` (left open), or the backend of a
+    pool made for this call and closed at its end: ``"inline"`` (the default: threads here; a
+    grader past its timeout is abandoned) or ``"process"`` (worker processes: a grader that
+    segfaults or calls ``os._exit`` is an error verdict, this process carries on).
+    ``grader_timeout_s``: seconds one grading may take (default: the given pool's timeout, else
+    :data:`GRADER_TIMEOUT_S`).
+    """
+    if grader_timeout_s is not None and not grader_timeout_s > 0:
+        raise RegradeError(f"the grader timeout must be a number of seconds > 0 (got {grader_timeout_s:g})")
     store = RunStore.open(run)
     tasks = tasks if tasks is not None else _taskset_of(store)
     report = RegradeReport(str(run), verifier_version)
+    planned = [(traj, *regrade_job(traj, tasks, verifier_version)) for traj in store.trajectories()]
+    jobs = [(i, item) for i, (_, _, item) in enumerate(planned) if isinstance(item, VerificationJob)]
+    timeout = GRADER_TIMEOUT_S if grader_timeout_s is None else grader_timeout_s
+    with pool_for(verifier, timeout_s=timeout) as pool:
+        # every job is submitted before any is awaited: they grade concurrently, within the
+        # pool's in-flight limit
+        futures = {i: pool.submit(job, f"regrade/{planned[i][0].trajectory_id}", timeout_s=grader_timeout_s)
+                   for i, job in jobs}
+        graded = {i: future.result() for i, future in futures.items()}
     old_scores, new_scores = [], []
-    for traj in store.trajectories():
-        label, verdict = regrade_one(traj, tasks, verifier_version)
+    for i, (traj, label, item) in enumerate(planned):
         if label is None:
             report.skipped += 1
             continue
+        verdict = graded.get(i, item)
+        assert isinstance(verdict, Verdict)
         report.regraded += 1
         report.errors += verdict.status == "error"
         old = traj.verdict

@@ -5,7 +5,8 @@
 * :class:`EnvironmentReward`: the reward function grading a whole batch of those environments
   concurrently through a ``VerifierPool``; grader errors are ``None`` (never trained on).
 * :func:`dataset`: the training rows (``prompt`` + ``task_id``) of a split, with the held-out guard.
-* :class:`ProofgymReward`: single-turn, text-only grading of plain completions.
+* :class:`ProofgymReward`: single-turn, text-only grading of plain completions, through a
+  ``VerifierPool`` too.
 """
 
 from proofgym.integrations.trl.data import ProofgymReward, dataset, prompt_dataset

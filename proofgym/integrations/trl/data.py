@@ -2,7 +2,8 @@
 
 :func:`dataset` gives the rows ``GRPOTrainer`` trains on (``prompt`` + ``task_id``), refusing
 held-out tasks unless asked. :class:`ProofgymReward` grades a plain-text completion as a whole
-single-turn episode (no tools); for tools and sandboxes use
+single-turn episode (no tools), through a :class:`~proofgym.verify.pool.VerifierPool`; for tools
+and sandboxes use
 :func:`~proofgym.integrations.trl.environment_factory` with
 :class:`~proofgym.integrations.trl.EnvironmentReward`.
 """
@@ -16,9 +17,11 @@ from typing import Any
 import gymnasium
 
 from proofgym.core import Trace, TraceStep, TurnCompleteAction, Verdict
-from proofgym.env import UniversalVerifiableEnv
+from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.integrations.trl.environment import MultiTurnNotSupported, is_multi_turn
+from proofgym.integrations.trl.reward import LazyPool
 from proofgym.tasks.splits import SPLITS
+from proofgym.verify.pool import VerifierPool
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +87,28 @@ class ProofgymReward:
     its group's baseline, where a 0.0 would teach the model that a correct answer was wrong.
     Every verdict of the last call is kept in :attr:`last_verdicts` for logging.
 
+    Each call plays one episode per completion in ``env`` (here), then grades them all at once
+    in a :class:`~proofgym.verify.pool.VerifierPool`: a grader that raises, runs past
+    ``timeout_s`` or kills its process (the default ``process`` backend) gives that completion
+    an error verdict (``None``), and training goes on. Its own pool is closed by :meth:`close`,
+    when the function is garbage collected, or at interpreter exit.
+
     Args:
         env: A single-turn env whose task set holds the dataset's tasks. It is used for one
             episode per completion (reset, one turn, verify), so the grader sees exactly what it
             sees in evaluation.
         on_verdict: Optional callback ``(task_id, completion, verdict)`` (e.g. to log components).
+        backend: The pool's backend: ``process`` (crash-isolated workers; tasks must pickle) or
+            ``inline`` (threads here).
+        processes: Grading processes.
+        timeout_s: Per-completion grading time limit.
+        pool: An existing pool to use instead (it is not closed by :meth:`close`).
     """
 
     def __init__(self, env: UniversalVerifiableEnv, *,
-                 on_verdict: Callable[[str, str, Verdict], None] | None = None) -> None:
+                 on_verdict: Callable[[str, str, Verdict], None] | None = None,
+                 backend: str = "process", processes: int = 2, timeout_s: float = 300.0,
+                 pool: VerifierPool | None = None) -> None:
         if is_multi_turn(env):
             raise MultiTurnNotSupported(
                 "ProofgymReward grades one completion as a whole single-turn episode, and this "
@@ -100,8 +116,17 @@ class ProofgymReward:
                 "eval` trajectories exported with `proofgym export` instead")
         self.env = env
         self.on_verdict = on_verdict
+        self._grader = LazyPool(backend, processes, timeout_s, pool)
         self.last_verdicts: list[Verdict] = []
         self.__name__ = "proofgym_reward"  # TRL names reward columns after __name__
+
+    @property
+    def pool(self) -> VerifierPool:
+        return self._grader.get()
+
+    def close(self) -> None:
+        """Close the pool this function made (a later call makes a new one)."""
+        self._grader.close()
 
     def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
                  task_id: Sequence[str] = (), **_: Any) -> list[float | None]:
@@ -110,23 +135,34 @@ class ProofgymReward:
                 f"got {len(completions)} completions but {len(task_id)} task ids: keep the "
                 "'task_id' column of prompt_dataset() in the training dataset"
             )
-        self.last_verdicts = [self.grade(tid, _completion_text(c))
-                              for tid, c in zip(task_id, completions, strict=True)]
+        texts = [_completion_text(c) for c in completions]
+        self.last_verdicts = self.grade_all(list(task_id), texts)
         return [v.reward if v.scored else None for v in self.last_verdicts]
 
     def grade(self, task_id: str, completion: str) -> Verdict:
+        """The verdict of one completion of ``task_id``."""
+        return self.grade_all([task_id], [completion])[0]
+
+    def grade_all(self, task_ids: Sequence[str], completions: Sequence[str]) -> list[Verdict]:
+        """Play each completion as an episode, then grade them all concurrently in the pool."""
+        jobs = [self._episode(tid, text) for tid, text in zip(task_ids, completions, strict=True)]
+        verdicts = self.pool.grade_batch(jobs, [f"trl/{tid}/{i}" for i, tid in enumerate(task_ids)])
+        for tid, text, verdict in zip(task_ids, completions, verdicts, strict=True):
+            if verdict.status == "error":
+                log.warning("grader error on task %s: %s", tid, verdict.error)
+            if self.on_verdict is not None:
+                self.on_verdict(tid, text, verdict)
+        return verdicts
+
+    def _episode(self, task_id: str, completion: str) -> VerificationJob:
+        """Play one completion as a whole episode and freeze it for grading."""
         obs, _ = self.env.reset(options={"task_id": task_id})
         action = TurnCompleteAction(completion)
         obs, _, terminated, truncated, _ = self.env.step(action)
         if not (terminated or truncated):
             raise ValueError(f"task {task_id!r} is multi-turn: one completion does not end it; "
                              "use the rollout orchestrator for multi-turn training data")
-        verdict = self.env.verify(Trace([TraceStep(action, obs)]))
-        if verdict.status == "error":
-            log.warning("grader error on task %s: %s", task_id, verdict.error)
-        if self.on_verdict is not None:
-            self.on_verdict(task_id, completion, verdict)
-        return verdict
+        return self.env.verification_job(Trace([TraceStep(action, obs)]))
 
 
 def _completion_text(completion: Any) -> str:

@@ -16,9 +16,9 @@ functions next to this one, TRL would still train the row on their rewards: wrap
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +29,45 @@ from proofgym.verify.pool import VerifierPool
 log = logging.getLogger(__name__)
 
 
+class LazyPool:
+    """The :class:`VerifierPool` of a TRL reward function: made on first use and closed by
+    :meth:`close`, when its owner is garbage collected, or at interpreter exit, whichever comes
+    first (trainers and the docs' recipes never close their reward functions). A pool passed
+    in is the caller's: used, never closed. A pickled copy makes its own pool on first use."""
+
+    def __init__(self, backend: str, processes: int, timeout_s: float,
+                 pool: VerifierPool | None = None) -> None:
+        self.backend, self.processes, self.timeout_s = backend, processes, timeout_s
+        self._given = pool
+        self._pool: VerifierPool | None = None
+        self._finalizer: weakref.finalize | None = None  # type: ignore[type-arg]
+        self._lock = threading.Lock()
+
+    def get(self) -> VerifierPool:
+        if self._given is not None:
+            return self._given
+        with self._lock:
+            if self._pool is None:
+                self._pool = VerifierPool(self.backend, processes=self.processes,  # type: ignore[arg-type]
+                                          timeout_s=self.timeout_s)
+                # the callback holds the pool, not this object: this object can still be collected,
+                # and a finalizer also runs at interpreter exit (workers, their sandboxes go)
+                self._finalizer = weakref.finalize(self, self._pool.close)
+            return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            finalizer, self._pool, self._finalizer = self._finalizer, None, None
+        if finalizer is not None:
+            finalizer()  # closes the pool, once
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"backend": self.backend, "processes": self.processes, "timeout_s": self.timeout_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+
 class EnvironmentReward:
     """A TRL reward function for the environments of :func:`environment_factory`.
 
@@ -37,6 +76,9 @@ class EnvironmentReward:
         processes: Grading processes.
         timeout_s: Per-job grading time limit (a job over it is a grader error: ``None``).
         pool: An existing pool to use instead (it is not closed by :meth:`close`).
+
+    Its own pool is closed by :meth:`close`, when the function is garbage collected, or at
+    interpreter exit: no grader process outlives it.
 
     After each call :attr:`last_verdicts` holds the batch's verdicts. Through TRL's
     ``log_metric`` it logs ``proofgym/<component>`` and ``proofgym/<metric>`` (means over scored
@@ -50,9 +92,7 @@ class EnvironmentReward:
     def __init__(self, *, backend: str = "process", processes: int = 2, timeout_s: float = 300.0,
                  pool: VerifierPool | None = None) -> None:
         self.backend, self.processes, self.timeout_s = backend, processes, timeout_s
-        self._pool = pool
-        self._own_pool = pool is None
-        self._lock = threading.Lock()
+        self._grader = LazyPool(backend, processes, timeout_s, pool)
         self.last_verdicts: list[Verdict] = []
         self.__name__ = "proofgym"  # TRL names the reward column after it
 
@@ -64,16 +104,11 @@ class EnvironmentReward:
 
     @property
     def pool(self) -> VerifierPool:
-        with self._lock:
-            if self._pool is None:
-                self._pool = VerifierPool(self.backend, processes=self.processes,  # type: ignore[arg-type]
-                                          timeout_s=self.timeout_s)
-            return self._pool
+        return self._grader.get()
 
     def close(self) -> None:
-        if self._own_pool and self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        """Close the pool this function made (a later call makes a new one)."""
+        self._grader.close()
 
     def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
                  environments: Sequence[ProofgymEnvironment] | None = None,
@@ -100,10 +135,7 @@ class EnvironmentReward:
               finals: Sequence[str | None]) -> list[Verdict]:
         """End each episode with its final message and grade them all concurrently."""
         jobs = [env._finish(final) for env, final in zip(environments, finals, strict=True)]
-        futures = [self.pool.submit(job, str(env.episode_id)) for env, job in zip(environments, jobs,
-                                                                                 strict=True)]
-        cf.wait(futures)
-        verdicts = [f.result() for f in futures]
+        verdicts = self.pool.grade_batch(jobs, [str(env.episode_id) for env in environments])
         for env, verdict in zip(environments, verdicts, strict=True):
             if verdict.status == "error":
                 log.warning("grader error on %s (not trained on): %s", env.episode_id, verdict.error)
