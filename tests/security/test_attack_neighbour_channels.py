@@ -437,13 +437,42 @@ fds = [os.eventfd(0) for _ in range(min(5000, hard - 64))]
 HELD = 5000 if len(fds) == 5000 else len(fds)
 """
 
-#: The host's count of open file handles (``/proc/sys/fs/file-nr``), as a reader inside sees it.
-_FILES_READ = """
+_INODES_HOLD = """
+os.makedirs("/tmp/inodes", exist_ok=True)
+for i in range(50000):  # empty files in the sandbox's own /tmp
+    os.close(os.open(f"/tmp/inodes/{i}", os.O_CREAT | os.O_WRONLY, 0o600))
+HELD = 50000
+"""
+
+#: A number the kernel keeps for the whole host, as a reader inside sees it: the first field of
+#: ``path``, or the number after ``key`` on its line.
+_HOST_READ = """
 try:
-    print("FILES", open("/proc/sys/fs/file-nr").read().split()[0])
-except (OSError, IndexError) as exc:
+    text = open({path!r}).read()
+    key = {key!r}
+    if key:
+        text = next(line for line in text.splitlines() if line.startswith(key))[len(key):]
+    print("FILES", text.split()[0])
+except (OSError, IndexError, StopIteration) as exc:
     print("FILES unreadable", type(exc).__name__)
 """
+_FILES_READ = _HOST_READ.format(path="/proc/sys/fs/file-nr", key="")
+
+#: counter -> (what the reader reads, the hog's source, how much it moves it, what the host's own
+#: churn between two reads stays under here)
+_SHMEM_HOLD = """
+for i in range(13):  # the sandbox's /tmp is a tmpfs: its pages are shared memory (13 x 15 MiB,
+    with open(f"/tmp/shm{i}", "wb") as f:  # within the file size limit and /tmp's 256 MiB)
+        for _ in range(15):
+            f.write(b"x" * (1 << 20))
+HELD = 195 << 10
+"""
+
+HOST_COUNTERS = {
+    "open_files": ("/proc/sys/fs/file-nr", "", _FILES_HOLD, 5000, 2500),
+    "inodes": ("/proc/sys/fs/inode-nr", "", _INODES_HOLD, 50000, 25000),
+    "shared_memory_kb": ("/proc/meminfo", "Shmem:", _SHMEM_HOLD, 195 << 10, 100 << 10),
+}
 
 
 def _files(result: ToolResult) -> int | None:
@@ -452,21 +481,48 @@ def _files(result: ToolResult) -> int | None:
     return int(found[0]) if found else None
 
 
-def test_open_files_held_next_door_cannot_be_counted(pair):
+@pytest.mark.parametrize("counter", sorted(HOST_COUNTERS))
+def test_host_wide_counts_held_next_door_cannot_be_read(pair, counter: str):
     """A uid per sandbox does not split what the kernel counts for the whole host: the open file
-    handles of ``/proc/sys/fs/file-nr`` are one number every sandbox can read, and any sandbox can
-    move it by thousands (issue 20's channel, uid or not: code under test holding N descriptors
-    while a live episode reads the count). Reads next to 0 and 5000 held must not tell them apart
-    (the host's own churn is a few hundred here)."""
+    handles of ``/proc/sys/fs/file-nr``, the inodes of ``/proc/sys/fs/inode-nr`` and the shared
+    memory of ``/proc/meminfo`` are numbers
+    every sandbox can read, and any sandbox can move them by thousands (issue 20's channel, uid
+    or not). Reads next to nothing held and next to the hog's must not tell them apart."""
+    path, key, hold, n, churn = HOST_COUNTERS[counter]
     hog, victim = pair
     seen = {}
-    for n, source in ((0, "HELD = 0\n"), (5000, _FILES_HOLD)):
-        hog_out, probe = hold_and_probe(hog, source, victim, _FILES_READ)
-        assert held(hog_out) == n, hog_out
-        seen[n] = _files(probe)
-    assert seen[0] is None or seen[5000] is None or abs(seen[5000] - seen[0]) < 2500, (
-        f"a sandbox reads the host's open file count and sees its neighbour's descriptors: "
-        f"{seen[0]} next to 0 held, {seen[5000]} next to 5000 held")
+    for amount, source in ((0, "HELD = 0\n"), (n, hold)):
+        hog_out, probe = hold_and_probe(hog, source, victim, _HOST_READ.format(path=path, key=key))
+        assert held(hog_out) == amount, hog_out
+        seen[amount] = _files(probe)
+    assert seen[0] is None or seen[n] is None or abs(seen[n] - seen[0]) < churn, (
+        f"a sandbox reads {path} and sees what its neighbour holds: {seen[0]} next to 0 held, "
+        f"{seen[n]} next to {n} held")
+
+
+_WORKSPACE_FILES_HOLD = """
+os.makedirs("/workspace/many", exist_ok=True)
+for i in range(20000):  # empty files in the sandbox's own workspace
+    os.close(os.open(f"/workspace/many/{i}", os.O_CREAT | os.O_WRONLY, 0o600))
+HELD = 20000
+"""
+
+_FREE_INODES_READ = 'st = os.statvfs("/workspace")\nprint("FILES", st.f_ffree)\n'
+
+
+def test_free_inodes_of_the_workspace_file_system_do_not_show_a_neighbours_files(pair):
+    """The workspace's file system, as ``statvfs`` reports it: as root each runtime's changes live
+    on a tmpfs of its own; without root they live on the host's disk, whose free inodes every
+    sandbox reads and every sandbox moves (20,000 files: 20,000 fewer)."""
+    hog, victim = pair
+    seen = {}
+    for amount, source in ((0, "HELD = 0\n"), (20000, _WORKSPACE_FILES_HOLD)):
+        hog_out, probe = hold_and_probe(hog, source, victim, _FREE_INODES_READ)
+        assert held(hog_out) == amount, hog_out
+        seen[amount] = _files(probe)
+    assert seen[0] is None or seen[20000] is None or abs(seen[20000] - seen[0]) < 10000, (
+        f"a sandbox reads the free inodes of its workspace's file system and sees its neighbour's "
+        f"files: {seen[0]} next to 0 files, {seen[20000]} next to 20000")
 
 
 def test_a_grading_sandbox_cannot_signal_a_live_episode_through_the_open_file_count(graded_snap: Path):
