@@ -27,7 +27,11 @@ from tests.conftest import require_tool
 from tests.security.conftest import python_inside
 from tests.security.test_attack_neighbour_channels import _LIBC, _LIMITS, _holders, _wait_for_holder
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.xfail(strict=True, reason=(
+    "known gap, docs/threat-model.md ('Between concurrent episodes', Not defended): "
+    "a futex on a shared mapping is keyed by the file's inode, and the read-only system "
+    "and the snapshot's unchanged files are the same inodes in every sandbox; refusing shared "
+    "futexes would break process-shared semaphores (multiprocessing)"))]
 
 #: Map ``path`` shared and read-only; ``futex(off, op, ...)`` on the word at ``off``.
 _MAP = """

@@ -25,7 +25,10 @@ from tests.conftest import require_tool
 from tests.security.conftest import python_inside
 from tests.security.test_attack_neighbour_channels import _HOLD, _LIBC, _LIMITS, _holders, _wait_for_holder
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.xfail(strict=True, reason=(
+    "known gap, docs/threat-model.md ('Between concurrent episodes', Not defended): "
+    "/proc/stat's counters (forks, context switches) and sysinfo(2) are host-wide and "
+    "needed by common tools (os.cpu_count reads /proc/stat without /sys)"))]
 
 
 _FORKS = """

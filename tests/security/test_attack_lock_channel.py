@@ -39,7 +39,10 @@ from tests.security.test_attack_neighbour_channels import (
     read_while_grading_holds,
 )
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.xfail(
+    os.geteuid() != 0, strict=True,
+    reason=("known gap without root, docs/threat-model.md ('The downgrade'): an unprivileged user "
+            "cannot make device nodes, so /dev/null and friends are the host's inodes, shared"))]
 
 
 @pytest.fixture

@@ -481,7 +481,11 @@ def _files(result: ToolResult) -> int | None:
     return int(found[0]) if found else None
 
 
-@pytest.mark.parametrize("counter", sorted(HOST_COUNTERS))
+@pytest.mark.parametrize("counter", [
+    "inodes", "open_files",
+    pytest.param("shared_memory_kb", marks=pytest.mark.xfail(strict=True, reason=(
+        "known gap, docs/threat-model.md ('host-wide counters'): /proc/meminfo (and sysinfo(2)) "
+        "show the host's shared memory, which a neighbour's tmpfs pages move")))])
 def test_host_wide_counts_held_next_door_cannot_be_read(pair, counter: str):
     """A uid per sandbox does not split what the kernel counts for the whole host: the open file
     handles of ``/proc/sys/fs/file-nr``, the inodes of ``/proc/sys/fs/inode-nr`` and the shared

@@ -22,7 +22,11 @@ import pytest
 from proofgym.verify.sandbox_grading import run_pytest
 from tests.conftest import require_tool
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.xfail(strict=True, reason=(
+    "known gap, docs/threat-model.md ('Grading', Not defended): the test processes of one grading "
+    "share the sandbox's pid and network namespaces (new ones need a capability the runner does "
+    "not keep), so the pid counter, sockets in TIME_WAIT and the UDP counters carry a few bits "
+    "from one test to the next; mutants fixed per task make what they carry no better than a coin"))]
 
 CHANNELS = {
     # how many UDP datagrams this namespace has received so far; then one more

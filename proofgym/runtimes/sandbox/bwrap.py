@@ -41,6 +41,12 @@ INSTALL_HINT = ("bubblewrap (`bwrap`) is required for SandboxRuntime and was not
                 "Install it: `apt-get install -y bubblewrap` (Debian/Ubuntu), `dnf install "
                 "bubblewrap` (Fedora) or `pacman -S bubblewrap` (Arch).")
 
+#: The device nodes bwrap's ``/dev`` binds from the host: as root each sandbox gets nodes of its
+#: own instead (same devices, new inodes), so the file locks and inotify watches that live on an
+#: inode are the sandbox's alone (``tests/security/test_attack_lock_channel.py``).
+OWN_DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8),
+               "urandom": (1, 9), "tty": (5, 0)}
+
 #: Kernel knobs under /proc that stay visible but read-only (as in Docker and bwrap itself).
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 #: Files under /proc hidden behind /dev/null, and directories behind an empty tmpfs (Docker's
@@ -210,6 +216,11 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
                 renames.update({f"{system_root}/sys/{top}": str(publish / "system" / top)
                                 for top in ("usr", "opt", "etc")})
             options = [renames.get(a, a) for a in options]
+            if "--dev" in options:  # the sandbox's own device nodes over the host's
+                at = options.index("--dev") + 2
+                own = [a for name in OWN_DEVICES
+                       for a in ("--dev-bind", str(publish / "dev" / name), f"/dev/{name}")]
+                options[at:at] = own
         args_r = _args_pipe(["--info-fd", str(info_w), "--seccomp", str(sec_r), *options], fds)
         if overlay is not None and not all(d.parent == overlay.upper.parent for d in
                                            (overlay.work, overlay.merged, overlay.view)):
@@ -220,7 +231,8 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
             episode_dir=str(overlay.upper.parent) if overlay is not None else None,
             lower=str(overlay.lower) if overlay is not None else None,
             cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits, lease=lease,
-            publish=str(publish) if publish else None, system_root=system_root)
+            publish=str(publish) if publish else None, system_root=system_root,
+            devices=OWN_DEVICES if privileged and "--dev" in options else None)
         proc = namespaces.start(plan, stdin=stdin, stdout=stdout, stderr=stderr, keep_fds=keep,
                                 lease=lease)
         for fd in (info_w, sec_r, args_r):
@@ -260,7 +272,7 @@ def _mountpoints() -> Path:
     the child (as root, in its own mount namespace) shows ``bwrap`` the workspace and the
     minimal system. Root-owned and writable only by root, or refused (``/tmp`` is shared)."""
     base = Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()) / "proofgym-mnt"
-    for path in (base, base / "workspace", base / "system"):
+    for path in (base, base / "workspace", base / "system", base / "dev"):
         with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o755)
         st = path.lstat()

@@ -47,12 +47,13 @@ import os
 import resource
 import select
 import socket
+import stat
 import sys
 import time
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
-_MS_RDONLY, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 4096, 0x4000, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4096, 0x4000, 1 << 18
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR, _SYS_KEYCTL = 428, 429, 442, 250
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_EMPTY_PATH, _AT_FDCWD = 1, 0o2000000, 0x1000, -100
 _MOVE_MOUNT_F_EMPTY_PATH = 4
@@ -204,6 +205,15 @@ def setup(plan, idmap_fd):
         if publish is not None:
             _check(_libc.mount(b"merged", publish + b"/workspace", None, _MS_BIND, None),
                    "showing the workspace to the sandbox user")
+    if publish is not None and plan["devices"]:
+        # device nodes of this sandbox's own (new inodes of the same devices) on a small tmpfs
+        # of its mount namespace: locks and watches on them are this sandbox's alone
+        target = publish + b"/dev"
+        _check(_libc.mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID, b"size=16k,mode=0755"),
+               "mounting the sandbox's device nodes")
+        for name, major, minor in plan["devices"]:
+            os.mknod(target + b"/" + name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+            os.chmod(target + b"/" + name, 0o666)
     if not privileged:
         for path in cgroup_procs:
             _write(path, b"0")
