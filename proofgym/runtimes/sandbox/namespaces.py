@@ -9,9 +9,9 @@ module computes what the child does (:func:`plan_for`), sends it there, and retu
 uses (the spawner, not this process, is ``bwrap``'s parent and reaps it; signals go through a
 pidfd, so they never reach a recycled pid).
 
-As root the sandbox runs as :func:`sandbox_ids`, a fixed unprivileged uid/gid with no
-supplementary groups and no capabilities; as an ordinary user, in a user namespace mapped to
-that user.
+As root each sandbox runs as a uid/gid of its own, leased from the range of
+:func:`sandbox_ids` (:mod:`~proofgym.runtimes.sandbox.ids`), with no supplementary groups and no
+capabilities; as an ordinary user, in a user namespace mapped to that user.
 """
 
 from __future__ import annotations

@@ -16,13 +16,16 @@ The child does, in order:
 
 * **as root** it joins the cgroup, mounts as root in a mount namespace of its own (so no mount
   of a sandbox is ever in the host's mount table, and all of them go away with the sandbox's
-  last process), then drops to the sandbox user (a fixed unprivileged uid/gid with no
-  supplementary groups and no capabilities) before ``exec``. The task snapshot is attached
+  last process), makes the sandbox's own device nodes, checks that the uid leased for this
+  sandbox (``ids.py``) has no live process and holds no keys, then drops to it (an
+  unprivileged uid/gid of this sandbox alone, no supplementary groups, no capabilities)
+  before ``exec``. The task snapshot is attached
   through an *idmapped* mount whose files, as owned by the snapshot's owner, appear owned by
   the sandbox user, so the agent can edit them (copy-up keeps that owner) while the snapshot
   itself is never written and needs no ``chown``.
-* **as an ordinary user** it enters a new user namespace (mapped to that user), mounts the
-  overlay there with ``userxattr``, then joins the cgroup.
+* **as an ordinary user** it enters a new user namespace (mapped to that user), caps the
+  namespace's inotify/fanotify use at its slot's share, mounts the overlay there with
+  ``userxattr``, then joins the cgroup.
 
 The overlay's options name its layers relative to the episode directory (``lowerdir=lower``),
 so ``/proc/self/mountinfo`` inside the sandbox shows no host path.
