@@ -54,6 +54,7 @@ import datetime
 import decimal
 import fractions
 import functools
+import hashlib
 import itertools
 import random
 import re
@@ -143,22 +144,33 @@ class Layout:
 
 def build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
                  taken: Iterable[str] = (), rng: random.Random | None = None,
-                 with_mutants: bool = True, mutate_files: Iterable[str] | None = None) -> Layout:
+                 with_mutants: bool = True, mutate_files: Iterable[str] | None = None,
+                 mutant_seed: bytes | None = None) -> Layout:
     """Lay out the ``wanted`` test ids (``file::[Class::]name``, files in ``sources``) and one
     mutant of each (where one can be built) as freshly named single-test files, shuffled.
 
     ``taken`` are workspace paths the generated files must not use; ``mutate_files`` limits
-    mutants to the tests of those files (by default all). Raises
-    :class:`TestSourceError` for a wanted id that its file does not define.
+    mutants to the tests of those files (by default all). With ``mutant_seed`` each test's
+    mutant is drawn from a generator seeded by it and the test's id (and source), so every
+    grading of a task has the same mutants (only names and order are new): a grading whose
+    tests leak (a channel between sandboxes) shows the same unlabelled pair every time, never a
+    real value that recurs among changing mutants. Raises :class:`TestSourceError` for a wanted
+    id that its file does not define.
     """
     with _AST_LOCK:
         return _build_layout(sources, wanted, taken=taken, rng=rng, with_mutants=with_mutants,
-                             mutate_files=mutate_files)
+                             mutate_files=mutate_files, mutant_seed=mutant_seed)
+
+
+def _mutant_rng(seed: bytes, node_id: str, source: bytes) -> random.Random:
+    digest = hashlib.sha256(seed + b"\0" + node_id.encode() + b"\0" + source).digest()
+    return random.Random(int.from_bytes(digest, "big"))
 
 
 def _build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
                   taken: Iterable[str] = (), rng: random.Random | None = None,
-                  with_mutants: bool = True, mutate_files: Iterable[str] | None = None) -> Layout:
+                  with_mutants: bool = True, mutate_files: Iterable[str] | None = None,
+                  mutant_seed: bytes | None = None) -> Layout:
     """The implementation of :func:`build_layout` (called with the AST lock held)."""
     rng = rng or random.SystemRandom()
     mutate = set(sources if mutate_files is None else mutate_files)
@@ -180,7 +192,9 @@ def _build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
         if with_mutants and not item.imported and item.file in mutate:
             mutated = _isolate(trees[item.file], item)
             witnesses: list[str] = []
-            if mutate_test(_target(mutated, item), rng, mutated, pool, item.file, witnesses):
+            values = rng if mutant_seed is None else _mutant_rng(
+                mutant_seed, node_id, bytes(sources[item.file]))
+            if mutate_test(_target(mutated, item), values, mutated, pool, item.file, witnesses):
                 entries.append((item, mutated, node_id))
                 witnessed[id(mutated)] = witnesses
             else:

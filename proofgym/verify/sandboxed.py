@@ -22,6 +22,7 @@ runner's backstop (``starved``) are ``TestRun.starved``: the host's fault, which
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -153,8 +154,10 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # a test the files (as the agent left them) do not define does not run either
     wanted = [w for t in tests for w in (listed.get(t, []) if "::" not in t else [t])
               if w in listed.get(w.split("::", 1)[0], [])]
+    # mutants fixed per task (seeded by its hidden tests), unless the caller draws its own
+    seed = None if rng is not None else mutant_seed_of(hidden)
     layout = build_layout(sources, wanted, taken=[*allowed, *hidden, *_snapshot_paths(snapshot)],
-                          rng=rng, with_mutants=mutants,
+                          rng=rng, with_mutants=mutants, mutant_seed=seed,
                           # the agent knows the visible tests already: mutants of the hidden ones
                           # are what it cannot tell apart
                           mutate_files=[f for f in sources if f in hidden] or None)
@@ -212,6 +215,13 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         run = replace(run, messages={real: _real_names(messages[gen], gen, real)
                                      for gen, real in layout.real.items() if gen in messages})
     return run
+
+
+def mutant_seed_of(hidden: Mapping[str, bytes]) -> bytes:
+    """The seed of a task's mutants (:func:`proofgym.verify.mutants.build_layout`): its hidden
+    files, so every grading of the task draws the same mutants."""
+    return hashlib.sha256(b"".join(p.encode() + b"\0" + bytes(c) + b"\0"
+                                   for p, c in sorted(hidden.items()))).digest()
 
 
 def _identity(snapshot: Path) -> tuple[str, int, int, int]:
