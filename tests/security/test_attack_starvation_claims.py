@@ -46,6 +46,13 @@ def double(x):
 #: root) still sees every cycle they burn.
 _MANY_HIDDEN_SPINNERS = _HIDDEN_SPINNERS.replace("time.sleep(0.008)", "time.sleep(0.001)")
 
+#: The same, and the witness silenced: the runner (this process's parent, same uid) is given
+#: ``nice 19``, so it too waits behind the hidden spinners every time it wakes, as it would on a
+#: busy host. A raised nice value cannot be put back by the runner, but the run ends with this
+#: test, before the next fork would notice.
+_SLOWS_THE_RUNNER = _HIDDEN_SPINNERS.replace(
+    "    os.nice(19)\n", "    os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)\n    os.nice(19)\n")
+
 STALLS = {
     "sleeps": "import time\n\n\ndef double(x):\n    time.sleep(3600)\n",
     "waits_on_an_event": "import threading\n\n\ndef double(x):\n    threading.Event().wait()\n",
@@ -54,6 +61,7 @@ STALLS = {
     "blocks_on_a_pipe": "import os\n\n\ndef double(x):\n    r, w = os.pipe()\n    os.read(r, 1)\n",
     "starves_its_own_spinner": _HIDDEN_SPINNERS,
     "starves_it_with_many_spinners": _MANY_HIDDEN_SPINNERS,
+    "starves_the_runner_too": _SLOWS_THE_RUNNER,
 }
 
 
