@@ -162,3 +162,20 @@ def test_a_forked_child_does_not_keep_its_parents_leases():
     finally:
         os.close(w)
         os.waitpid(pid, 0)
+
+
+def test_a_range_this_user_namespace_does_not_map_is_refused(tmp_path, monkeypatch):
+    """Root in a rootless container maps only some ids: a range outside them would fail every
+    sandbox with a bare EINVAL from chown; it is refused up front, saying what to set."""
+    uid_map = tmp_path / "uid_map"
+    uid_map.write_text("         0       1000          1\n         1     100000      65536\n")
+    assert ids._mapped(str(uid_map), 10, 100) and ids._mapped(str(uid_map), 0, 5)
+    assert not ids._mapped(str(uid_map), ids.DEFAULT_SANDBOX_ID, 16)
+    real = ids._mapped
+    monkeypatch.setattr(ids, "_mapped", lambda path, first, count: real(str(uid_map), first, count))
+    ids.id_range.cache_clear()
+    try:
+        with pytest.raises(SandboxSetupError, match="not mapped in this user namespace.*PROOFGYM_SANDBOX_UID"):
+            ids.id_range()
+    finally:
+        ids.id_range.cache_clear()

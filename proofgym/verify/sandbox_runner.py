@@ -148,6 +148,10 @@ def main() -> None:
         _remove_ipc()
         if status in ("timeout", "starved"):  # the time limit: what is left does not run
             stopped = node
+    if changed is None:
+        # the last test to run may have changed this process too (a runner reniced behind busy
+        # children would pass the starvation witness): checked like the others, reported as such
+        changed = settings.restore()
     _send(report_fd, {"results": results, "stopped_at": stopped, "state_changed": changed,
                       "messages": {k: bytes(m).decode("utf-8", errors="replace")
                                    for k, m in messages.items() if m}})

@@ -80,7 +80,10 @@ def test_a_test_that_stalls_past_its_limit_is_a_scored_timeout_not_a_busy_host(s
     require_tool("bwrap")
     run = run_pytest(snap, {"m.py": STALLS[stall].encode()}, tests=["tests/test_m.py::test_double"],
                      timeout_s=60, test_timeout_s=2, mutants=False)
-    assert run.failure == "tests_timed_out" and not getattr(run, "starved", False), (
+    # a scored 0: a timeout, or tampering for a test that reniced the runner it cannot undo
+    want = ("tests_timed_out", "tampering_detected") if stall == "starves_the_runner_too" else (
+        "tests_timed_out",)
+    assert run.failure in want and not getattr(run, "starved", False), (
         f"a test that {stall.replace('_', ' ')} past its limit is not a scored timeout: "
         f"failure={run.failure} results={run.results} {run.report_error}")
     assert run.timings["total_s"] < 45, run.timings

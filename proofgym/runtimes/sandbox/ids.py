@@ -103,6 +103,13 @@ def id_range() -> IdRange:
         if first <= 65535 < first + count:
             raise SandboxSetupError(f"{name}={first} with {count} ids includes 65535 (the "
                                     f"overflow id); {what}")
+    for kind, first, path in (("uid", uid, "/proc/self/uid_map"), ("gid", gid, "/proc/self/gid_map")):
+        if not _mapped(path, first, count):
+            raise SandboxSetupError(
+                f"the sandbox {kind} range {first}-{first + count - 1} is not mapped in this user "
+                f"namespace ({path}: a rootless container?): choose a mapped range with "
+                f"{SANDBOX_UID_ENV}/{SANDBOX_GID_ENV} and {SANDBOX_ID_COUNT_ENV}, or run proofgym "
+                "as an ordinary user")
     taken = _ids_in_use()
     for kind, first, used in (("uid", uid, taken[0]), ("gid", gid, taken[1])):
         clash = sorted(i for i in used if first <= i < first + count)
@@ -112,6 +119,22 @@ def id_range() -> IdRange:
                 f"which this host uses (an account, group or subordinate-id range): choose a free "
                 f"range with {SANDBOX_UID_ENV}/{SANDBOX_GID_ENV} and {SANDBOX_ID_COUNT_ENV}")
     return IdRange(uid, gid, count)
+
+
+def _mapped(path: str, first: int, count: int) -> bool:
+    """Whether ids ``first`` to ``first + count - 1`` all exist in this user namespace."""
+    try:
+        lines = Path(path).read_text().split("\n")
+    except OSError:
+        return True  # no user namespaces here: every id exists
+    ranges = sorted((int(a), int(n)) for a, _b, n in (ln.split() for ln in lines if ln.strip()))
+    at = first
+    for start, n in ranges:
+        if start <= at < start + n:
+            at = start + n
+        if at >= first + count:
+            return True
+    return at >= first + count
 
 
 def _ids_in_use() -> tuple[set[int], set[int]]:
