@@ -175,7 +175,7 @@ def test_a_range_this_user_namespace_does_not_map_is_refused(tmp_path, monkeypat
     monkeypatch.setattr(ids, "_mapped", lambda path, first, count: real(str(uid_map), first, count))
     ids.id_range.cache_clear()
     try:
-        with pytest.raises(SandboxSetupError, match="not mapped in this user namespace.*SANDBOX_UID"):
+        with pytest.raises(SandboxSetupError, match=r"not mapped in this user namespace.*SANDBOX_UID"):
             ids.id_range()
     finally:
         ids.id_range.cache_clear()
