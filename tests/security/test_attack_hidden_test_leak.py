@@ -26,7 +26,11 @@ from tests.conftest import require_tool
 from tests.security.conftest import python_inside
 from tests.security.test_attack_neighbour_channels import _HOLD, _LIBC, _LIMITS, _holders, _wait_for_holder
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.xfail(
+    os.geteuid() != 0, strict=True,
+    reason=("known gap without root, docs/threat-model.md ('The downgrade'): the channel here is "
+            "the lock table of the host's /dev/null, which an unprivileged user cannot replace with "
+            "device nodes of the sandbox's own"))]
 
 _HIDDEN = b'from m import f\n\n\ndef test_hidden_secret():\n    assert f("kiwi-7f3c") == 42\n'
 _BYTES = 256

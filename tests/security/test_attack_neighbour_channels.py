@@ -514,6 +514,9 @@ HELD = 20000
 _FREE_INODES_READ = 'st = os.statvfs("/workspace")\nprint("FILES", st.f_ffree)\n'
 
 
+@pytest.mark.xfail(UNPRIVILEGED, strict=True, reason=(
+    "known gap without root, docs/threat-model.md ('The downgrade'): without root the workspace "
+    "changes live on the host's disk (no tmpfs per runtime), whose free inodes every sandbox reads"))
 def test_free_inodes_of_the_workspace_file_system_do_not_show_a_neighbours_files(pair):
     """The workspace's file system, as ``statvfs`` reports it: as root each runtime's changes live
     on a tmpfs of its own; without root they live on the host's disk, whose free inodes every
