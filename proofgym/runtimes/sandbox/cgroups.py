@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,7 +140,10 @@ def create(memory_bytes: int, max_processes: int,
            cpus: float | None = None) -> SandboxCgroup | None:
     """A fresh cgroup with the limits set, or ``None`` when cgroups are not writable here.
     ``cpus``: a CPU quota in CPUs (``None``: a fair share only)."""
-    name = f"proofgym-{os.getpid()}-{next(_counter)}"
+    # the pid says whose it is (for the sweep); the random part keeps a name this process's pid
+    # had before (a dead process's leftover with the same pid, which the sweep keeps) from
+    # colliding
+    name = f"proofgym-{os.getpid()}-{next(_counter)}-{secrets.token_hex(4)}"
     v1 = [(_ROOT / "pids", "pids"), (_ROOT / "memory", "memory")]
     if all((root / "cgroup.procs").exists() for root, _ in v1):
         made: list[Path] = []
