@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.runtimes.sandbox import SandboxRuntime
+from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from proofgym.tools import ToolResult
 from tests.conftest import require_tool
 from tests.sandbox_helpers import FAST_LIMITS
@@ -28,6 +28,24 @@ KEY_TAG = "proofgym-attack"
 
 #: Root-only checks: as an ordinary user the sandbox's uid is not host root to begin with.
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the attack needs proofgym to run as root")
+
+
+#: Limits for the attacks between two concurrent sandboxes: room for a hog to fill a counter.
+NEIGHBOUR_LIMITS = SandboxLimits(command_timeout_s=90.0, memory_mb=512, max_processes=64,
+                                 max_output_bytes=256 * 1024, max_output_chars=8192,
+                                 max_file_size_mb=16)
+
+
+@pytest.fixture
+def two() -> Iterator[tuple[SandboxRuntime, SandboxRuntime]]:
+    """Two fresh sandboxes running at once (a hog and its neighbour)."""
+    require_tool("bwrap")
+    a, b = SandboxRuntime(limits=NEIGHBOUR_LIMITS), SandboxRuntime(limits=NEIGHBOUR_LIMITS)
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import secrets
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -73,15 +72,6 @@ def _woke(result: ToolResult) -> int:
     return int(found[0])
 
 
-@pytest.fixture
-def two() -> Iterator[tuple[SandboxRuntime, SandboxRuntime]]:
-    require_tool("bwrap")
-    a, b = SandboxRuntime(limits=_LIMITS), SandboxRuntime(limits=_LIMITS)
-    try:
-        yield a, b
-    finally:
-        a.close()
-        b.close()
 
 
 def _wait_while(waiter: SandboxRuntime, path: str, wake) -> tuple[str, int]:

@@ -15,15 +15,13 @@ import re
 import secrets
 import signal
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from proofgym.runtimes.sandbox import SandboxRuntime
 from proofgym.tools import ToolResult
-from tests.conftest import require_tool
 from tests.security.conftest import python_inside
-from tests.security.test_attack_neighbour_channels import _HOLD, _LIBC, _LIMITS, _holders, _wait_for_holder
+from tests.security.test_attack_neighbour_channels import _HOLD, _LIBC, _holders, _wait_for_holder
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.xfail(strict=True, reason=(
     "known gap, docs/threat-model.md ('Between concurrent episodes', Not defended): "
@@ -55,15 +53,6 @@ _FORK = ("for _ in range({n}):\n    child = os.fork()\n    if child == 0:\n     
          "    os.waitpid(child, 0)\nprint('FORKED')\n")
 
 
-@pytest.fixture
-def two() -> Iterator[tuple[SandboxRuntime, SandboxRuntime]]:
-    require_tool("bwrap")
-    a, b = SandboxRuntime(limits=_LIMITS), SandboxRuntime(limits=_LIMITS)
-    try:
-        yield a, b
-    finally:
-        a.close()
-        b.close()
 
 
 def _window(reader: SandboxRuntime, forker: SandboxRuntime, n: int) -> int | None:

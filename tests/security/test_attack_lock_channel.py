@@ -19,7 +19,6 @@ import re
 import secrets
 import signal
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,15 +44,6 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.xfail(
             "cannot make device nodes, so /dev/null and friends are the host's inodes, shared"))]
 
 
-@pytest.fixture
-def two() -> Iterator[tuple[SandboxRuntime, SandboxRuntime]]:
-    require_tool("bwrap")
-    a, b = SandboxRuntime(limits=_LIMITS), SandboxRuntime(limits=_LIMITS)
-    try:
-        yield a, b
-    finally:
-        a.close()
-        b.close()
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,7 @@ from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime, ids
 from proofgym.tools import ToolResult
 from proofgym.verify.sandbox_grading import run_pytest
 from tests.conftest import require_tool
-from tests.security.conftest import python_inside
+from tests.security.conftest import NEIGHBOUR_LIMITS, python_inside
 
 pytestmark = pytest.mark.sandbox
 
@@ -52,8 +51,7 @@ def _share(name: str, otherwise: int) -> int:
     return min(otherwise, ids.user_namespace_caps()[name]) if UNPRIVILEGED else otherwise
 
 #: Room for the hog to fill a counter (the epoll pool takes ~5 s alone, more on a busy host).
-_LIMITS = SandboxLimits(command_timeout_s=90.0, memory_mb=512, max_processes=64,
-                        max_output_bytes=256 * 1024, max_output_chars=8192, max_file_size_mb=16)
+_LIMITS = NEIGHBOUR_LIMITS
 #: epoll watches are kernel memory charged to the sandbox's memory cgroup (~200 bytes each):
 #: the hog needs ~1.1 GiB for the 5.49 M watches of ``fs.epoll.max_user_watches`` here.
 _EPOLL_LIMITS = SandboxLimits(command_timeout_s=90.0, memory_mb=1600, max_processes=64,
@@ -132,14 +130,9 @@ def held(output: str) -> int:
 
 
 @pytest.fixture
-def pair() -> Iterator[tuple[SandboxRuntime, SandboxRuntime]]:
-    require_tool("bwrap")
-    hog, victim = SandboxRuntime(limits=_LIMITS), SandboxRuntime(limits=_LIMITS)
-    try:
-        yield hog, victim
-    finally:
-        hog.close()
-        victim.close()
+def pair(two: tuple[SandboxRuntime, SandboxRuntime]) -> tuple[SandboxRuntime, SandboxRuntime]:
+    """A hog and its victim (the suite's ``two`` concurrent sandboxes)."""
+    return two
 
 
 # --------------------------------------------------------------------------------- inotify
