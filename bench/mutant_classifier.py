@@ -3,7 +3,7 @@
     python bench/mutant_classifier.py                  # this checkout's mutants, 100 layouts a task
     python bench/mutant_classifier.py --root /work/main --layouts 200
 
-Tamper detection (:mod:`proofgym.verify.mutants`) runs every hidden test with a mutant (the
+Tamper detection (:mod:`proofgym.verify.sandboxed.mutants`) runs every hidden test with a mutant (the
 same test, changed so that correct code fails it) and flags a grading where both pass. Code that
 forces a pass on the tests that *look real* and leaves the ones that look like mutants to the
 buggy code resolves a task, unflagged, when it picks the real one of every pair. Each test
@@ -215,7 +215,7 @@ class Classifier:
 def _visible_features(sources: Mapping[str, bytes], build_layout: Callable) -> list[Features]:
     """Each visible test laid out alone, as the grader lays it out (so a test's own file, the
     only one a test process sees, is what the classifier is calibrated on)."""
-    from proofgym.verify.mutants import list_tests
+    from proofgym.verify.sandboxed.mutants import list_tests
     ids = [i.node_id for p, s in sources.items() for i in list_tests(p, s)]
     layout = build_layout(sources, ids, rng=random.Random(0), with_mutants=False)
     return [features(layout.files[g.split("::")[0]]) for g in layout.run]
@@ -241,7 +241,7 @@ class TaskResult:
 
 
 def run_task(task, layouts: int, seed: int) -> TaskResult:
-    from proofgym.verify.mutants import build_layout
+    from proofgym.verify.sandboxed.mutants import build_layout
     visible = {p: (task.repo / p).read_bytes() for p in task.test_files if p not in task.hidden_files}
     hidden = {p: c for p, c in task.hidden_files.items() if p.endswith(".py")}
     sources = {**visible, **hidden}
@@ -316,7 +316,7 @@ def evaluate(layouts: int = 100, seed: int = 1, tasks: Iterable | None = None) -
 
 
 def report(results: list[TaskResult], out=sys.stdout) -> dict[str, float]:
-    import proofgym.verify.mutants as mutants
+    import proofgym.verify.sandboxed.mutants as mutants
     load = os.getloadavg()
     print(f"mutants from {Path(mutants.__file__).resolve()}; load average "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", file=out)

@@ -84,7 +84,7 @@ def baseline(problem: dict) -> bool:
 
 
 def program_check(problem: dict, empty: Path) -> bool:
-    from proofgym.verify.sandbox_grading import run_program
+    from proofgym.verify.sandboxed.program import run_program
 
     solution = (problem["prompt"] + problem["canonical_solution"]).encode()
     check = (f"from solution import *\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n")
@@ -172,7 +172,7 @@ def main() -> None:
 
 def _has_run_program() -> bool:
     try:
-        from proofgym.verify.sandbox_grading import run_program  # noqa: F401
+        from proofgym.verify.sandboxed.program import run_program  # noqa: F401
     except ImportError:
         return False
     return True

@@ -26,9 +26,9 @@ register_envs()
 
 #: Heavier parts, imported on first use (the openai client and math-verify take seconds to load).
 _LAZY = {"Orchestrator": "proofgym.rollout.orchestrator", "OpenAIPolicy": "proofgym.rollout.openai_policy",
-         "VerifierPool": "proofgym.verify.pool", "Rubric": "proofgym.verify.rubric",
+         "VerifierPool": "proofgym.verify.pool", "Rubric": "proofgym.verify.graders.rubric",
          **dict.fromkeys(("run_pytest", "run_program", "TestRun", "ProgramRun"),
-                         "proofgym.verify.sandbox_grading")}
+                         "proofgym.verify.sandboxed.program")}
 
 
 def __getattr__(name: str) -> object:

@@ -300,7 +300,7 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
 
     #: The trace :meth:`grading_job` freezes. Vector envs set it per env
     #: (``vec.set_attr("grading_trace", traces)``), since ``vec.call`` passes every env the same
-    #: arguments; see :func:`proofgym.verify.vector.verify_vector`.
+    #: arguments; see :func:`proofgym.verify.pool.vector.verify_vector`.
     grading_trace: Trace | list[Any] | None = None
 
     def grading_job(self) -> VerificationJob:

@@ -27,8 +27,9 @@ from proofgym.env import VerificationJob
 from proofgym.envs.arith.tasks import make_task
 from proofgym.eval import evaluate, load_run
 from proofgym.rollout import ReferencePolicy
-from proofgym.verify import Component, MathCheckStarved, answers, make_grader
-from proofgym.verify.answers import math_check
+from proofgym.verify import Component, MathCheckStarved, make_grader
+from proofgym.verify.graders import answers
+from proofgym.verify.graders.answers import math_check
 from proofgym.verify.pool import VerifierPool
 
 ARITH = "proofgym/Arith-v0"

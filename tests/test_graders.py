@@ -24,8 +24,8 @@ from proofgym.verify import (
     MultiRubric,
     make_grader,
 )
-from proofgym.verify.answers import math_check
 from proofgym.verify.graders import parse_number
+from proofgym.verify.graders.answers import math_check
 
 
 def trace(message: str) -> list[TraceStep]:
@@ -228,7 +228,7 @@ STALLS_MATH_VERIFY = "9^{9^{9}}"
 def patient_math(monkeypatch: pytest.MonkeyPatch) -> float:
     """A short CPU budget and a long wall limit for the math check (the limits graders read
     when called): a costly answer then uses its budget, and scores 0, even on a busy host."""
-    from proofgym.verify import answers
+    from proofgym.verify.graders import answers
 
     monkeypatch.setattr(answers, "MATH_CPU_S", 1.0)
     monkeypatch.setattr(answers, "MATH_TIMEOUT_S", 240.0)

@@ -26,10 +26,10 @@ from proofgym.envs.arith import arith_tasks
 from proofgym.envs.code_repair import code_repair_tasks
 from proofgym.eval.metrics import compute_metrics
 from proofgym.record import Trajectory
-from proofgym.verify.answers import MATH_TIMEOUT_S
-from proofgym.verify.mutants import build_layout, list_tests, mutate_test
+from proofgym.verify.graders.answers import MATH_TIMEOUT_S
 from proofgym.verify.pool import VerifierPool
 from proofgym.verify.sandboxed import check_artifact, run_tests_isolated
+from proofgym.verify.sandboxed.mutants import build_layout, list_tests, mutate_test
 from tests.conftest import require_tool, run_cli
 
 TASKS = code_repair_tasks()
@@ -354,8 +354,8 @@ def test_a_value_that_is_also_an_input_is_never_the_one_mutated():
 def test_a_mutant_passing_alone_is_wrong_code_and_with_its_test_is_tampering():
     """Buggy code can return exactly a mutant's value (a count of 0 where the test wants 1 and
     the mutant 0): that is a failed test, not tampering. Both passing is impossible honestly."""
-    from proofgym.verify.mutants import Layout
-    from proofgym.verify.sandboxed import _summarise
+    from proofgym.verify.sandboxed.isolated import _summarise
+    from proofgym.verify.sandboxed.mutants import Layout
 
     layout = Layout(run=["g1", "g2"], real={"g1": "t.py::test_a"}, mutant={"g2": "t.py::test_a"})
     alone = _summarise(layout, {"g1": "failed", "g2": "passed"}, None, 0, False, "", (), {})

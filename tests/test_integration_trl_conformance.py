@@ -14,7 +14,7 @@ import pytest
 
 import proofgym  # noqa: F401 - registers the bundled envs
 from proofgym.core import ToolCallAction, TraceStep, TurnCompleteAction
-from proofgym.verify.vector import verify_vector
+from proofgym.verify.pool.vector import verify_vector
 
 PERCENT_TASK = "arith-l2-s0-00001"  # its prompt has a '%' (Gymnasium's Text charset has none)
 

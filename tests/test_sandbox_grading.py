@@ -8,8 +8,8 @@ import pytest
 
 import proofgym
 from proofgym.core import Verdict
-from proofgym.verify.sandbox_grading import MAX_PROGRAM_OUTPUT, run_program, run_pytest
 from proofgym.verify.sandboxed import swebench_verdict
+from proofgym.verify.sandboxed.program import MAX_PROGRAM_OUTPUT, run_program, run_pytest
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.sandbox
@@ -126,7 +126,7 @@ def test_a_grading_after_another_over_the_same_snapshot_takes_a_prebooted_runner
     require_tool("bwrap")
     import time
 
-    from proofgym.verify.warm_runners import WARM
+    from proofgym.verify.sandboxed.warm_runners import WARM
 
     ids = ["tests/test_app.py::test_add"]
     run_pytest(snap, {}, tests=ids, timeout_s=60)

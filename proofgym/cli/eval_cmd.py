@@ -148,7 +148,7 @@ def _slots(backend: str, address: str | None, cpus_per_slot: float, slots_per_no
                                  "--slots-per-node are for --backend ray", param_hint="--backend")
         return "local"
     from proofgym.rollout.ray_slots import RaySlots
-    from proofgym.verify.ray_cluster import require_ray
+    from proofgym.runtimes.ray_cluster import require_ray
 
     require_ray()  # a one-line usage error naming the install command when Ray is missing
     return RaySlots(address=address, cpus_per_slot=cpus_per_slot, slots_per_node=slots_per_node)

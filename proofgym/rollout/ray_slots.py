@@ -28,7 +28,7 @@ from typing import Any
 from proofgym.core import AgentAction, ConfigError, ProofgymError, Task, TaskSpec
 from proofgym.env import VerificationJob
 from proofgym.rollout.slots import EnvFactory, SlotLostError
-from proofgym.verify.ray_cluster import cluster_shape, connect, first_line
+from proofgym.runtimes.ray_cluster import cluster_shape, connect, first_line
 
 
 class SlotActor:

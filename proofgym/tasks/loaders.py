@@ -1,7 +1,7 @@
 """Where task records come from: Python iterables, JSONL files, Hugging Face ``datasets``.
 
 A loader yields plain records (mappings); a *task factory* (for example
-``proofgym.verify.qa.QATask.from_record``) turns each record into a :class:`Task`. The split keeps
+``proofgym.verify.graders.qa.QATask.from_record``) turns each record into a :class:`Task`. The split keeps
 this layer free of graders: the task types that grade live above it.
 """
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.verify.sandbox_grading import run_pytest
 from proofgym.verify.sandboxed import swebench_verdict
+from proofgym.verify.sandboxed.program import run_pytest
 from tests.conftest import REPO, require_tool
 
 pytestmark = pytest.mark.sandbox
@@ -48,8 +48,8 @@ def test_work():
 #: grading boots a spare runner, then, once the CPU is busy, the graded one takes the spare.
 _GRADER = r"""
 import json, os, sys, time
-from proofgym.verify.sandbox_grading import run_pytest
-from proofgym.verify.warm_runners import WARM
+from proofgym.verify.sandboxed.program import run_pytest
+from proofgym.verify.sandboxed.warm_runners import WARM
 
 snap, cpu = sys.argv[1], int(sys.argv[2])
 os.sched_setaffinity(0, {cpu})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.verify.sandbox_grading import run_program
+from proofgym.verify.sandboxed.program import run_program
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.sandbox

@@ -21,7 +21,7 @@ import pytest
 
 from proofgym.runtimes.sandbox import SandboxRuntime
 from proofgym.tools import ToolResult
-from proofgym.verify.sandbox_grading import run_program
+from proofgym.verify.sandboxed.program import run_program
 from tests.conftest import require_tool
 from tests.security.conftest import python_inside
 from tests.security.test_attack_neighbour_channels import _LIBC, _LIMITS, _holders, _wait_for_holder

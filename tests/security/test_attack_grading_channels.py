@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.verify.sandbox_grading import run_pytest
-from proofgym.verify.sandboxed import _MAX_MESSAGE
+from proofgym.verify.sandboxed.isolated import _MAX_MESSAGE
+from proofgym.verify.sandboxed.program import run_pytest
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.sandbox

@@ -15,9 +15,9 @@ import ast
 import random
 
 from proofgym.envs.code_repair import code_repair_tasks
-from proofgym.verify.mutants import build_layout
 from proofgym.verify.sandboxed import mutant_seed_of
 from proofgym.verify.sandboxed import test_sources as sources_of
+from proofgym.verify.sandboxed.mutants import build_layout
 
 
 def _bodies(layout) -> dict[str, tuple[str, str]]:

@@ -10,7 +10,7 @@ picked the real test of every pair in 171 of 1600 gradings against 28 expected b
 for k mutated hidden tests), csv-quoted-fields 0.72, ini-parser-continuation 0.74. Seven hidden
 tests had no mutant at all (``pytest.raises`` only, nested loops) and passed for free.
 
-The fix (:mod:`proofgym.verify.mutants`): a changed value is drawn from the values of the same
+The fix (:mod:`proofgym.verify.sandboxed.mutants`): a changed value is drawn from the values of the same
 kind the task's tests hold and keeps the old one's form and its relation to the test's inputs;
 no mutant negates an assert; ``pytest.raises`` tests, truth checks, helper-style
 (``check(candidate)``) tests and tests without a value to change get mutants of their own kinds.
@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from proofgym.envs.code_repair import code_repair_tasks
-from proofgym.verify.mutants import build_layout
+from proofgym.verify.sandboxed.mutants import build_layout
 
 _BENCH = Path(__file__).resolve().parents[2] / "bench" / "mutant_classifier.py"
 
@@ -305,7 +305,7 @@ def test_a_mutant_built_from_another_test_flags_tampering_only_where_that_test_p
     test and the mutant and fails ``test_parses``: that is a failed grading, not tampering (the
     buggy roman-numeral task did this). Passing all three is impossible for code that computes
     anything: tampering."""
-    from proofgym.verify.sandboxed import _summarise
+    from proofgym.verify.sandboxed.isolated import _summarise
 
     ids = ["test_raises.py::test_parses", "test_raises.py::test_rejects_words"]
     layout = build_layout({"test_raises.py": _RAISES_ONLY.encode()}, ids, rng=random.Random(1))

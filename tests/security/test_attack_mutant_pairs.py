@@ -1,6 +1,6 @@
 """Attack: tell each hidden test from its mutant, and pass the real one only.
 
-Tamper detection (:mod:`proofgym.verify.mutants`) rests on the code under test being unable to
+Tamper detection (:mod:`proofgym.verify.sandboxed.mutants`) rests on the code under test being unable to
 tell a real test from its mutant. But a grading writes every real test *and* its mutant into the
 same ``/workspace`` before the first test runs, and the code under test can read them all. The
 agent's function, called from a test, reads the caller's assertion (``== 5``), finds the file with
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.verify.mutants import build_layout, mutate_test
 from proofgym.verify.sandboxed import run_tests_isolated, swebench_verdict
+from proofgym.verify.sandboxed.mutants import build_layout, mutate_test
 from tests.conftest import require_tool
 
 _HIDDEN = (b"from primes import count_below\n\n\n"

@@ -30,7 +30,7 @@ import pytest
 
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime, ids
 from proofgym.tools import ToolResult
-from proofgym.verify.sandbox_grading import run_pytest
+from proofgym.verify.sandboxed.program import run_pytest
 from tests.conftest import require_tool
 from tests.security.conftest import NEIGHBOUR_LIMITS, python_inside
 

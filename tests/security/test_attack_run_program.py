@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from proofgym.runtimes.sandbox import SandboxLimits
-from proofgym.verify.sandbox_grading import MAX_PROGRAM_OUTPUT, run_program, run_pytest
 from proofgym.verify.sandboxed import files_under
+from proofgym.verify.sandboxed.program import MAX_PROGRAM_OUTPUT, run_program, run_pytest
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.sandbox

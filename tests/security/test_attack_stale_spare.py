@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.verify.sandbox_grading import run_pytest
-from proofgym.verify.warm_runners import WARM
+from proofgym.verify.sandboxed.program import run_pytest
+from proofgym.verify.sandboxed.warm_runners import WARM
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.sandbox

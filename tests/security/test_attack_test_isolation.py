@@ -1,6 +1,6 @@
 """Attack: one test process learns another test's source, or leaves something for the next one.
 
-Mutants (:mod:`proofgym.verify.mutants`) are only worth anything if the code under test, running
+Mutants (:mod:`proofgym.verify.sandboxed.mutants`) are only worth anything if the code under test, running
 inside one test's process, cannot see the other generated tests: otherwise it pairs a test with
 its mutant and passes one of each. Two ways to see them:
 

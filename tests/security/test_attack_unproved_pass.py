@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.verify.sandbox_grading import run_pytest
+from proofgym.verify.sandboxed.program import run_pytest
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.sandbox

@@ -14,8 +14,7 @@ import orjson
 
 from proofgym.core import ActionScript, Task, TaskSpec, ToolCallAction, Trace, TurnCompleteAction, Verdict
 from proofgym.envs.code_repair.controls import make_controls
-from proofgym.verify.sandbox_grading import TestRun, run_pytest
-from proofgym.verify.sandboxed import files_under, swebench_verdict
+from proofgym.verify.sandboxed import TestRun, files_under, run_pytest, swebench_verdict
 
 INSTRUCTIONS = """\
 You are working in a Python repository at /workspace (your shell starts there). Fix the bug \

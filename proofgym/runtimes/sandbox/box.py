@@ -1,7 +1,7 @@
 """The one way a sandbox boots and is torn down: :class:`SandboxHome` and :meth:`SandboxHome.boot`.
 
 Agent episodes (:class:`~proofgym.runtimes.sandbox.runtime.SandboxRuntime`), gradings
-(:mod:`proofgym.verify.grading_workspace`) and the benches all start their sandboxes here, so a
+(:mod:`proofgym.verify.sandboxed.workspace`) and the benches all start their sandboxes here, so a
 hardening of the boot (ids, cgroups, rlimits, the seccomp filter, the bwrap arguments) lands in
 every sandbox at once.
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from proofgym.core import Verdict
 from proofgym.env import VerificationJob
-from proofgym.verify.pool_backend import PoolJob, Scheduler
-from proofgym.verify.pool_worker import run_job
-from proofgym.verify.ray_cluster import cluster_shape, connect, first_line
+from proofgym.runtimes.ray_cluster import cluster_shape, connect, first_line
+from proofgym.verify.pool.backend import PoolJob, Scheduler
+from proofgym.verify.pool.worker import run_job
 
 #: How long a new grader actor may take to start before its jobs' clocks run anyway.
 STARTUP_ALLOWANCE_S = 60.0
@@ -44,11 +44,11 @@ class GraderActor:
     def __init__(self, modules: Sequence[str]) -> None:
         import importlib
 
-        from proofgym.verify import warm_runners
+        from proofgym.verify.sandboxed import keep_no_spares
 
         # an actor is ended with ray.kill (no atexit), so it keeps no pre-booted grading runner
         # that would outlive it with its mounts: every grading here boots its own sandbox
-        warm_runners.WARM.max_spares = 0
+        keep_no_spares()
         for module in modules:  # the graders' code, imported before job clocks start
             with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
                 importlib.import_module(module)
@@ -86,7 +86,7 @@ class RayBackend:
         self.processes = processes
         self.cpus_per_grader = cpus_per_grader
         self._per_actor = math.ceil(max_in_flight / processes)
-        self._modules = ["proofgym", "proofgym.verify.warmup", *preload]
+        self._modules = ["proofgym", "proofgym.verify.pool.warmup", *preload]
         self._actors: list[_Actor] = []
         # result ref -> (job, actor) and ready ref -> actor: what the watcher waits on
         self._refs: dict[Any, tuple[PoolJob, _Actor]] = {}

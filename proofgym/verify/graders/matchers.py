@@ -5,7 +5,7 @@ message: the ``\\boxed{}`` content, an ``Answer:`` line, or a short message) aga
 A grader is a rubric component (``grader(trace, runtime) -> float``) with a ``name`` and a
 ``version``, and can check a bare string with :meth:`AnswerGrader.check`. A hedged answer (several
 different boxed answers) scores 0. A check that could not be made (the math checker starved by a
-busy host, :class:`~proofgym.verify.answers.MathCheckStarved`) is an error verdict, never a 0.
+busy host, :class:`~proofgym.verify.graders.answers.MathCheckStarved`) is an error verdict, never a 0.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from proofgym.core import Trace, Verdict
 from proofgym.core.errors import ProofgymError
-from proofgym.verify.answers import (
+from proofgym.verify.graders.answers import (
     HedgedAnswer,
     MathCheckStarved,
     extract_final_answer,
@@ -45,7 +45,7 @@ class AnswerGrader:
 
     def check(self, answer: str | None) -> float:
         """1.0 when ``answer`` (already extracted) matches the reference, else 0.0 (raises
-        :class:`~proofgym.verify.answers.MathCheckStarved` when the check could not be made)."""
+        :class:`~proofgym.verify.graders.answers.MathCheckStarved` when the check could not be made)."""
         return float(answer is not None and self.matches(answer))
 
     def explain(self, answer: str) -> tuple[float, str | None]:

@@ -43,7 +43,7 @@ def worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None:
     finally:
         # multiprocessing ends a worker with os._exit, which skips atexit: tear the pre-booted
         # grading runners (sandboxes with mounts) down here, or they would outlive the pool
-        warm = sys.modules.get("proofgym.verify.warm_runners")
+        warm = sys.modules.get("proofgym.verify.sandboxed.warm_runners")
         if warm is not None:
             warm.WARM.close()
 

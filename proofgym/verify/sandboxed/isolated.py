@@ -3,10 +3,10 @@
 The artifact is checked, then applied over the read-only task snapshot in a *new* sandbox.
 Changes to protected paths (tests, pytest configuration files of any name pytest reads, any
 ``conftest.py``) are dropped, so those files are exactly the snapshot's. The tests to run, and
-one mutant of each (:mod:`proofgym.verify.mutants`), are written as freshly named single-test
+one mutant of each (:mod:`proofgym.verify.sandboxed.mutants`), are written as freshly named single-test
 files in a random order; the hidden tests' own files never enter the sandbox. The runner
-(:mod:`proofgym.verify.sandbox_runner`, booted ahead when a spare is ready:
-:mod:`proofgym.verify.warm_runners`) receives the files on a pipe, writes them, runs each test in
+(:mod:`proofgym.verify.sandboxed.runner`, booted ahead when a spare is ready:
+:mod:`proofgym.verify.sandboxed.warm_runners`) receives the files on a pipe, writes them, runs each test in
 its own forked process (which sees its own generated test file only) and writes the results, by
 generated id, to a descriptor no test process holds; the host maps them back.
 
@@ -36,7 +36,10 @@ from pathlib import Path
 
 from proofgym.core import Verdict
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError
-from proofgym.verify.grading_workspace import (
+from proofgym.verify.sandboxed.mutants import Layout, TestSourceError, build_layout, list_tests
+from proofgym.verify.sandboxed.runner import BACKSTOP
+from proofgym.verify.sandboxed.warm_runners import WARM, Runner
+from proofgym.verify.sandboxed.workspace import (
     ALWAYS_PROTECTED,
     CONFIG_FILES,
     DEFAULT_PROTECTED,
@@ -47,9 +50,6 @@ from proofgym.verify.grading_workspace import (
     split_changes,
     start_sandbox,
 )
-from proofgym.verify.mutants import Layout, TestSourceError, build_layout, list_tests
-from proofgym.verify.sandbox_runner import BACKSTOP
-from proofgym.verify.warm_runners import WARM, Runner
 
 __all__ = ["ALWAYS_PROTECTED", "CONFIG_FILES", "DEFAULT_PROTECTED", "TestRun", "check_artifact",
            "explain", "files_under", "is_protected", "run_tests_isolated", "swebench_verdict"]
@@ -58,7 +58,7 @@ _MAX_REPORT = 16 << 20
 _KEEP_OUTPUT = 32_768
 _MAX_MESSAGE = 2048
 _STARTUP_S = 20.0  # the host's deadline is the test budget plus this (runner start, report)
-_RUNNER = (Path(__file__).with_name("sandbox_runner.py")).read_text()
+_RUNNER = (Path(__file__).with_name("runner.py")).read_text()
 _READY = b"ready\n"
 _STATUSES = {"passed", "failed", "error", "skipped", "timeout", "crashed", "starved", "not_run"}
 
@@ -218,7 +218,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
 
 
 def mutant_seed_of(hidden: Mapping[str, bytes]) -> bytes:
-    """The seed of a task's mutants (:func:`proofgym.verify.mutants.build_layout`): its hidden
+    """The seed of a task's mutants (:func:`proofgym.verify.sandboxed.mutants.build_layout`): its hidden
     files, so every grading of the task draws the same mutants."""
     return hashlib.sha256(b"".join(p.encode() + b"\0" + bytes(c) + b"\0"
                                    for p, c in sorted(hidden.items()))).digest()

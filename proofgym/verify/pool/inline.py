@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 
 from proofgym.env import VerificationJob
-from proofgym.verify.pool_backend import PoolJob, Scheduler
-from proofgym.verify.pool_worker import run_job
+from proofgym.verify.pool.backend import PoolJob, Scheduler
+from proofgym.verify.pool.worker import run_job
 
 
 class InlineBackend:

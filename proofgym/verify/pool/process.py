@@ -23,8 +23,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from proofgym.env import VerificationJob
-from proofgym.verify.pool_backend import PoolJob, Scheduler
-from proofgym.verify.pool_worker import READY, exit_reason, worker_main
+from proofgym.verify.pool.backend import PoolJob, Scheduler
+from proofgym.verify.pool.worker import READY, exit_reason, worker_main
 
 #: How long a new worker process may take to start before its jobs' clocks run anyway.
 STARTUP_ALLOWANCE_S = 30.0
@@ -52,7 +52,7 @@ class ProcessBackend:
         self._per_worker = math.ceil(max_in_flight / processes)
         self._ctx = mp.get_context(start_method)
         self._start_method = start_method
-        self._preload = ["proofgym", "proofgym.verify.warmup", *preload]
+        self._preload = ["proofgym", "proofgym.verify.pool.warmup", *preload]
         self._modules: dict[str, None] = {}  # task modules seen, imported by each new worker
         self._workers: list[_Worker] = []
 

@@ -3,7 +3,7 @@
 
 import contextlib
 
-from proofgym.verify.answers import MathCheckStarved, math_equivalent
+from proofgym.verify.graders import MathCheckStarved, math_equivalent
 
 # the parser is built in this process before the check; a busy host starving the check itself
 # costs nothing here (the next check starts a fresh checker)

@@ -1,6 +1,6 @@
 """The fresh sandbox a grading runs in: the task snapshot, the artifact's allowed changes and
 the grader's own files, with protected paths restored (used by :mod:`proofgym.verify.sandboxed`
-and :mod:`proofgym.verify.sandbox_grading`)."""
+and :mod:`proofgym.verify.sandboxed.program`)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proofgym.core import Trace, Verdict
-from proofgym.verify.pool import VerifierPool
+from proofgym.verify.pool.verifier_pool import VerifierPool
 
 
 def verify_vector(vec_env: Any, traces: Sequence[Trace | list[Any]], *,

@@ -26,7 +26,7 @@ from typing import Any
 
 from proofgym.core import Trace, Verdict
 from proofgym.core.errors import ProofgymError
-from proofgym.verify.rubric import Component
+from proofgym.verify.graders.rubric import Component
 
 JUDGE_PROMPTS: Mapping[str, Mapping[str, str]] = {
     "judge-v1": {

@@ -24,9 +24,9 @@ import orjson
 
 from proofgym.core import ActionScript, Task, TaskSpec, Trace, TurnCompleteAction, Verdict
 from proofgym.tasks import TaskSet
-from proofgym.verify.answers import HedgedAnswer, extract_final_answer
-from proofgym.verify.graders import AnswerGrader, make_grader
-from proofgym.verify.rubric import Component, Rubric
+from proofgym.verify.graders.answers import HedgedAnswer, extract_final_answer
+from proofgym.verify.graders.matchers import AnswerGrader, make_grader
+from proofgym.verify.graders.rubric import Component, Rubric
 
 _KNOWN = {"id", "prompt", "answer", "grader", "metadata"}
 

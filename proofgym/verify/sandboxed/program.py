@@ -8,7 +8,7 @@ user, the seccomp filter, the resource limits of :class:`SandboxLimits`) over th
 exist only in that grading sandbox, never in the agent's.
 
 * :func:`run_pytest` runs the named tests, each alone in a forked process, plus a mutant of each
-  hidden test for tamper detection (:mod:`proofgym.verify.mutants`), and returns a
+  hidden test for tamper detection (:mod:`proofgym.verify.sandboxed.mutants`), and returns a
   :class:`TestRun` with each test's outcome and failure message.
 * :func:`run_program` runs one command (a program to judge by its output, or a check program)
   and returns a :class:`ProgramRun`. An exit status is what the program *says*, and code it runs
@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError
-from proofgym.verify.grading_workspace import (
+from proofgym.verify.sandboxed.isolated import TestRun, run_tests_isolated
+from proofgym.verify.sandboxed.runner import _Proof
+from proofgym.verify.sandboxed.workspace import (
     DEFAULT_PROTECTED,
     ArtifactRejected,
     check_artifact,
@@ -40,8 +42,6 @@ from proofgym.verify.grading_workspace import (
     kill_sandbox,
     split_changes,
 )
-from proofgym.verify.sandbox_runner import _Proof
-from proofgym.verify.sandboxed import TestRun, run_tests_isolated
 
 __all__ = ["DEFAULT_PROTECTED", "ProgramRun", "SandboxSetupError", "TestRun", "run_program",
            "run_pytest"]

@@ -3,7 +3,7 @@ import and configuration happen ahead of a grading, off its critical path.
 
 After a grading over a snapshot takes a runner, a background thread boots a spare for the same
 snapshot (and limits, packages and pytest configuration file): a *fresh* sandbox whose trusted
-runner (:mod:`proofgym.verify.sandbox_runner`) has loaded pytest and waits on a pipe for its one
+runner (:mod:`proofgym.verify.sandboxed.runner`) has loaded pytest and waits on a pipe for its one
 job. Nothing of the job's, or the agent's, has been in it: a spare differs from a sandbox booted
 on demand only in when it was booted. Each runner serves exactly one grading and is then torn
 down, so no state (a process, a file in ``/tmp``, an import cache, a ``sys.modules`` entry)
@@ -23,7 +23,7 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from proofgym.verify.grading_workspace import Booted
+from proofgym.verify.sandboxed.workspace import Booted
 
 #: Spares kept per key (snapshot, limits, packages, configuration file).
 SPARES_PER_KEY = 1
@@ -165,3 +165,9 @@ class WarmRunners:
 WARM = WarmRunners()
 atexit.register(WARM.close)
 os.register_at_fork(after_in_child=WARM._forget_in_child)
+
+
+def keep_no_spares() -> None:
+    """Pre-boot no grading runners in this process from now on (for processes that end without
+    ``atexit``, such as a Ray actor ended by ``ray.kill``: a spare would outlive them with its mounts)."""
+    WARM.max_spares = 0

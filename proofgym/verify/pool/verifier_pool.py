@@ -2,15 +2,15 @@
 
 Jobs are :class:`~proofgym.env.VerificationJob` (task, trace, artifact). This module is the
 *scheduler*: the queue, the in-flight limit, per-job deadlines, de-duplication and the futures.
-Where jobs run is a *backend* behind a small protocol (:mod:`proofgym.verify.pool_backend`):
+Where jobs run is a *backend* behind a small protocol (:mod:`proofgym.verify.pool.backend`):
 
-* ``process`` (default, :mod:`proofgym.verify.pool_process`): worker processes, each running many
+* ``process`` (default, :mod:`proofgym.verify.pool.process`): worker processes, each running many
   jobs at once on threads. A grader that raises, hangs past its timeout or kills its process
   (``os._exit``, a segfault) yields ``Verdict(status="error")`` with the reason; the pool replaces
   the worker and the other jobs are unaffected.
-* ``ray`` (:mod:`proofgym.verify.pool_ray`): grader actors on a Ray cluster, the ``process``
+* ``ray`` (:mod:`proofgym.verify.pool.ray_backend`): grader actors on a Ray cluster, the ``process``
   backend's semantics (a node that dies takes its jobs' actors with it: they are re-graded).
-* ``inline`` (:mod:`proofgym.verify.pool_inline`): threads in this process (for debugging).
+* ``inline`` (:mod:`proofgym.verify.pool.inline`): threads in this process (for debugging).
   Timeouts still hold (the stuck thread is abandoned), but a grader that kills the process kills
   the caller.
 
@@ -40,9 +40,9 @@ import orjson
 
 from proofgym.core import ConfigError, ProofgymError, Verdict, describe_exception
 from proofgym.env import VerificationJob
-from proofgym.verify.pool_backend import GradingBackend, JobKey, PoolJob
-from proofgym.verify.pool_inline import InlineBackend
-from proofgym.verify.pool_process import ProcessBackend
+from proofgym.verify.pool.backend import GradingBackend, JobKey, PoolJob
+from proofgym.verify.pool.inline import InlineBackend
+from proofgym.verify.pool.process import ProcessBackend
 
 Backend = Literal["process", "inline", "ray"]
 
@@ -153,7 +153,7 @@ class VerifierPool:
             self._backend = ProcessBackend(self, processes=processes, max_in_flight=max_in_flight,
                                            start_method=start_method, preload=preload)
         elif backend == "ray":
-            from proofgym.verify.pool_ray import RayBackend  # Ray is optional: imported on demand
+            from proofgym.verify.pool.ray_backend import RayBackend  # Ray is optional: imported on demand
 
             self._backend = RayBackend(self, processes=processes, max_in_flight=max_in_flight,
                                        address=ray_address, cpus_per_grader=cpus_per_grader,

@@ -29,7 +29,7 @@ It uses the standard library and pytest only, and never imports code from the wo
   turns that into a grader *error*, never a scored 0 (``tests/security/test_attack_busy_host.py``).
 * The parent alone writes the results, as one JSON object, to the report descriptor. A test
   process's failure message comes back on a pipe of its own: informative text, never a result.
-* It may be started ahead of its grading (:mod:`proofgym.verify.warm_runners`): it loads pytest,
+* It may be started ahead of its grading (:mod:`proofgym.verify.sandboxed.warm_runners`): it loads pytest,
   says ``ready``, then reads its one job from a pipe (the manifest, the files to write and the
   generated test files) and writes the files into ``/workspace`` itself, each path component
   opened with ``O_NOFOLLOW`` from a directory descriptor, before any test runs.
