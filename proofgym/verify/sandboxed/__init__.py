@@ -27,5 +27,5 @@ from proofgym.verify.sandboxed.workspace import (
 
 __all__ = ["ALWAYS_PROTECTED", "CONFIG_FILES", "DEFAULT_PROTECTED", "MAX_PROGRAM_OUTPUT", "ProgramRun",
            "SandboxSetupError", "TestRun", "check_artifact", "explain", "files_under", "is_protected",
-           "keep_no_spares", "mutant_seed_of", "run_program", "run_pytest", "run_tests_isolated", "swebench_verdict",
-           "test_sources"]
+           "keep_no_spares", "mutant_seed_of", "run_program", "run_pytest", "run_tests_isolated",
+           "swebench_verdict", "test_sources"]
