@@ -6,7 +6,9 @@ needs: tool calls as actions, turn boundaries, sandboxed tools and out-of-band v
 
 from proofgym.core import (
     AgentAction,
+    ConfigError,
     Limits,
+    ProofgymError,
     Task,
     TaskSpec,
     ToolCallAction,
@@ -26,9 +28,9 @@ register_envs()
 
 #: Heavier parts, imported on first use (the openai client and math-verify take seconds to load).
 _LAZY = {"Orchestrator": "proofgym.rollout.orchestrator", "OpenAIPolicy": "proofgym.rollout.openai_policy",
-         "VerifierPool": "proofgym.verify.pool", "Rubric": "proofgym.verify.graders.rubric",
+         "VerifierPool": "proofgym.verify.pool", "Rubric": "proofgym.verify.graders",
          **dict.fromkeys(("run_pytest", "run_program", "TestRun", "ProgramRun"),
-                         "proofgym.verify.sandboxed.program")}
+                         "proofgym.verify.sandboxed")}
 
 
 def __getattr__(name: str) -> object:
@@ -41,11 +43,13 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AgentAction",
     "Artifact",
+    "ConfigError",
     "InProcessRuntime",
     "Limits",
     "OpenAIPolicy",
     "Orchestrator",
     "ProgramRun",
+    "ProofgymError",
     "Rubric",
     "Runtime",
     "SandboxLimits",

@@ -12,7 +12,7 @@ from proofgym.verify.graders.answers import (
     math_equivalent,
     normalize_text,
 )
-from proofgym.verify.graders.judge import JUDGE_PROMPTS, JudgeError, JudgeTimeout, LLMJudge
+from proofgym.verify.graders.judge import JUDGE_PROMPTS, JudgeError, JudgeTimeout, LLMJudge, UngradedReply
 from proofgym.verify.graders.matchers import (
     GRADERS,
     AnswerGrader,
@@ -28,8 +28,31 @@ from proofgym.verify.graders.matchers import (
 from proofgym.verify.graders.qa import QATask
 from proofgym.verify.graders.rubric import Component, MultiRubric, Rubric, score_all
 
-__all__ = ["GRADERS", "JUDGE_PROMPTS", "AnswerGrader", "Component", "ExactMatch", "GraderSpecError",
-           "HedgedAnswer", "JudgeError", "JudgeTimeout", "LLMJudge", "MathCheckStarved", "MathMatch",
-           "MultiRubric", "NormalizedMatch", "NumericMatch", "QATask", "RegexMatch", "Rubric",
-           "boxed_contents", "extract_final_answer", "make_grader", "math_equivalent", "normalize_text",
-           "parse_number", "score_all"]
+__all__ = [
+    "GRADERS",
+    "JUDGE_PROMPTS",
+    "AnswerGrader",
+    "Component",
+    "ExactMatch",
+    "GraderSpecError",
+    "HedgedAnswer",
+    "JudgeError",
+    "JudgeTimeout",
+    "LLMJudge",
+    "MathCheckStarved",
+    "MathMatch",
+    "MultiRubric",
+    "NormalizedMatch",
+    "NumericMatch",
+    "QATask",
+    "RegexMatch",
+    "Rubric",
+    "UngradedReply",
+    "boxed_contents",
+    "extract_final_answer",
+    "make_grader",
+    "math_equivalent",
+    "normalize_text",
+    "parse_number",
+    "score_all",
+]

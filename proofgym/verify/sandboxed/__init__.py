@@ -14,18 +14,38 @@ from proofgym.verify.sandboxed.isolated import (
     swebench_verdict,
     test_sources,
 )
+from proofgym.verify.sandboxed.mutants import TestSourceError
 from proofgym.verify.sandboxed.program import MAX_PROGRAM_OUTPUT, ProgramRun, run_program, run_pytest
 from proofgym.verify.sandboxed.warm_runners import keep_no_spares
 from proofgym.verify.sandboxed.workspace import (
     ALWAYS_PROTECTED,
     CONFIG_FILES,
     DEFAULT_PROTECTED,
+    ArtifactRejected,
     check_artifact,
     files_under,
     is_protected,
 )
 
-__all__ = ["ALWAYS_PROTECTED", "CONFIG_FILES", "DEFAULT_PROTECTED", "MAX_PROGRAM_OUTPUT", "ProgramRun",
-           "SandboxSetupError", "TestRun", "check_artifact", "explain", "files_under", "is_protected",
-           "keep_no_spares", "mutant_seed_of", "run_program", "run_pytest", "run_tests_isolated",
-           "swebench_verdict", "test_sources"]
+__all__ = [
+    "ALWAYS_PROTECTED",
+    "CONFIG_FILES",
+    "DEFAULT_PROTECTED",
+    "MAX_PROGRAM_OUTPUT",
+    "ArtifactRejected",
+    "ProgramRun",
+    "SandboxSetupError",
+    "TestRun",
+    "TestSourceError",
+    "check_artifact",
+    "explain",
+    "files_under",
+    "is_protected",
+    "keep_no_spares",
+    "mutant_seed_of",
+    "run_program",
+    "run_pytest",
+    "run_tests_isolated",
+    "swebench_verdict",
+    "test_sources",
+]

@@ -1,0 +1,150 @@
+"""Every error proofgym raises, in one tree rooted at :class:`ProofgymError` (as httpx does).
+
+Each class lives in the module of the layer that raises it; this module names them all, so
+``except proofgym.errors.ContractError`` works without knowing where a class is defined, and
+``except proofgym.ProofgymError`` catches any of them. (Agent mistakes are not errors: they are
+observations. A warning, ``TrainSplitWarning``, is not part of the tree.)
+
+The tree (``ProofgymError.exit_code`` is 2 unless noted: what the CLI exits with)::
+
+    ProofgymError
+    ├── ConfigError (ValueError): a bad argument or setting
+    │   ├── EnvNotFoundError, EnvArgError, ComparisonError, SnapshotSourceError,
+    │   │   UnknownToolError, TaskRecordError, MissingExtraError (ImportError)
+    ├── TaskNotFoundError (KeyError), EpisodeStateError
+    ├── records: ContractError, RunStoreError
+    ├── runs: RolloutError > RunFailedError; PolicyInfrastructureError, TransportError, SlotLostError
+    ├── tasks: HeldOutError, SplitManifestError
+    ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
+    ├── sandbox: SandboxSetupError > IdBusyError
+    └── verify: PoolClosedError, RegradeError, GraderSpecError, HedgedAnswer, MathCheckStarved,
+        JudgeError > JudgeTimeout, UngradedReply; TestSourceError, ArtifactRejected
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from proofgym.core.errors import (
+    ConfigError,
+    EnvNotFoundError,
+    EpisodeStateError,
+    ProofgymError,
+    TaskNotFoundError,
+)
+
+if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported on first use
+    from proofgym.cli.env_args import EnvArgError
+    from proofgym.envs.search_qa.corpus import SearchError
+    from proofgym.eval.compare import ComparisonError
+    from proofgym.integrations.trl.environment import MultiTurnNotSupported
+    from proofgym.record.contract import ContractError
+    from proofgym.record.rundir import RunStoreError
+    from proofgym.rollout.chat_transport import TransportError
+    from proofgym.rollout.openai_policy import PolicyInfrastructureError
+    from proofgym.rollout.orchestrator import RolloutError, RunFailedError
+    from proofgym.rollout.slots import SlotLostError
+    from proofgym.runtimes.sandbox import (
+        IdBusyError,
+        SandboxSetupError,
+        SnapshotSourceError,
+        UnknownToolError,
+    )
+    from proofgym.tasks.loaders import MissingExtraError, TaskRecordError
+    from proofgym.tasks.splits import HeldOutError, SplitManifestError
+    from proofgym.testing.scripts import UnknownPrompt
+    from proofgym.tools.result import ToolError
+    from proofgym.verify.graders import (
+        GraderSpecError,
+        HedgedAnswer,
+        JudgeError,
+        JudgeTimeout,
+        MathCheckStarved,
+        UngradedReply,
+    )
+    from proofgym.verify.pool import PoolClosedError
+    from proofgym.verify.regrade import RegradeError
+    from proofgym.verify.sandboxed import ArtifactRejected, TestSourceError
+
+
+#: where each class is defined (imported on first use: some layers take seconds to load)
+_WHERE = {
+    "EnvArgError": "proofgym.cli.env_args",
+    "SearchError": "proofgym.envs.search_qa.corpus",
+    "ComparisonError": "proofgym.eval.compare",
+    "MultiTurnNotSupported": "proofgym.integrations.trl.environment",
+    "ContractError": "proofgym.record.contract",
+    "RunStoreError": "proofgym.record.rundir",
+    "TransportError": "proofgym.rollout.chat_transport",
+    "PolicyInfrastructureError": "proofgym.rollout.openai_policy",
+    "RolloutError": "proofgym.rollout.orchestrator",
+    "RunFailedError": "proofgym.rollout.orchestrator",
+    "SlotLostError": "proofgym.rollout.slots",
+    "IdBusyError": "proofgym.runtimes.sandbox",
+    "SnapshotSourceError": "proofgym.runtimes.sandbox",
+    "SandboxSetupError": "proofgym.runtimes.sandbox",
+    "UnknownToolError": "proofgym.runtimes.sandbox",
+    "TaskRecordError": "proofgym.tasks.loaders",
+    "MissingExtraError": "proofgym.tasks.loaders",
+    "HeldOutError": "proofgym.tasks.splits",
+    "SplitManifestError": "proofgym.tasks.splits",
+    "UnknownPrompt": "proofgym.testing.scripts",
+    "ToolError": "proofgym.tools.result",
+    "HedgedAnswer": "proofgym.verify.graders",
+    "MathCheckStarved": "proofgym.verify.graders",
+    "JudgeError": "proofgym.verify.graders",
+    "JudgeTimeout": "proofgym.verify.graders",
+    "UngradedReply": "proofgym.verify.graders",
+    "GraderSpecError": "proofgym.verify.graders",
+    "PoolClosedError": "proofgym.verify.pool",
+    "RegradeError": "proofgym.verify.regrade",
+    "TestSourceError": "proofgym.verify.sandboxed",
+    "ArtifactRejected": "proofgym.verify.sandboxed",
+}
+
+
+def __getattr__(name: str) -> type[ProofgymError]:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'proofgym.errors' has no attribute {name!r}")
+
+
+__all__ = [
+    "ArtifactRejected",
+    "ComparisonError",
+    "ConfigError",
+    "ContractError",
+    "EnvArgError",
+    "EnvNotFoundError",
+    "EpisodeStateError",
+    "GraderSpecError",
+    "HedgedAnswer",
+    "HeldOutError",
+    "IdBusyError",
+    "JudgeError",
+    "JudgeTimeout",
+    "MathCheckStarved",
+    "MissingExtraError",
+    "MultiTurnNotSupported",
+    "PolicyInfrastructureError",
+    "PoolClosedError",
+    "ProofgymError",
+    "RegradeError",
+    "RolloutError",
+    "RunFailedError",
+    "RunStoreError",
+    "SandboxSetupError",
+    "SearchError",
+    "SlotLostError",
+    "SnapshotSourceError",
+    "SplitManifestError",
+    "TaskNotFoundError",
+    "TaskRecordError",
+    "TestSourceError",
+    "ToolError",
+    "TransportError",
+    "UngradedReply",
+    "UnknownPrompt",
+    "UnknownToolError",
+]
