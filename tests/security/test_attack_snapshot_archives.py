@@ -1,5 +1,5 @@
 """Attack: a snapshot archive or mapping (a task set downloaded from elsewhere) that abuses
-``materialize`` beyond the traversal and link tricks of ``tests/test_snapshot_source.py``.
+``materialize`` beyond the traversal and link tricks of ``tests/runtimes/sandbox/test_snapshot_source.py``.
 
 * names the file system cannot hold (a component over 255 bytes, a path over 4096): a clear
   :class:`SnapshotSourceError`, not a bare ``OSError`` from half-way through writing;

@@ -108,7 +108,7 @@ def test_exported_values_of_any_bytes_carry_over(rt):
 
 def test_the_channel_holds_on_the_unprivileged_path(tmp_path, monkeypatch):
     """The same attacks through the path taken without root (forced here as in
-    tests/test_sandbox_userns.py)."""
+    tests/runtimes/sandbox/test_userns.py)."""
     require_tool("bwrap")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with SandboxRuntime(tmp_path, limits=FAST_LIMITS, prestart=False) as runtime:

@@ -9,7 +9,7 @@ any, so graders run concurrently (one call per batch, not per completion).
 Grader errors never train: a verdict with ``status="error"`` (or ``unscored``) is returned as
 ``None``. TRL 1.16 treats a completion for which every reward function returned ``None`` as
 unscorable: it is left out of its group's baseline and its advantage is set to 0, so it moves no
-parameter (``tests/test_integration_trl_grpo.py`` checks the gradient). With *other* reward
+parameter (``tests/integrations/trl/test_grpo.py`` checks the gradient). With *other* reward
 functions next to this one, TRL would still train the row on their rewards: wrap them with
 :meth:`EnvironmentReward.gate` so they return ``None`` where the grader failed.
 """

@@ -17,7 +17,7 @@ subprocesses on throw-away copies:
 * ``repo/`` holds 3 to 10 files, and neither fix touches a protected path.
 
 Usage: ``python check_tasks.py [TASK_ID ...] [--jobs N]``. Prints a table; exits 1 on any problem.
-This is a plain script, not library API; ``tests/test_code_repair_data.py`` runs it in CI.
+This is a plain script, not library API; ``tests/envs/test_code_repair_data.py`` runs it in CI.
 """
 
 from __future__ import annotations

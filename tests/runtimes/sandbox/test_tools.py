@@ -132,4 +132,4 @@ def test_a_sandbox_tool_outside_a_sandbox_says_so() -> None:
     rt = InProcessRuntime([run_python])
     result = rt.execute("run_python", {"code": "print(1)"})
     assert not result.ok and "needs a Sandbox" in result.output
-    assert ToolContext  # the other injected type keeps working (tests/test_tools.py)
+    assert ToolContext  # the other injected type keeps working (tests/tools/test_tools.py)

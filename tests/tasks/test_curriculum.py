@@ -125,7 +125,7 @@ LOOP = textwrap.dedent('''
     import sys
     from pathlib import Path
     sys.path.insert(0, {repo!r})
-    from tests.test_curriculum import GROUP, Player, solves
+    from tests.tasks.test_curriculum import GROUP, Player, solves
     from proofgym.tasks.curriculum import CURRICULUM_FILE, Curriculum
 
     run_dir, stop = Path(sys.argv[1]), int(sys.argv[2])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[1] / "proofgym" / "envs" / "code_repair" / "data"
+DATA = Path(__file__).resolve().parents[2] / "proofgym" / "envs" / "code_repair" / "data"
 SAMPLE_TASK = "csv-quoted-fields"
 
 

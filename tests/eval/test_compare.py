@@ -14,7 +14,7 @@ from proofgym.eval.compare import ComparisonError, compare
 from proofgym.eval.compare_html import COMPARE_HTML
 from proofgym.record import RolloutContract
 from proofgym.record.rundir import load_run
-from tests.test_report import chromium, page_requests
+from tests.eval.test_report import chromium, page_requests
 
 N = 10
 PAYLOAD = '</code><img src="http://evil.invalid/x.png"><b>bold</b>'

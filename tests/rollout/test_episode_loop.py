@@ -183,7 +183,7 @@ def test_cli_grader_timeout_is_honoured_at_concurrency_one(tmp_path) -> None:
 
     from tests.conftest import REPO
 
-    code = ("import sys, tests.test_one_loop\n"  # registers prooftest/Sleepy-v0 (a 4 s grader)
+    code = ("import sys, tests.rollout.test_episode_loop\n"  # registers prooftest/Sleepy-v0 (a 4 s grader)
             "from proofgym.cli.main import main\n"
             f"sys.argv = ['proofgym', 'eval', 'prooftest/Sleepy-v0', '-n', '2', '--grader-timeout', '1',"
             f" '--out', {str(tmp_path / 'run')!r}]\n"
