@@ -23,7 +23,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from proofgym.eval import evaluate
-from proofgym.eval.metrics import compute_metrics
+from proofgym.eval.metrics import summary_of
 from proofgym.eval.report import render_report
 from proofgym.record import load_run, trajectory_id_for
 from proofgym.rollout import RandomPolicy
@@ -68,7 +68,7 @@ def main() -> None:
             synthesize(records, n, run_dir)
             run = load_run(run_dir)
             t0 = time.perf_counter()
-            summary = compute_metrics(run.trajectories)
+            summary = summary_of(run)  # what `proofgym report` computes
             t1 = time.perf_counter()
             html = render_report(run, summary)
             t2 = time.perf_counter()

@@ -313,7 +313,7 @@ class Orchestrator:
 
     # -------------------------------------------------------------- episode
     def _blank(self, spec: PlannedEpisode) -> Trajectory:
-        # spec.key: the plan's id (a caller may name a single episode); _mark stamps a contract's
+        # the plan's id (a caller may name a single episode); under a contract _mark stamps the derived one
         traj = Trajectory(trajectory_id=spec.key, env_id=self.env_id, task_id=spec.task_id,
                           task_hash="", seed=spec.seed, policy=self.policy.describe(), prompt="", tools=[])
         self._mark(traj, spec)
