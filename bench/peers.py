@@ -118,9 +118,12 @@ if __name__ == "__main__":
 
 def _tasks_file(tmp: str, n: int) -> str:
     from proofgym.envs.arith import arith_tasks
+    from proofgym.record import trajectory_id_for
 
     tasks = list(arith_tasks(N_TASKS))
-    rows = [{"id": f"{tasks[i % N_TASKS].id}#{i // N_TASKS}", "prompt": tasks[i % N_TASKS].get_spec().prompt,
+    # the peer's samples carry the ids proofgym would give the same episodes
+    rows = [{"id": trajectory_id_for(None, tasks[i % N_TASKS].id, i // N_TASKS),
+             "prompt": tasks[i % N_TASKS].get_spec().prompt,
              "answer": str(tasks[i % N_TASKS].answer)} for i in range(n)]
     path = os.path.join(tmp, "tasks.json")
     with open(path, "w") as f:

@@ -23,9 +23,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from proofgym.eval import evaluate
-from proofgym.eval.metrics import compute_metrics
+from proofgym.eval.metrics import summary_of
 from proofgym.eval.report import render_report
-from proofgym.eval.rundir import load_run
+from proofgym.record import load_run, trajectory_id_for
 from proofgym.rollout import RandomPolicy
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -38,7 +38,7 @@ def synthesize(records: list[dict], n: int, out: Path) -> None:
         for i in range(n):
             record = dict(records[i % len(records)])
             record["task_id"] = f"task-{i // 4:05d}"
-            record["trajectory_id"] = f"task-{i // 4:05d}#{i % 4}"
+            record["trajectory_id"] = trajectory_id_for(None, record["task_id"], i % 4)
             record["extra"] = {"attempt": i % 4}
             f.write(orjson.dumps(record) + b"\n")
 
@@ -68,7 +68,7 @@ def main() -> None:
             synthesize(records, n, run_dir)
             run = load_run(run_dir)
             t0 = time.perf_counter()
-            summary = compute_metrics(run.trajectories)
+            summary = summary_of(run)  # what `proofgym report` computes
             t1 = time.perf_counter()
             html = render_report(run, summary)
             t2 = time.perf_counter()

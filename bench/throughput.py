@@ -37,7 +37,7 @@ from workload import CALLS_PER_EPISODE, ServerProcess, ledger_env, ledger_tasks,
 
 import proofgym  # noqa: F401
 from proofgym.eval import plan_episodes
-from proofgym.record import Trajectory
+from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout import OpenAIPolicy, Orchestrator, ReferencePolicy
 from proofgym.verify.pool import VerifierPool
 
@@ -71,8 +71,8 @@ def bare_episode(env: Any, policy: Any, *, task_id: str, seed: int) -> Trajector
     ``run_episode`` is the orchestrator at concurrency 1, so it cannot serve as the floor.)"""
     t0 = time.perf_counter()
     obs, info = env.reset(seed=seed, options={"task_id": task_id})
-    traj = Trajectory(trajectory_id=f"{task_id}#0", env_id="", task_id=task_id, task_hash="", seed=seed,
-                      policy={}, prompt="", tools=[])
+    traj = Trajectory(trajectory_id=trajectory_id_for(None, task_id, 0), env_id="", task_id=task_id,
+                      task_hash="", seed=seed, policy={}, prompt="", tools=[])
     policy.start(env.current_task, obs, info, env.action_space)
     trace = []
     policy_s = env_s = 0.0

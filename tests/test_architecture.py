@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,155 @@ def test_nothing_outside_a_package_reaches_past_its_face(package):
                 offenders += [f"{module}: import {a.name}" for a in node.names
                               if a.name.startswith(package + ".")]
     assert not offenders, offenders
+
+
+# ------------------------------------------------------------ records: one road
+#: The one module that derives a trajectory id and stamps provenance onto a record.
+ID_MODULE = "proofgym.record.ids"
+#: Trajectory ids look like ``CONTRACT/TASK#ATTEMPT``: an id is being built when text is
+#: formatted around a ``#`` (an f-string, ``str.format``, ``%`` or ``+``).
+_ID_TEMPLATE = re.compile(r"\}#\{|%[a-z]#%|\}#%|%[a-z]#\{")
+
+
+def _template(node: ast.JoinedStr) -> str:
+    return "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}"
+                   for v in node.values)
+
+
+def _derived(node: ast.expr | None) -> bool:
+    """Whether an expression given as a trajectory id takes it from the one derivation: a call of
+    ``trajectory_id_for``, a plan's ``.key`` (itself derived) or an id carried over unchanged."""
+    if isinstance(node, ast.BoolOp):
+        return all(_derived(v) for v in node.values)
+    if isinstance(node, ast.Call):
+        func = node.func
+        return (func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")) == "trajectory_id_for"
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("key", "trajectory_id")
+    return isinstance(node, ast.Constant) and node.value == ""  # no id yet: the env picks the task
+
+
+def _id_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(
+        _ID_TEMPLATE.search(node.value) or node.value.startswith("#") or node.value.endswith("#"))
+
+
+def _builds_id(node: ast.AST) -> bool:
+    """Text formatted around a ``#``: an f-string, ``"...".format``, ``%`` or ``+``."""
+    if isinstance(node, ast.JoinedStr):
+        return bool(_ID_TEMPLATE.search(_template(node)))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return isinstance(node.func.value, ast.Constant) and bool(
+            _ID_TEMPLATE.search(str(node.func.value.value)))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.Add)):
+        return _id_text(node.left) or _id_text(node.right)
+    return False
+
+
+def id_derivations(sources: dict[str, str]) -> list[str]:
+    """Every place in ``sources`` (module name -> text) outside :data:`ID_MODULE` that builds a
+    trajectory id itself or writes one onto a record."""
+    found = []
+    for module, text in sources.items():
+        if module == ID_MODULE:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            where = f"{module}:{getattr(node, 'lineno', '?')}"
+            if _builds_id(node):
+                found.append(f"{where}: builds an id ({ast.unparse(node)})")
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Attribute) and target.attr in ("trajectory_id", "contract_id") \
+                            and not (isinstance(target.value, ast.Name) and target.value.id == "self"):
+                        found.append(f"{where}: stamps .{target.attr} (use record.ids.stamp)")
+                    elif (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+                          and target.slice.value == "trajectory_id" and not _derived(node.value)):
+                        found.append(f"{where}: writes a record's trajectory_id not derived by "
+                                      "trajectory_id_for")
+            elif isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                given = [k.value for k in node.keywords if k.arg == "trajectory_id"]
+                if name == "Trajectory" and node.args:
+                    given.append(node.args[0])
+                if name in ("Trajectory", "replace") and any(not _derived(v) for v in given):
+                    found.append(f"{where}: {name}(trajectory_id=...) not derived by trajectory_id_for")
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                        and func.value.id == "hashlib" and re.search(
+                            r"contract|attempt|trajectory", ast.unparse(node)):
+                    found.append(f"{where}: hashes record ids ({ast.unparse(node)})")
+    return found
+
+
+def _library_and_bench_sources() -> dict[str, str]:
+    sources = {m: p.read_text() for m, p in MODULES.items()}
+    sources.update({f"bench.{p.stem}": p.read_text() for p in (ROOT / "bench").rglob("*.py")})
+    return sources
+
+
+def test_one_place_derives_trajectory_ids():
+    """``proofgym.record.ids`` derives every trajectory id and stamps every record's provenance;
+    the library and the benches call it (tests may write any id they like)."""
+    sources = _library_and_bench_sources()
+    ids = sources[ID_MODULE]
+    assert "def trajectory_id_for(" in ids and "def stamp(" in ids
+    assert id_derivations(sources) == []
+    # the scan sees the real callers (a scan that saw nothing would pass anything)
+    callers = [m for m, text in sources.items() if "trajectory_id_for(" in text and m != ID_MODULE]
+    assert {"proofgym.rollout.orchestrator", "proofgym.eval.runs", "proofgym.eval.validate"} <= set(callers)
+    assert all("stamp(" in sources[m] for m in ("proofgym.record.store", "proofgym.eval.runs",
+                                                "proofgym.rollout.orchestrator"))
+
+
+@pytest.mark.parametrize("second_road", [
+    'def tid(c, t, a):\n    return f"{c}/{t}#{a}"\n',
+    'def tid(t, a):\n    return "{}#{}".format(t, a)\n',
+    'def tid(t, a):\n    return "%s#%d" % (t, a)\n',
+    'def tid(t, a):\n    return t + "#" + str(a)\n',
+    'def fix(traj, c):\n    traj.trajectory_id = c + traj.task_id\n',
+    'def fix(traj, c):\n    traj.contract_id = c\n',
+    'def fix(record, t):\n    record["trajectory_id"] = t.upper()\n',
+    'def new(t):\n    return Trajectory(trajectory_id="placeholder", env_id="", task_id=t)\n',
+    'def new(t, a):\n    return Trajectory(trajectory_id=make_id(t, a), env_id="", task_id=t)\n',
+    'def new(t):\n    return dataclasses.replace(t, trajectory_id=t.task_id)\n',
+    'import hashlib\ndef tid(contract_id, t):\n    return hashlib.sha1(contract_id.encode() + t).digest()\n',
+])
+def test_a_second_id_derivation_is_caught(second_road: str):
+    """Each way of building or writing an id outside ``record.ids`` fails the check above."""
+    sources = _library_and_bench_sources()
+    assert id_derivations(sources) == []
+    sources["proofgym.eval.report"] += "\n\n" + second_road
+    (found,) = id_derivations(sources)
+    assert found.startswith("proofgym.eval.report:")
+
+
+def test_the_record_shims_are_gone():
+    """One reader of a run directory (``proofgym.record.rundir``) and one summary function
+    (``proofgym.eval.metrics.summarize``): the re-exporting shims left behind are removed and
+    nothing imports them (library, tests, benches, docs)."""
+    assert not (PACKAGE / "eval" / "rundir.py").exists()
+    assert not (PACKAGE / "eval" / "summary.py").exists()
+    shim = re.compile(r"proofgym[./]eval[./](rundir|summary)\b|RunDirError")
+    texts = [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py"),
+             *(ROOT / "docs").rglob("*.md")]
+    me = Path(__file__).resolve()
+    users = [str(p.relative_to(ROOT)) for p in texts if p.resolve() != me and shim.search(p.read_text())]
+    assert len(texts) > 50 and users == []
+
+
+def test_run_records_are_read_in_one_place():
+    """Only ``proofgym.record`` turns JSONL lines into trajectories: every reader (store, resume,
+    report, compare, export, verify) goes through ``record.rundir.read_records``."""
+    offenders = []
+    for module, text in _library_and_bench_sources().items():
+        if module.startswith("proofgym.record"):
+            continue
+        for name in ("scan_jsonl", "latest_records", "trajectory_from_record", "read_records",
+                     "Trajectory.from_dict"):
+            if re.search(rf"\b{re.escape(name)}\b", text):
+                offenders.append(f"{module}: {name}")
+    assert offenders == []
+    rundir = MODULES["proofgym.record.rundir"].read_text()
+    store = MODULES["proofgym.record.store"].read_text()
+    assert "def read_records(" in rundir and store.count("read_records(") >= 3

@@ -27,14 +27,14 @@ def export_command(
 ) -> None:
     """Export chat-format JSONL: SFT records above a reward threshold, or preference pairs."""
     from proofgym.eval.export import FORMATS, export_records, exportable, write_jsonl
-    from proofgym.eval.rundir import RunDirError, load_run
+    from proofgym.record.rundir import RunStoreError, load_run
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"unknown format {fmt!r}; use one of: {', '.join(FORMATS)}",
                                  param_hint="--format")
     try:
         loaded = load_run(run)
-    except RunDirError as exc:
+    except RunStoreError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     target = out or loaded.path / f"export-{fmt}.jsonl"
@@ -56,7 +56,7 @@ def export_command(
 
 
 def _why_not(traj) -> str:
-    from proofgym.eval.rundir import split_of
+    from proofgym.record.rundir import split_of
 
     if split_of(traj) == "heldout" and traj.status == "ok" and traj.reward is not None:
         return "a held-out task (--include-heldout exports them)"

@@ -17,17 +17,16 @@ def report_command(
         "--out", "-o", help="Where to write the page (default: RUN/report.html).")] = None,
 ) -> None:
     """Write a self-contained report.html for a run: numbers, plots, tasks and transcripts."""
+    from proofgym.eval.metrics import summary_of
     from proofgym.eval.report import render_report
-    from proofgym.eval.rundir import RunDirError, load_run
-    from proofgym.eval.summary import summarize
-    from proofgym.record.rundir import write_atomic
+    from proofgym.record.rundir import RunStoreError, load_run, write_atomic
 
     try:
         loaded = load_run(run)
-    except RunDirError as exc:
+    except RunStoreError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
-    summary = {**(loaded.summary or {}), **summarize(loaded.trajectories)}
+    summary = summary_of(loaded)
     target = out or loaded.path / "report.html"
     if not target.parent.is_dir():
         from proofgym.core import ConfigError

@@ -3,9 +3,8 @@ data export."""
 
 from proofgym.eval.compare import compare
 from proofgym.eval.export import chat_messages, preference_pairs, sft_records
-from proofgym.eval.metrics import compute_metrics, pass_at_k
+from proofgym.eval.metrics import compute_metrics, pass_at_k, summarize, summary_of
 from proofgym.eval.report import render_report, write_report
-from proofgym.eval.rundir import RunRecord, load_run
 from proofgym.eval.runner import (
     EpisodeSpec,
     JsonlSink,
@@ -16,10 +15,10 @@ from proofgym.eval.runner import (
     run_plan,
 )
 from proofgym.eval.runs import Run, TrainSplitWarning, start_run
-from proofgym.eval.summary import summarize
 from proofgym.eval.validate import ValidationReport, validate, validate_env
+from proofgym.record.rundir import RunRecord, load_run
 
 __all__ = ["EpisodeSpec", "JsonlSink", "Run", "RunRecord", "TrainSplitWarning", "TrajectorySink",
            "ValidationReport", "chat_messages", "compare", "compute_metrics", "evaluate", "load_run",
            "make_env", "pass_at_k", "plan_episodes", "preference_pairs", "render_report", "run_plan",
-           "sft_records", "start_run", "summarize", "validate", "validate_env", "write_report"]
+           "sft_records", "start_run", "summarize", "summary_of", "validate", "validate_env", "write_report"]

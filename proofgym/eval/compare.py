@@ -19,7 +19,7 @@ from typing import Any
 
 from proofgym.core import ConfigError
 from proofgym.eval.compare_stats import mcnemar_exact, paired_bootstrap, win_tie_loss
-from proofgym.eval.metrics import PASS_THRESHOLD, end_reason, pass_at_k, time_split, token_totals
+from proofgym.eval.metrics import PASS_THRESHOLD, end_reason, pass_at_k, summary_of
 from proofgym.record import Trajectory
 from proofgym.record.contract import ContractError, RolloutContract, apply_parity, diff_contracts, load_parity
 from proofgym.record.rundir import RunRecord, load_run, split_of
@@ -302,22 +302,22 @@ def _extra_value(attempts: Mapping[int, Trajectory], key: str) -> Any:
 # ----------------------------------------------------------------- cost
 def _run_facts(run: RunRecord, name: str, threshold: float) -> dict[str, Any]:
     trajs = run.trajectories
+    summary = summary_of(run)  # the run's numbers as `report` shows them
     scored = [t.reward for t in trajs if t.reward is not None]
-    time = time_split(trajs)
+    time = summary["time"]
     solved_tasks = len({t.task_id for t in trajs if t.reward is not None and t.reward >= threshold})
     cost = _cost(trajs)
-    summary = run.summary or {}
     wall = summary.get("wall_s") or summary.get("elapsed_s")
     return {
         "label": name, "path": str(run.path),
         "policy": summary.get("policy") or (trajs[0].policy if trajs else None),
         "contract_id": (run.contract or {}).get("contract_id"),
-        "episodes": len(trajs), "scored": len(scored), "tasks": len({t.task_id for t in trajs}),
-        "mean_reward": sum(scored) / len(scored) if scored else None,
+        "episodes": summary["episodes"], "scored": summary["scored"], "tasks": summary["tasks"],
+        "mean_reward": summary["mean_reward"],
         "pass_rate": sum(r >= threshold for r in scored) / len(scored) if scored else None,
         "solved_tasks": solved_tasks,
         "end_reasons": dict(sorted(Counter(end_reason(t) for t in trajs).items())),
-        "tokens": token_totals(trajs),
+        "tokens": summary["tokens"],
         "model_s": time["policy_s"], "tool_s": time["env_s"], "verify_s": time["verify_s"],
         "episode_s": time["total_s"],
         # wall time is recorded by newer runs; without it, throughput per episode-second of one slot

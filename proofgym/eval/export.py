@@ -21,8 +21,8 @@ import orjson
 
 from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.eval.metrics import attempts_by_task
-from proofgym.eval.rundir import contract_id_of, split_of
 from proofgym.record import Trajectory
+from proofgym.record.rundir import contract_id_of, split_of
 
 FORMATS = ("sft", "preferences")
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from proofgym.core import ToolCallAction
-from proofgym.record import Trajectory
+from proofgym.record import RunRecord, Trajectory
 
 #: A scored attempt counts as a success for pass@k when its reward reaches this value.
 PASS_THRESHOLD = 1.0
@@ -261,6 +261,27 @@ def compute_metrics(trajectories: Iterable[Trajectory], *, seed: int = 0, confid
         "attempts_per_task": _attempt_counts(groups),
         "per_task": per_task(groups, threshold=threshold),
     }
+
+
+def summarize(trajectories: Iterable[Trajectory], fields: Mapping[str, Any] | None = None, *,
+              seed: int = 0) -> dict[str, Any]:
+    """The summary of a run (the body of ``summary.json``): ``fields``, what the run recorded about
+    itself (env id, policy, contract id, split, warnings, the plan), then every metric of
+    :func:`compute_metrics`. Rewards average only *scored* verdicts: grader errors and failed
+    episodes are counted apart (``verify_errors``, ``episode_errors``), never as zeros. ``seed``
+    seeds the bootstrap interval, so the same run always gives the same summary.
+
+    The one computation of a summary: ``evaluate`` writes it, and ``report`` and ``compare`` get
+    it through :func:`summary_of`.
+    """
+    return {**(fields or {}), **compute_metrics(trajectories, seed=seed)}
+
+
+def summary_of(run: RunRecord) -> dict[str, Any]:
+    """The summary of a run read from disk: its ``summary.json`` fields with the metrics of the
+    trajectories on disk, by :func:`summarize` (a killed run has no ``summary.json``, and a run
+    resumed and killed again has a stale one, so the numbers always come from the records)."""
+    return summarize(run.trajectories, run.summary)
 
 
 def _attempt_counts(groups: Mapping[str, Sequence[Trajectory]]) -> dict[str, int] | None:

@@ -22,11 +22,9 @@ import orjson
 from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.eval import plots
 from proofgym.eval.html_page import asset, page_head
-from proofgym.eval.metrics import end_reason
-from proofgym.eval.rundir import RunRecord, contract_id_of, load_run
-from proofgym.eval.summary import summarize
+from proofgym.eval.metrics import end_reason, summary_of
 from proofgym.record import Trajectory
-from proofgym.record.rundir import write_atomic
+from proofgym.record.rundir import CONTRACT, RunRecord, contract_id_of, load_run, read_json, write_atomic
 from proofgym.version import __version__
 
 REPORT = "report.html"
@@ -186,9 +184,9 @@ def _contract(run: RunRecord, trajectories: list[Trajectory]) -> str:
 
 
 def render_report(run: RunRecord, summary: dict[str, Any] | None = None) -> str:
-    """The report page of ``run`` as a string (``summary`` defaults to recomputing it)."""
+    """The report page of ``run`` as a string (``summary`` defaults to :func:`summary_of` it)."""
     trajs = run.trajectories
-    s = summary if summary is not None else {**(run.summary or {}), **summarize(trajs)}
+    s = summary if summary is not None else summary_of(run)
     env_id = s.get("env_id") or next((t.env_id for t in trajs if t.env_id), "") or "run"
     policy = s.get("policy") or (trajs[0].policy if trajs else {})
     policy_name = policy.get("name", "?") if isinstance(policy, dict) else str(policy)
@@ -242,9 +240,7 @@ def write_report(run_dir: str | Path, *, trajectories: list[Trajectory] | None =
     if trajectories is None:
         run = load_run(run_dir)
     else:
-        contract = run_dir / "contract.json"
-        run = RunRecord(run_dir, list(trajectories), summary,
-                  orjson.loads(contract.read_bytes()) if contract.is_file() else None)
+        run = RunRecord(run_dir, list(trajectories), summary, read_json(run_dir / CONTRACT))
     target = Path(out) if out is not None else run.path / REPORT
     write_atomic(target, render_report(run, summary).encode("utf-8"))  # never left half-written
     return target

@@ -38,11 +38,11 @@ class EpisodeSpec:
 
     @property
     def key(self) -> str:
-        return f"{self.task_id}#{self.attempt}"
+        return trajectory_id_for(None, self.task_id, self.attempt)
 
     def trajectory_id(self, contract_id: str | None = None) -> str:
         """Derived from (contract id, task id, attempt): a resumed run finds its episodes by it."""
-        return trajectory_id_for(contract_id, self.task_id, self.attempt) if contract_id else self.key
+        return trajectory_id_for(contract_id, self.task_id, self.attempt)
 
 
 def plan_episodes(task_ids: Sequence[str], *, episodes: int | None = None, repeats: int = 1,

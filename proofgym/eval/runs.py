@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from proofgym.core import ConfigError
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
+from proofgym.eval.metrics import summarize
 from proofgym.eval.report import write_report
-from proofgym.eval.summary import summarize
-from proofgym.record import MAX_ATTEMPTS, RolloutContract, RunStore, Trajectory, trajectory_id_for
+from proofgym.record import MAX_ATTEMPTS, RolloutContract, RunStore, Trajectory, stamp, trajectory_id_for
 from proofgym.tasks import SplitManifest
 
 if TYPE_CHECKING:
@@ -79,14 +79,11 @@ class Run:
         else:  # the store stamps what it records; without one, stamp here
             assert self.env.tasks is not None
             for traj in trajectories:
-                traj.contract_id = self.contract.id
-                traj.split = self.env.tasks.split_of(traj.task_id)
-                if "attempt" in traj.extra:  # whichever loop ran it, the id is the derived one
-                    traj.trajectory_id = trajectory_id_for(self.contract.id, traj.task_id,
-                                                           int(traj.extra["attempt"]))
+                stamp(traj, self.contract.id, split=self.env.tasks.split_of(traj.task_id))
         split = self.contract["tasks"]["split"]
-        summary = {**fields, "contract_id": self.contract.id, "split": split, "warnings": self.warnings,
-                   "resumed_from": self.done_before, "planned": self.planned, **summarize(trajectories)}
+        summary = summarize(trajectories, {**fields, "contract_id": self.contract.id, "split": split,
+                                           "warnings": self.warnings, "resumed_from": self.done_before,
+                                           "planned": self.planned})
         if self.store is not None:
             self.store.write_summary(summary)
             write_report(self.store.root, trajectories=trajectories, summary=summary)

@@ -27,7 +27,7 @@ from typing import Any
 from proofgym.core import ConfigError, Task, Verdict, describe_exception
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runner import make_env, takes_tasks
-from proofgym.record import Trajectory
+from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout import ControlPolicy, Policy, ReferencePolicy, ScriptedPolicy, run_episode
 from proofgym.verify.pool import VerifierPool, pool_for, timed_out
 
@@ -170,8 +170,8 @@ def _no_action_problem(env: UniversalVerifiableEnv, task: Task, grading: _Gradin
     except Exception as exc:  # a task whose reset fails cannot be validated; say so in its row
         return f"reset failed: {describe_exception(exc)}"
     verdict = grading(env, [], f"validate/{task.id}/{NO_ACTION}")
-    traj = Trajectory(trajectory_id="no_action", env_id="", task_id=task.id, task_hash="", seed=0,
-                      policy={}, prompt="", tools=[])
+    traj = Trajectory(trajectory_id=trajectory_id_for(None, task.id, 0), env_id="", task_id=task.id,
+                      task_hash="", seed=0, policy={}, prompt="", tools=[])
     return _score_problem(verdict, traj, 0.0)
 
 

@@ -52,9 +52,6 @@ class RunStoreError(ProofgymError, RuntimeError):
     contract, disk full)."""
 
 
-# Kept as an alias: readers used to raise their own class for the same kind of fault.
-RunDirError = RunStoreError
-
 
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -217,13 +214,31 @@ class RunRecord:
     missing: int = 0
 
 
+@dataclass(frozen=True)
+class Records:
+    """What a ``trajectories.jsonl`` holds, as the one reader (:func:`read_records`) sees it."""
+
+    every: list[dict[str, Any]]  # each complete record in file order: every attempt
+    standing: list[dict[str, Any]]  # one per episode, by the duplicate rule
+    attempts: dict[str, int]  # per id, its infrastructure-error records
+    end: int  # byte offset where the complete records end
+    torn: bytes  # an incomplete last line (a crash mid-write): never counted
+
+
+def read_records(path: Path) -> Records:
+    """Read a trajectories file: the one reader of run records (the store, ``load_run``, resume,
+    re-grading and every command go through it). Raises :class:`RunStoreError` for corruption."""
+    every, end, torn = scan_jsonl(path)
+    standing, attempts = latest_records(every, str(path))
+    return Records(every, standing, attempts, end, torn)
+
+
 def read_trajectories(path: Path) -> tuple[list[Trajectory], list[int]]:
     """The standing trajectories of a JSONL file and the line number of a torn last line that
     was skipped (a crash mid-write; that episode runs again on resume)."""
-    records, _, torn = scan_jsonl(path)
-    standing, _ = latest_records(records, str(path))
-    skipped = [len(path.read_bytes()[: -len(torn)].splitlines()) + 1] if torn else []
-    return [trajectory_from_record(r) for r in standing], skipped
+    read = read_records(path)
+    skipped = [len(path.read_bytes()[: read.end].splitlines()) + 1] if read.torn else []
+    return [trajectory_from_record(r) for r in read.standing], skipped
 
 
 def load_run(path: str | Path) -> RunRecord:

@@ -31,19 +31,22 @@ from proofgym.record.contract import (
     describe_differences,
     diff_contracts,
 )
+from proofgym.record.ids import stamp
 from proofgym.record.rundir import (
     SPLITS,
     SUMMARY,
     TRAJECTORIES,
     VERDICTS,
+    Records,
     RunLock,
     RunStoreError,
     disk_error,
     fsync_dir,
     grading_failed,
-    latest_records,
+    read_json,
+    read_records,
+    read_trajectories,
     scan_jsonl,
-    trajectory_from_record,
     write_atomic,
 )
 from proofgym.record.trajectory import Trajectory
@@ -51,17 +54,10 @@ from proofgym.tasks import SplitManifest
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SPLITS", "SUMMARY", "TRAJECTORIES", "VERDICTS", "RunStore", "RunStoreError",
-           "trajectory_id_for", "write_atomic"]
+__all__ = ["SPLITS", "SUMMARY", "TRAJECTORIES", "VERDICTS", "RunStore", "RunStoreError", "write_atomic"]
 
 #: How many times ``--resume`` runs an episode that ended in an infrastructure error.
 MAX_ATTEMPTS = 3
-
-
-def trajectory_id_for(contract_id: str, task_id: str, attempt: int) -> str:
-    """The id of attempt ``attempt`` at ``task_id`` under a contract: derived, never random, so
-    a resumed run recognises the episodes it already has."""
-    return f"{contract_id}/{task_id}#{attempt}"
 
 
 class RunStore:
@@ -157,15 +153,16 @@ class RunStore:
                     f"refusing to resume {root}: it ran under contract {stored.id}, this run's contract "
                     f"is {contract.id}. Changed: {describe_differences(diff_contracts(stored, contract))}. "
                     "Resume with the original settings, or start a new run directory")
-            records, good_end, torn = scan_jsonl(root / TRAJECTORIES)
-            if torn:
-                cls._repair(root / TRAJECTORIES, good_end, torn)
-            records, attempts = cls._check_records(root, records, contract)
-            store = cls(root, contract, manifest=manifest, _records=records, _attempts=attempts, _lock=lock)
+            read = read_records(root / TRAJECTORIES)
+            if read.torn:
+                cls._repair(root / TRAJECTORIES, read.end, read.torn)
+            cls._check_contract(root, read, contract)
+            store = cls(root, contract, manifest=manifest, _records=read.standing, _attempts=read.attempts,
+                        _lock=lock)
         except BaseException:
             lock.release()
             raise
-        store.repaired = torn
+        store.repaired = read.torn
         return store
 
     @classmethod
@@ -175,12 +172,13 @@ class RunStore:
         root = Path(root)
         contract = RolloutContract.load(root)
         manifest = SplitManifest.load(root / SPLITS) if (root / SPLITS).exists() else None
-        records, _, torn = scan_jsonl(root / TRAJECTORIES)
-        if torn:
+        read = read_records(root / TRAJECTORIES)
+        if read.torn:
             log.warning("%s: ignoring a torn last line (%d bytes); `--resume` repairs it",
-                        root / TRAJECTORIES, len(torn))
-        records, attempts = cls._check_records(root, records, contract)
-        return cls(root, contract, manifest=manifest, _records=records, _writable=False, _attempts=attempts)
+                        root / TRAJECTORIES, len(read.torn))
+        cls._check_contract(root, read, contract)
+        return cls(root, contract, manifest=manifest, _records=read.standing, _writable=False,
+                   _attempts=read.attempts)
 
     @staticmethod
     def _repair(path: Path, good_end: int, torn: bytes) -> None:
@@ -197,14 +195,11 @@ class RunStore:
                     path, len(torn), torn_path.name)
 
     @staticmethod
-    def _check_records(root: Path, records: list[dict[str, Any]], contract: RolloutContract,
-                       ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-        standing, attempts = latest_records(records, str(root / TRAJECTORIES))
-        for i, record in enumerate(records, 1):
+    def _check_contract(root: Path, read: Records, contract: RolloutContract) -> None:
+        for i, record in enumerate(read.every, 1):
             if record.get("contract_id") != contract.id:
                 raise RunStoreError(f"{root / TRAJECTORIES}: record {i} belongs to contract "
                                     f"{record.get('contract_id')}, not {contract.id}")
-        return standing, attempts
 
     # ------------------------------------------------------------ writing
     def write(self, trajectory: Trajectory) -> None:
@@ -234,12 +229,9 @@ class RunStore:
         """Write and flush one record; the ticket to :meth:`_sync` for it to be durable."""
         if self._file is None:
             raise RunStoreError(f"{self.root} was opened read-only; use RunStore.resume to add episodes")
-        trajectory.contract_id = self.contract.id
-        if "attempt" in trajectory.extra:
-            trajectory.trajectory_id = trajectory_id_for(self.contract.id, trajectory.task_id,
-                                                         int(trajectory.extra["attempt"]))
-        if self.manifest is not None and trajectory.task_id in self.manifest.tasks:
-            trajectory.split = self.manifest.split_of(trajectory.task_id)
+        manifest = self.manifest
+        stamp(trajectory, self.contract.id, split=manifest.split_of(trajectory.task_id)
+              if manifest is not None and trajectory.task_id in manifest.tasks else None)
         line = trajectory.to_json() + b"\n"
         with self._lock:
             duplicate = not regrade and (trajectory.trajectory_id in self.completed
@@ -327,19 +319,17 @@ class RunStore:
     def records(self) -> Iterator[dict[str, Any]]:
         """The standing trajectory records on disk, one per episode by the duplicate rule of
         :mod:`proofgym.record.rundir` (a torn tail is skipped)."""
-        records, _, _ = scan_jsonl(self.root / TRAJECTORIES)
-        return iter(latest_records(records, str(self.root / TRAJECTORIES))[0])
+        return iter(read_records(self.root / TRAJECTORIES).standing)
 
     def trajectories(self) -> list[Trajectory]:
-        return [trajectory_from_record(r) for r in self.records()]
+        return read_trajectories(self.root / TRAJECTORIES)[0]
 
     def verdict_records(self) -> list[dict[str, Any]]:
         records, _, _ = scan_jsonl(self.root / VERDICTS)
         return records
 
     def summary(self) -> dict[str, Any] | None:
-        path = self.root / SUMMARY
-        return orjson.loads(path.read_bytes()) if path.exists() else None
+        return read_json(self.root / SUMMARY)
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.root)!r}, contract={self.contract.id}, done={len(self.completed)})"

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from proofgym.core import Task
 from proofgym.env import UniversalVerifiableEnv
-from proofgym.record import Trajectory
+from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout.async_policy import AsyncPolicy
 from proofgym.rollout.orchestrator import MAX_STEPS, Orchestrator, record_step
 from proofgym.rollout.policies import Policy
@@ -35,7 +35,9 @@ class _OneEpisode:
 
     @property
     def key(self) -> str:
-        return self.trajectory_id or (f"{self.task_id}#{self.attempt}" if self.task_id else "")
+        if self.trajectory_id or not self.task_id:  # "": the env samples the task at reset
+            return self.trajectory_id or ""
+        return trajectory_id_for(None, self.task_id, self.attempt)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -38,7 +38,7 @@ from proofgym.core import (
     describe_exception,
 )
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
-from proofgym.record import StepRecord, Trajectory, trajectory_id_for
+from proofgym.record import StepRecord, Trajectory, stamp, trajectory_id_for
 from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
 from proofgym.rollout.ordered_writer import OrderedWriter
 from proofgym.rollout.policies import Policy
@@ -313,9 +313,8 @@ class Orchestrator:
 
     # -------------------------------------------------------------- episode
     def _blank(self, spec: PlannedEpisode) -> Trajectory:
-        trajectory_id = (trajectory_id_for(self.contract_id, spec.task_id, spec.attempt)
-                         if self.contract_id else spec.key)
-        traj = Trajectory(trajectory_id=trajectory_id, env_id=self.env_id, task_id=spec.task_id,
+        # the plan's id (a caller may name a single episode); under a contract _mark stamps the derived one
+        traj = Trajectory(trajectory_id=spec.key, env_id=self.env_id, task_id=spec.task_id,
                           task_hash="", seed=spec.seed, policy=self.policy.describe(), prompt="", tools=[])
         self._mark(traj, spec)
         return traj
@@ -326,8 +325,6 @@ class Orchestrator:
         described = self.policy.describe()
         given: Task | None = getattr(spec, "task", None)
         options: dict[str, Any] = {"task": given} if given is not None else {"task_id": spec.task_id or None}
-        trajectory_id = (trajectory_id_for(self.contract_id, spec.task_id, spec.attempt)
-                         if self.contract_id else spec.key)
         try:
             obs, info = await env.reset(spec.seed, options)
         except Exception as exc:
@@ -336,9 +333,9 @@ class Orchestrator:
             return self._failed(traj, f"env.reset failed: {describe_exception(exc)}", started), None
         task = env.current_task
         assert task is not None and env.current_spec is not None
-        if not spec.key:  # the env sampled the task: the id is known only now
-            trajectory_id = f"{task.id}#{spec.attempt}"
-        traj = Trajectory(trajectory_id=trajectory_id, env_id=self.env_id, task_id=task.id,
+        # the env sampled the task when the plan names none: its id is known only now
+        traj = Trajectory(trajectory_id=spec.key or trajectory_id_for(None, task.id, spec.attempt),
+                          env_id=self.env_id, task_id=task.id,
                           task_hash=task.content_hash, seed=spec.seed, policy=described,
                           prompt=env.current_spec.prompt, tools=info["tools"])
         self._mark(traj, spec)
@@ -379,8 +376,7 @@ class Orchestrator:
         return traj, job
 
     def _mark(self, traj: Trajectory, spec: PlannedEpisode) -> None:
-        traj.contract_id = self.contract_id
-        traj.extra["attempt"] = spec.attempt
+        stamp(traj, self.contract_id, attempt=spec.attempt)
         traj.extra["group"] = {"id": f"{spec.task_id}@{spec.attempt // self.group_size}",
                                "index": spec.attempt % self.group_size, "size": self.group_size}
 

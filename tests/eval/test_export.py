@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 from proofgym import ToolCallAction, TurnCompleteAction
 from proofgym.eval import evaluate
 from proofgym.eval.export import chat_messages
-from proofgym.eval.rundir import load_run
+from proofgym.record.rundir import load_run
 from proofgym.rollout import RandomPolicy, ScriptedPolicy
 
 CHAT = TypeAdapter(list[ChatCompletionMessageParam])

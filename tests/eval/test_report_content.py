@@ -10,7 +10,7 @@ import orjson
 from proofgym import TurnCompleteAction
 from proofgym.eval import evaluate
 from proofgym.eval.report import MAX_TEXT, REPORT, render_report
-from proofgym.eval.rundir import load_run
+from proofgym.record.rundir import load_run
 from proofgym.rollout import ScriptedPolicy
 
 

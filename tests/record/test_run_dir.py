@@ -148,3 +148,43 @@ def test_killing_the_model_server_mid_run_then_resuming_scores_every_episode(tmp
         _, resumed = evaluate(ARITH, policy(), episodes=12, resume=tmp_path, verifier="inline")
     assert resumed["episodes"] == 12 and resumed["mean_reward"] == 1.0 and resumed["episode_errors"] == 0
     assert len(records(tmp_path)) == 12 + first["episode_errors"]  # every attempt recorded
+
+
+def test_one_stamper_derives_ids_under_a_contract_and_keeps_a_named_one_without(tmp_path: Path) -> None:
+    from proofgym.record import stamp, trajectory_id_for
+
+    def blank(tid: str) -> Trajectory:
+        return Trajectory(trajectory_id=tid, env_id="", task_id="t-1", task_hash="", seed=0, policy={},
+                          prompt="", tools=[])
+
+    named = stamp(blank("my-episode"), None, attempt=2)
+    assert (named.trajectory_id, named.contract_id, named.extra["attempt"]) == ("my-episode", None, 2)
+    under = stamp(blank("my-episode"), "c0ffee", attempt=2, split="dev")
+    assert under.trajectory_id == trajectory_id_for("c0ffee", "t-1", 2) == "c0ffee/t-1#2"
+    assert (under.contract_id, under.split) == ("c0ffee", "dev")
+    assert trajectory_id_for(None, "t-1", 2) == trajectory_id_for("", "t-1", 2) == "t-1#2"
+    # the store stamps with the same function: a record's id is the derived one, whatever it was
+    store = RunStore.create(tmp_path / "run", contract())
+    try:
+        traj = blank("anything")
+        traj.extra["attempt"] = 1
+        store.write(traj)
+    finally:
+        store.close()
+    (record,) = records(tmp_path / "run")
+    assert record["trajectory_id"] == trajectory_id_for(contract().id, "t-1", 1)
+
+
+def test_the_summary_is_computed_once_and_report_shows_what_eval_wrote(tmp_path: Path) -> None:
+    from proofgym.eval import summary_of
+
+    _, summary = evaluate(ARITH, ReferencePolicy(), episodes=4, out=tmp_path, verifier="inline")
+    on_disk = orjson.loads((tmp_path / "summary.json").read_bytes())
+    assert on_disk == orjson.loads(orjson.dumps(summary))
+    # report's numbers come from the same function over the records eval wrote: identical
+    assert orjson.loads(orjson.dumps(summary_of(load_run(tmp_path)))) == on_disk
+    # a killed run has no summary.json: the same function gives its numbers, the plan unknown
+    (tmp_path / "summary.json").unlink()
+    partial = summary_of(load_run(tmp_path))
+    assert partial["episodes"] == 4 and partial["mean_reward"] == on_disk["mean_reward"]
+    assert "planned" not in partial
