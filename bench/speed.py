@@ -15,12 +15,14 @@ scripted model server, nothing warmed by another row. Rows (sizes: full / --quic
   median of 300 / 100 after 20 untimed.
 * CodeRepair grading: each task's reference fix (played with the file tools in a CodeRepair
   env), graded by ``VerificationJob.run()`` (the task's own grader: a fresh sandbox, hidden
-  tests and mutants); one untimed grading first; median CPU (whole process tree, sandboxes
-  included) and wall over the 16 tasks / 2.
-* verifier start-up: a fresh default ``VerifierPool()``; a job submitted 200 ms later (one
-  model-bound episode) until its verdict, against the steady-state time per verdict (median of
-  20 / 8 jobs after it); and what ``evaluate()`` books as ``verify_s`` in the run records (its
-  largest, which includes any wait for the pool's start-up, against its median).
+  tests and mutants); the first job is graded once untimed first; median CPU (the whole process
+  tree, sandboxes included) and wall over the 16 tasks / 2.
+* verifier start-up: a fresh default ``VerifierPool()`` (what ``proofgym eval`` makes); a job
+  submitted 200 ms later (one model-bound episode) until its verdict, against the steady-state
+  time per verdict (median of the 20 / 8 jobs after it, one at a time). And what ``evaluate()``
+  books as ``verify_s`` in the run records (128 / 32 episodes, c=16, 200 ms/call, its own pool,
+  in its own probe): its largest, which includes any wait for the pool's start-up, against the
+  steady-state time per verdict.
 * model-bound eval: ``proofgym eval proofgym/Arith-v0`` (the CLI, a fresh interpreter: the wall
   time of the whole command) against the scripted OpenAI server at 200 ms per call, 500 / 100
   episodes, c=16, every task answered in one call: of ideal = episodes/s / (16 / 0.2 s).
@@ -148,10 +150,10 @@ def probe_code_repair(args: argparse.Namespace) -> Mapping[str, Value]:
 
     tasks = list(code_repair_tasks())
     tasks = tasks[:2] if args.quick else tasks
-    jobs = _reference_jobs([tasks[-1], *tasks])
+    jobs = _reference_jobs(tasks)
     assert jobs[0].run().reward == 1.0  # untimed: the sandbox's system, the spawner, imports
     walls, cpus = [], []
-    for task, job in zip(tasks, jobs[1:], strict=True):
+    for task, job in zip(tasks, jobs, strict=True):
         with timed(args.clock) as t:
             w0 = time.perf_counter()
             verdict = job.run()
@@ -203,10 +205,12 @@ def probe_verifier_startup(args: argparse.Namespace) -> Mapping[str, Value]:
     assert first.reward == 1.0, first
     steady_s = median(steady)
     return {"verifier_first_verdict": Value(
-        (first_s - steady_s) * 1000, "ms",
-        f"first verdict {first_s * 1000:.0f} ms after its submission "
-        f"({(submitted - made + first_s) * 1000:.0f} ms after the pool "
-        f"was made), steady {steady_s * 1000:.1f} ms/verdict (median of {n}), {processes} processes")}
+                (first_s - steady_s) * 1000, "ms",
+                f"first verdict {first_s * 1000:.0f} ms after its submission "
+                f"({(submitted - made + first_s) * 1000:.0f} ms after the pool was made), {processes} "
+                "processes"),
+            "verifier_steady": Value(steady_s * 1000, "ms", f"median of {n} Arith (math-verify) jobs, "
+                                                            "one at a time, after the first")}
 
 
 def probe_summary_verify(args: argparse.Namespace) -> Mapping[str, Value]:
@@ -223,11 +227,17 @@ def probe_summary_verify(args: argparse.Namespace) -> Mapping[str, Value]:
                                          out=tmp / "run")
     booked = [t.timings["verify_s"] for t in trajectories]
     assert summary["mean_reward"] == 1.0, summary["mean_reward"]
-    excess = (max(booked) - median(booked)) * 1000
-    return {"summary_verify": Value(excess, "ms",
-                                    f"summary books verify_s {summary['time']['verify_s']:.2f} s over {n} "
-                                    f"episodes; largest {max(booked) * 1000:.0f} ms, median "
-                                    f"{median(booked) * 1000:.1f} ms (c={c}, {latency * 1000:.0f} ms/call)")}
+    return {"summary_verify_max": Value(
+        max(booked) * 1000, "ms", f"summary books verify_s {summary['time']['verify_s']:.2f} s over {n} "
+                                  f"episodes (mean {sum(booked) / len(booked) * 1000:.0f} ms, median "
+                                  f"{median(booked) * 1000:.0f} ms), c={c}, {latency * 1000:.0f} ms/call")}
+
+
+def derive_booked_startup(results: Mapping[str, Result]) -> Value:
+    booked, steady = results["summary_verify_max"].value, results["verifier_steady"].value
+    assert booked is not None and steady is not None
+    return Value(booked.value - steady.value, "ms",
+                 f"largest booked {booked.value:.0f} ms - steady {steady.value:.1f} ms (separate probes)")
 
 
 # ----------------------------------------------------------------------------- model-bound eval
@@ -321,8 +331,12 @@ ROWS = [
     Row("code_repair_wall", "CodeRepair grading, wall per grading", None, "code_repair"),
     Row("verifier_first_verdict", "verifier start-up on the first verdict's path (first - steady)",
         Target("<=", 100, "ms"), "verifier_startup"),
-    Row("summary_verify", "start-up booked as 'verify' by evaluate() (largest - median verify_s)",
-        Target("<=", 100, "ms"), "summary_verify"),
+    Row("verifier_steady", "  steady-state time per verdict", None, "verifier_startup"),
+    Row("summary_verify_max", "  largest 'verify_s' evaluate() books for an episode", None,
+        "summary_verify"),
+    Row("summary_verify", "start-up booked as 'verify' (largest booked - steady per verdict)",
+        Target("<=", 100, "ms"), derive=derive_booked_startup,
+        needs=("summary_verify_max", "verifier_steady")),
     Row("model_bound_cli", "model-bound eval through the CLI, of ideal (c=16, 200 ms/call)",
         Target(">=", 90, "%"), "model_bound_cli"),
     Row("cli_wall", "  the CLI run's wall time", None, "model_bound_cli"),
