@@ -301,6 +301,24 @@ def render_table(results: Sequence[Result], *, title: str) -> str:
     return "\n".join(lines)
 
 
+def load_line(since: float | None = None) -> str:
+    """The load average now (and at ``since``, a load read when the table's runs began), with
+    the mark when it is above :data:`LOAD_LIMIT`: printed under every table of a bench."""
+    now = load1()
+    start = f"{since:.2f} at start, " if since is not None else ""
+    high = max(now, since if since is not None else now) > LOAD_LIMIT
+    return (f"load 1-min: {start}{now:.2f} now on {os.cpu_count()} cores"
+            + (f" ({INVALID})" if high else ""))
+
+
+def in_one_run(entries: Sequence[tuple[str, Value, Target | None]], load_start: float,
+               load_end: float) -> list[Result]:
+    """Rows a bench measured together in one process (not each in a fresh one), every row with
+    the load of the whole run, for :func:`render_table`."""
+    return [Result(Row(title, title, target), value, load_start, load_end)
+            for title, value, target in entries]
+
+
 # ------------------------------------------------------------------------------------- running
 def run_probe(script: Path, key: str, passthrough: Sequence[str], timeout_s: float) -> ProbeRun:
     """Probe ``key`` of ``script`` in a fresh interpreter; its values and the load around it."""
@@ -343,12 +361,10 @@ def collect(rows: Sequence[Row], runs: Mapping[str, ProbeRun], only: set[str] | 
     for row in rows:
         if row.derive is not None:
             continue
-        if only is not None and row.key not in only:
-            results[row.key] = Result(row, None, skipped="not selected (--only)")
-            continue
         run = runs.get(row.probe)
-        if run is None:
-            results[row.key] = Result(row, None, skipped="probe not run")
+        if run is None:  # a row of a probe that ran is shown even when --only did not name it
+            results[row.key] = Result(row, None, skipped="not selected (--only)" if only is not None
+                                      else "probe not run")
         elif run.error or row.key not in run.values:
             results[row.key] = Result(row, None, run.load_start, run.load_end,
                                       error=run.error or f"probe {row.probe} gave no {row.key}")

@@ -4,6 +4,7 @@
     python bench/speed.py --quick    # a smoke size of every row (a minute or two)
     python bench/speed.py --only bash_round_trip,cold_reset   # some rows (the rest: "not run")
     python bench/speed.py --list     # the row keys
+    python bench/speed.py --only code_repair_cpu --code-repair-tasks 4   # (was code_repair_grading.py)
 
 Each probe runs in a fresh interpreter (bench/harness.py): its own sandboxes, grader pool and
 scripted model server, nothing warmed by another row. Rows (sizes: full / --quick):
@@ -40,59 +41,20 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Bench, Result, Row, Target, Value, median, quantile, timed
+from harness import Bench, Result, Row, Target, Value, median, timed
+from sandbox import make_tree, resets, round_trips, scratch
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_BOUND = {"episodes": 500, "quick": 100, "concurrency": 16, "latency": 0.2}
-
-
-def make_tree(root: Path, n_files: int) -> Path:
-    for i in range(n_files):
-        d = root / f"pkg{i // 100:03d}"
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"mod{i % 100:02d}.py").write_text(f"VALUE_{i} = {i}\n" * 20)
-    return root
-
-
-@contextmanager
-def scratch() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="proofgym-bench-"))
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-# -------------------------------------------------------------------------------------- sandbox
-def _cold_resets(snapshot: Path, tmp: Path, n: int, args: argparse.Namespace) -> Value:
-    from proofgym import SandboxRuntime
-
-    walls, cpus = [], []
-    with SandboxRuntime(snapshot, prestart=False, scratch_dir=tmp) as rt:
-        rt.start()
-        for _ in range(n):
-            # the episode: a changed and a new file, which the reset must throw away
-            rt.execute("bash", {"command": "echo changed >> bench-probe.txt && echo new > new.txt"})
-            with timed(args.clock) as t:
-                rt.reset()
-                rt.start()
-            walls.append(t.wall_s * 1000)
-            cpus.append(t.cpu_s * 1000)
-        assert "No such file" in rt.execute("bash", {"command": "cat new.txt 2>&1"}).output
-    return Value(median(walls), "ms", f"p90 {quantile(walls, 0.9):.1f} ms, CPU {median(cpus):.1f} ms "
-                                      f"(median), n={n}")
 
 
 def probe_cold_reset(args: argparse.Namespace) -> Mapping[str, Value]:
@@ -102,23 +64,14 @@ def probe_cold_reset(args: argparse.Namespace) -> Mapping[str, Value]:
     task = next(iter(code_repair_tasks()))
     with scratch() as tmp:
         tree = make_tree(tmp / "tree", 1_000)
-        return {"cold_reset": _cold_resets(tree, tmp, n, args),
-                "cold_reset_code_repair": _cold_resets(task.repo, tmp, n, args)}
+        return {"cold_reset": resets(tree, tmp, n, args.clock),
+                "cold_reset_code_repair": resets(task.repo, tmp, n, args.clock)}
 
 
 def probe_round_trip(args: argparse.Namespace) -> Mapping[str, Value]:
-    from proofgym import SandboxRuntime
-
-    n = 100 if args.quick else 300
-    walls = []
-    with scratch() as tmp, SandboxRuntime(make_tree(tmp / "tree", 1_000), scratch_dir=tmp) as rt:
-        for _ in range(20):
-            assert rt.execute("bash", {"command": "true"}).ok
-        for _ in range(n):
-            w0 = time.perf_counter()
-            rt.execute("bash", {"command": "true"})
-            walls.append((time.perf_counter() - w0) * 1000)
-    return {"bash_round_trip": Value(median(walls), "ms", f"p90 {quantile(walls, 0.9):.2f} ms, n={n}")}
+    with scratch() as tmp:
+        value = round_trips(make_tree(tmp / "tree", 1_000), tmp, 100 if args.quick else 300)
+    return {"bash_round_trip": value}
 
 
 # ----------------------------------------------------------------------------------- CodeRepair
@@ -149,7 +102,7 @@ def probe_code_repair(args: argparse.Namespace) -> Mapping[str, Value]:
     from proofgym.envs.code_repair import code_repair_tasks
 
     tasks = list(code_repair_tasks())
-    tasks = tasks[:2] if args.quick else tasks
+    tasks = tasks[:args.code_repair_tasks or (2 if args.quick else len(tasks))]
     jobs = _reference_jobs(tasks)
     assert jobs[0].run().reward == 1.0  # untimed: the sandbox's system, the spawner, imports
     walls, cpus = [], []
@@ -347,7 +300,12 @@ ROWS = [
         "oob"),
 ]
 
-BENCH = Bench("issue 21 speed rows", PROBES, ROWS, description=__doc__ or "")
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--code-repair-tasks", type=int, default=None, metavar="N",
+                        help="grade the first N CodeRepair tasks (default: all 16; --quick: 2)")
+
+
+BENCH = Bench("issue 21 speed rows", PROBES, ROWS, configure=configure, description=__doc__ or "")
 
 
 if __name__ == "__main__":
