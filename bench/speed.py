@@ -27,8 +27,10 @@ scripted model server, nothing warmed by another row. Rows (sizes: full / --quic
 * model-bound eval: ``proofgym eval proofgym/Arith-v0`` (the CLI, a fresh interpreter: the wall
   time of the whole command) against the scripted OpenAI server at 200 ms per call, 500 / 100
   episodes, c=16, every task answered in one call: of ideal = episodes/s / (16 / 0.2 s).
+  bench/peers.py's proofgym side (``proofgym_cli``), as its model-bound row.
 * CLI vs in process: the same run through ``evaluate()`` in an interpreter that has imported
-  proofgym (timed from making the policy to its return), in its own probe; gap of the walls.
+  proofgym (``peers.proofgym_in_process``: timed from making the policy to its return), in its
+  own probe with its own server; the gap of the two walls.
 * out-of-band verification efficiency: bench/throughput.py's definition: the ledger workload
   (6 calls x 100 ms per episode, a grader that waits half the model time + 3 ms CPU), c=64,
   graded out of band by a process pool; episodes/s over ideal (c / model time per episode),
@@ -39,9 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -201,45 +200,30 @@ def _model_bound_size(args: argparse.Namespace) -> tuple[int, int, float, float]
 
 
 def probe_model_bound_cli(args: argparse.Namespace) -> Mapping[str, Value]:
+    from peers import proofgym_cli
     from workload import ServerProcess
 
     n, c, latency, ideal = _model_bound_size(args)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "OPENAI_API_KEY": "EMPTY"}
-    with ServerProcess("arith", 400, latency) as url, scratch() as tmp:
-        argv = [sys.executable, "-m", "proofgym", "eval", "proofgym/Arith-v0", "--policy",
-                "openai:scripted", "--base-url", url, "-n", str(n), "-c", str(c), "--out",
-                str(tmp / "run")]
-        started = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
-        wall = time.perf_counter() - started
-        if proc.returncode != 0:
-            raise SystemExit(f"proofgym eval exited {proc.returncode}: {proc.stderr[-2000:]}")
-        summary = json.loads((tmp / "run" / "summary.json").read_text())
-    assert summary["episodes"] == n and summary["mean_reward"] == 1.0, summary
-    eps = n / wall
+    with ServerProcess("arith", 400, latency) as url:
+        r = proofgym_cli(url, n, c)
+    assert r["episodes"] == n and r["mean_reward"] == 1.0, r
+    eps = n / r["wall_s"]
     return {"model_bound_cli": Value(eps / ideal * 100, "%",
-                                     f"{n} episodes in {wall:.2f} s ({eps:.1f}/s; ideal {ideal:.0f}/s), "
-                                     f"c={c}, {latency * 1000:.0f} ms/call"),
-            "cli_wall": Value(wall, "s", f"`proofgym eval`, {n} episodes, whole command")}
+                                     f"{n} episodes in {r['wall_s']:.2f} s ({eps:.1f}/s; ideal "
+                                     f"{ideal:.0f}/s), c={c}, {latency * 1000:.0f} ms/call"),
+            "cli_wall": Value(r["wall_s"], "s", f"`proofgym eval`, {n} episodes, whole command")}
 
 
 def probe_in_process(args: argparse.Namespace) -> Mapping[str, Value]:
+    from peers import proofgym_in_process
     from workload import ServerProcess
 
-    import proofgym  # noqa: F401 - imported before the clock starts, as a script would have
-    from proofgym.eval import evaluate
-    from proofgym.rollout import make_policy
-
     n, c, latency, ideal = _model_bound_size(args)
-    with ServerProcess("arith", 400, latency) as url, scratch() as tmp:
-        started = time.perf_counter()
-        policy = make_policy("openai:scripted", base_url=url, api_key="EMPTY")
-        _, summary = evaluate("proofgym/Arith-v0", policy, episodes=n, concurrency=c, out=tmp / "run")
-        wall = time.perf_counter() - started
-    assert summary["episodes"] == n and summary["mean_reward"] == 1.0, summary
-    return {"in_process_wall": Value(wall, "s", f"evaluate(), {n} episodes ({n / wall / ideal:.1%} of "
-                                                f"ideal)")}
+    with ServerProcess("arith", 400, latency) as url:
+        r = proofgym_in_process(url, n, c)
+    assert r["episodes"] == n and r["mean_reward"] == 1.0, r
+    return {"in_process_wall": Value(r["wall_s"], "s", f"evaluate(), {n} episodes "
+                                                       f"({n / r['wall_s'] / ideal:.1%} of ideal)")}
 
 
 def derive_cli_gap(results: Mapping[str, Result]) -> Value:
