@@ -37,8 +37,10 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import CpuClock, load1, load_line
+from cputime import CpuClock
+from harness import load1, load_line
 
 from proofgym import run_program, run_pytest
 
