@@ -181,7 +181,7 @@ ROWS = [
     Row("reset_warm_1k", "episode reset, 1,000 files, warm spare (baseline has no head start)", None,
         "reset_1k"),
     Row("copytree_1k", "  baseline: copytree of the 1,000 files", None, "reset_1k"),
-    Row("reset_vs_copy_1k", "cold reset vs copytree, 1,000 files", Target(">=", 1, "x"),
+    Row("reset_vs_copy_1k", "cold reset vs copytree, 1,000 files", None,
         derive=derive_speedup, needs=("reset_cold_1k", "copytree_1k")),
     Row("reset_cold_10k", "episode reset, 10,000 files, cold (prestart=False)", Target("<=", 20, "ms"),
         "reset_10k"),
