@@ -51,6 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness import Target, Value, in_one_run, load1, load_line, render_table
 from rich.console import Console
 from rich.table import Table
 from workload import ServerProcess
@@ -92,7 +93,7 @@ from pathlib import Path
 import proofgym
 from proofgym.eval import evaluate
 from proofgym.rollout import make_policy
-from proofgym.verify.pool import VerifierPool
+from proofgym import VerifierPool
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -220,9 +221,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=None, help="override the rows' episode counts")
     parser.add_argument("--quick", action="store_true", help="a fifth of each row's episodes")
     args = parser.parse_args()
-    started = time.perf_counter()
+    started, load_start = time.perf_counter(), load1()
     console.print(f"load average at start {os.getloadavg()} on {os.cpu_count()} cores")
-    verdicts: list[str] = []
+    verdicts: list[tuple[str, Value, Target]] = []
     for row in args.rows.split(","):
         n, c, latency = ROWS[row]
         n = args.episodes or (n // 5 if args.quick else n)
@@ -258,20 +259,21 @@ def main() -> None:
                           f"{r['mean_reward']:.3f}", f"{r.get('server_ms', float('nan')):.2f} ms",
                           f"{ours_eps / eps:.2f}x")
             if name.startswith(("verifiers", "inspect")) and row == "framework":
-                verdicts.append(f"framework-bound: proofgym CLI {ours_eps / eps:.2f}x {name.split()[0]} "
-                                f"(target >= 3x: {'met' if ours_eps / eps >= 3 else 'NOT met'})")
+                verdicts.append((f"framework-bound: proofgym CLI vs {name.split(' (')[0]}",
+                                 Value(ours_eps / eps, "x"), Target(">=", 3, "x")))
         inproc = sides[1][1]
         assert isinstance(inproc, dict)
         cli_gap = ours["wall_s"] / inproc["wall_s"] - 1
-        verdicts.append(f"{row}-bound: CLI wall {ours['wall_s']:.2f} s vs in process {inproc['wall_s']:.2f} s"
-                        f" ({cli_gap:+.0%}; target <= 10%: {'met' if cli_gap <= 0.10 else 'NOT met'})")
+        verdicts.append((f"{row}-bound: CLI vs evaluate() in process",
+                         Value(cli_gap * 100, "+%", f"{ours['wall_s']:.2f} s vs {inproc['wall_s']:.2f} s"),
+                         Target("<=", 10, "+%")))
         if row == "model":
-            verdicts.append(f"model-bound: proofgym CLI at {ours_eps / ideal:.1%} of ideal (target >= 90%: "
-                            f"{'met' if ours_eps / ideal >= 0.9 else 'NOT met'})")
+            verdicts.append(("model-bound: proofgym CLI, of ideal", Value(ours_eps / ideal * 100, "%"),
+                             Target(">=", 90, "%")))
         console.print(table)
-        console.print(f"load average now {os.getloadavg()}")
-    for v in verdicts:
-        console.print(v)
+        console.print(load_line(load_start))
+    print(render_table(in_one_run(verdicts, load_start, load1()),
+                       title="targets (every row of this run: the load is the whole run's)"))
     console.print(f"bench wall time {time.perf_counter() - started:.0f} s; load average {os.getloadavg()} "
                   f"on {os.cpu_count()} cores")
 

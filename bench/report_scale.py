@@ -21,11 +21,12 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from proofgym.eval import evaluate
-from proofgym.eval.metrics import summary_of
-from proofgym.eval.report import render_report
-from proofgym.record import load_run, trajectory_id_for
+from harness import load1, load_line
+
+from proofgym.eval import evaluate, load_run, render_report, summary_of
+from proofgym.record import trajectory_id_for
 from proofgym.rollout import RandomPolicy
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -57,6 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     args = parser.parse_args()
+    load_start = load1()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         evaluate("proofgym/Arith-v0", RandomPolicy(seed=0), episodes=40, out=root / "seed")
@@ -82,6 +84,7 @@ def main() -> None:
         print(f"{n:>9} {metrics_s:>10.3f} {render_s:>9.3f} {size:>8.2f} {load_s:>10.2f} "
               f"{load_s / base[4]:>7.2f} {shown:>6}")
     print(f"baseline: the {base[0]}-episode run measured above (browser time includes Chromium's start)")
+    print(load_line(load_start))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import load1, load_line
 
 from proofgym import TurnCompleteAction
 from proofgym.core import Trace, TraceStep
@@ -32,6 +35,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=3000)
     args = parser.parse_args()
+    load_start = load1()
     trace = Trace([TraceStep(TurnCompleteAction("Answer: Paris"), {"type": "episode_end"})])
     grader = make_grader("normalized", "Paris")
 
@@ -52,6 +56,7 @@ def main() -> None:
     print(f"{'scoring':<48} {'us/verdict':>11} {'vs baseline':>12}")
     for name, seconds in rows:
         print(f"{name:<48} {seconds * 1e6:>11.1f} {seconds / base:>11.1f}x")
+    print(load_line(load_start))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import load1, load_line
 
 from proofgym.core import ToolCallAction
 from proofgym.envs.search_qa import corpus, make_env
@@ -38,6 +41,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--resets", type=int, default=2000)
     args = parser.parse_args()
+    load_start = load1()
     t0 = time.perf_counter()
     docs = corpus()
     env = make_env(faults="none")
@@ -72,6 +76,7 @@ def main() -> None:
     for name, ms in rows:
         print(f"{name:<40} {ms:>10.3f} {base / ms:>11.0f}x")
     print("targets: search round trip <= 5 ms, reset <= 1 ms")
+    print(load_line(load_start))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import load1, load_line
 
 from proofgym.eval import make_env, plan_episodes, run_plan
 from proofgym.record import RolloutContract, RunStore
@@ -52,6 +55,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=400)
     parser.add_argument("--threads", type=int, default=8)
     args = parser.parse_args()
+    load_start = load1()
     env = make_env("proofgym/Arith-v0")
     contract = RolloutContract.build(env, policy={"name": "reference"}, env_id="proofgym/Arith-v0")
     n_tasks = min(args.records, len(env.tasks))
@@ -71,6 +75,7 @@ def main() -> None:
         rate = args.records / elapsed
         print(f"{name:<38} {rate:>10.0f} {elapsed / args.records * 1e3:>10.3f} "
               f"{base / elapsed:>11.2f}x")
+    print(load_line(load_start))
 
 
 if __name__ == "__main__":

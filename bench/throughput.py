@@ -30,16 +30,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness import Target, Value, in_one_run, load_line, render_table
 from peers import proofgym_cli, proofgym_in_process
 from rich.console import Console
 from rich.table import Table
 from workload import CALLS_PER_EPISODE, ServerProcess, ledger_env, ledger_tasks, rss_mb
 
-import proofgym  # noqa: F401
+from proofgym import VerifierPool
 from proofgym.eval import plan_episodes
 from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout import OpenAIPolicy, Orchestrator, ReferencePolicy
-from proofgym.verify.pool import VerifierPool
 
 console = Console(width=130)
 N_TASKS = 200
@@ -354,6 +354,7 @@ def main() -> None:
         table.add_row(name, str(r["episodes"]), f"{r['wall_s']:.2f}", f"{r['eps']:.2f}",
                       f"{r['busy']:.1%}", f"{r['eps'] / ideal_of:.1%}", f"{r['eps'] / floor['eps']:.1f}x")
     console.print(table)
+    console.print(load_line(load_at_start))
     if sweep or math_rows or repair_rows:
         extra = Table(title=f"graders: out of band vs inline ({args.sweep_episodes} episodes per row, "
                             f"concurrency {args.concurrency}, a fresh pool per row)")
@@ -375,37 +376,33 @@ def main() -> None:
                           f"c={REPAIR_CONCURRENCY}, sandboxes)", f"{inl['eps']:.2f}", f"{oo['eps']:.2f}",
                           f"{oo['eps'] / inl['eps']:.2f}x", f"busy {oo['busy']:.0%}")
         console.print(extra)
+        console.print(load_line(load_at_start))
 
     efficiency, speedup = oob["eps"] / ideal, oob["eps"] / inline["eps"]
-    targets = Table(title="targets")
-    for col in ("measure", "value", "target", "met"):
-        targets.add_column(col)
-
-    def row(name: str, value: str, target: str, met: bool) -> None:
-        targets.add_row(name, value, target, "yes" if met else "NO")
-
-    row("out-of-band efficiency vs ideal", f"{efficiency:.1%}", ">= 90%", efficiency >= 0.9)
-    row("out-of-band vs inline verification", f"{speedup:.2f}x", ">= 1.4x", speedup >= 1.4)
-    row("overhead per env step, wall, default (tool declared cheap: on the loop)",
-        f"{over['default_us']:.1f} us", "<= 100 us", over["default_us"] <= 100)
-    row("overhead per env step, CPU time, default", f"{over['default_cpu_us']:.1f} us",
-        "<= 100 us", over["default_cpu_us"] <= 100)
-    row("overhead per env step, wall, tool not declared cheap (runtime threads)",
-        f"{over['threads_us']:.1f} us", "<= 100 us", over["threads_us"] <= 100)
-    row("overhead per env step, CPU time, runtime threads", f"{over['cpu_us']:.1f} us",
-        "<= 100 us", over["cpu_us"] <= 100)
-    row("overhead per env step, wall, runtime_threads=0", f"{over['loop_us']:.1f} us",
-        "<= 100 us", over["loop_us"] <= 100)
-    row(f"RSS growth over {args.memory_episodes:,} episodes after warm-up",
-        f"{mem['growth_mb']:.1f} MB ({mem['before_mb']:.0f} -> {mem['after_mb']:.0f})", "<= 20 MB",
-        mem["growth_mb"] <= 20)
+    us = Target("<=", 100, "us")
+    entries = [
+        ("out-of-band efficiency vs ideal", Value(efficiency * 100, "%"), Target(">=", 90, "%")),
+        ("out-of-band vs inline verification", Value(speedup, "x"), Target(">=", 1.4, "x")),
+        ("overhead per env step, wall, default (tool declared cheap: on the loop)",
+         Value(over["default_us"], "us"), us),
+        ("overhead per env step, CPU time, default", Value(over["default_cpu_us"], "us"), us),
+        ("overhead per env step, wall, tool not declared cheap (runtime threads)",
+         Value(over["threads_us"], "us"), us),
+        ("overhead per env step, CPU time, runtime threads", Value(over["cpu_us"], "us"), us),
+        ("overhead per env step, wall, runtime_threads=0", Value(over["loop_us"], "us"), us),
+        (f"RSS growth over {args.memory_episodes:,} episodes after warm-up",
+         Value(mem["growth_mb"], "MB", f"{mem['before_mb']:.0f} -> {mem['after_mb']:.0f} MB"),
+         Target("<=", 20, "MB")),
+    ]
     if cli_row is not None:
         cli, inproc = cli_row
         gap = cli["wall_s"] / inproc["wall_s"] - 1
-        row(f"`proofgym eval` vs evaluate() in process ({args.cli_episodes} Arith episodes, "
-            f"c={args.concurrency})", f"{cli['wall_s']:.2f} s vs {inproc['wall_s']:.2f} s ({gap:+.0%})",
-            "<= +10%", gap <= 0.10)
-    console.print(targets)
+        entries.append((f"`proofgym eval` vs evaluate() in process ({args.cli_episodes} Arith episodes, "
+                        f"c={args.concurrency})", Value(gap * 100, "+%", f"{cli['wall_s']:.2f} s vs "
+                                                                         f"{inproc['wall_s']:.2f} s"),
+                        Target("<=", 10, "+%")))
+    print(render_table(in_one_run(entries, load_at_start, os.getloadavg()[0]),
+                       title="targets (one run, one process: the load is the whole run's)"))
     console.print(f"(overheads: medians of {3 if args.quick else 7} runs of 300 episodes) bare loop "
                   f"{over['bare_us']:.1f} us/step; "
                   "orchestrator at concurrency 64: "

@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import load1, load_line
 
 from proofgym.core import ToolCallAction
 from proofgym.integrations.trl import EnvironmentReward, dataset, environment_factory
@@ -42,6 +45,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--processes", type=int, default=2)
     args = parser.parse_args()
+    load_start = load1()
     cls = environment_factory("proofgym/CodeRepair-v0")
     envs = [cls() for _ in range(args.batch)]
     train = dataset(envs[0].env)
@@ -72,6 +76,7 @@ def main() -> None:
     print(f"{'one completion at a time, in process':<58} {s:>8.2f} {1.0:>8.2f}x")
     print(f"{f'EnvironmentReward: one batch, VerifierPool ({args.processes} processes)':<58} "
           f"{b:>8.2f} {s / b:>8.2f}x")
+    print(load_line(load_start))
 
 
 if __name__ == "__main__":

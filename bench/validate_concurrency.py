@@ -18,6 +18,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import load1, load_line
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET = 1.7
 
@@ -43,6 +47,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=4)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
+    load_start = load1()
     print(f"{args.env}: proofgym validate -n {args.tasks}, {os.cpu_count()} CPUs")
     print(f"{'-c':>3} {'wall s':>8} {'reported s':>11} {'speedup':>8} {'passed':>7} "
           f"{'load avg (1/5/15 min) before':>30}")
@@ -56,6 +61,7 @@ def main() -> None:
         for line in fails[:5]:
             print(f"      {line[:200]}", flush=True)
     print(f"target: -c 2 at least {TARGET}x faster than -c 1 (speedup column, same run)")
+    print(load_line(load_start))
 
 
 if __name__ == "__main__":

@@ -11,11 +11,14 @@ import asyncio
 import hashlib
 import multiprocessing as mp
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's proofgym
 
 from proofgym import (
     InProcessRuntime,
