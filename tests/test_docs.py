@@ -73,7 +73,12 @@ def test_the_docs_exist_and_have_runnable_examples():
     assert len(runnable) >= 15 and len(skipped) <= 3
 
 
-@pytest.mark.parametrize("page", DOCS, ids=[p.name for p in DOCS])
+#: pages that start a local Ray cluster run on the test worker that runs tests/rollout/test_ray.py
+_RAY_PAGES = {"scaling-out.md"}
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.xdist_group("ray"))
+                                  if p.name in _RAY_PAGES else p for p in DOCS], ids=[p.name for p in DOCS])
 def test_every_example_on_the_page_runs(page, tmp_path):
     (tmp_path / "driver.py").write_text(driver_for(page))
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "COLUMNS": "120"}

@@ -24,7 +24,8 @@ from tests.ray_helpers import (
     require_ray,
 )
 
-pytestmark = pytest.mark.slow
+# one local Ray cluster at a time on this machine (the docs' scaling-out page starts another)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")
