@@ -11,13 +11,13 @@ from proofgym.eval.runner import (
     JsonlSink,
     TrajectorySink,
     evaluate,
-    make_env,
     plan_episodes,
     run_plan,
 )
 from proofgym.eval.runs import Run, TrainSplitWarning, start_run
 from proofgym.eval.summary import summarize
 from proofgym.eval.validate import ValidationReport, validate, validate_env
+from proofgym.make import make_env
 
 __all__ = ["EpisodeSpec", "JsonlSink", "Run", "RunRecord", "TrainSplitWarning", "TrajectorySink",
            "ValidationReport", "chat_messages", "compare", "compute_metrics", "evaluate", "load_run",

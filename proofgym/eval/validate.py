@@ -26,7 +26,7 @@ from typing import Any
 
 from proofgym.core import ConfigError, Task, Verdict, describe_exception
 from proofgym.env import UniversalVerifiableEnv
-from proofgym.eval.runner import make_env, takes_tasks
+from proofgym.make import make_env, takes_tasks
 from proofgym.record import Trajectory
 from proofgym.rollout import ControlPolicy, Policy, ReferencePolicy, ScriptedPolicy, run_episode
 from proofgym.verify.pool import VerifierPool, pool_for, timed_out
