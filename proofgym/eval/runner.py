@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from proofgym.core import ConfigError
+from proofgym.core.defaults import DEFAULTS
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runs import start_run
 from proofgym.make import make_env, takes_tasks
@@ -110,9 +111,10 @@ def run_plan(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, plan: It
 
 
 def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None = None,
-             repeats: int = 1, seed: int = 0, out: Path | None = None,
+             repeats: int = DEFAULTS.repeats, seed: int = DEFAULTS.seed, out: Path | None = None,
              env_kwargs: dict[str, Any] | None = None,
-             on_episode: Callable[[Trajectory], None] | None = None, concurrency: int = 1,
+             on_episode: Callable[[Trajectory], None] | None = None,
+             concurrency: int = DEFAULTS.concurrency,
              verifier: str | VerifierPool | None = None, progress: bool | RunProgress = False,
              resume: Path | None = None, split: str | None = None, splits: Path | None = None,
              backend: str | SlotBackend = "local", ray_address: str | None = None,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.core import EnvBuildError, ProofgymError, Task, Verdict
+from proofgym.core.defaults import DEFAULTS
 from proofgym.core.grading import other_verifiers
 from proofgym.env import VerificationJob
 from proofgym.make import make_env
@@ -30,7 +31,7 @@ from proofgym.tasks import TaskSet
 from proofgym.verify.pool import VerifierPool, pool_for
 
 #: Seconds one re-grading may take when no timeout is given (as ``proofgym eval``).
-GRADER_TIMEOUT_S = 60.0
+GRADER_TIMEOUT_S = DEFAULTS.grader_timeout_s
 
 
 class RegradeError(ProofgymError, ValueError):
