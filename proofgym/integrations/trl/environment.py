@@ -195,7 +195,7 @@ def environment_factory(env: EnvSource, *, allow_heldout: bool = False,
             :class:`UniversalVerifiableEnv` (it must be importable, so the class pickles).
         allow_heldout: Let ``reset`` start held-out and dev tasks (by default it refuses them,
             like :func:`~proofgym.integrations.trl.dataset`).
-        **options: Passed to ``gymnasium.make`` (or the callable), e.g. ``n_tasks=64``.
+        **options: Passed to :func:`proofgym.make.make_env` (the one env builder), e.g. ``n_tasks=64``.
 
     The class has a zero-argument constructor (one env per instance, built once and reset per
     rollout), ``reset(**row)``, and one method per runtime tool whose signature and docstring give
