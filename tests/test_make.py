@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import functools
 import pickle
+import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from proofgym.eval import evaluate, validate
 from proofgym.integrations.trl import dataset, environment_factory
 from proofgym.make import env_factory, make_env, takes_tasks
 from proofgym.rollout import ReferencePolicy
+from tests.conftest import run_cli
 
 ARITH = "proofgym/Arith-v0"
 
@@ -92,3 +95,22 @@ def test_the_remote_slot_factory_is_the_builder_and_pickles() -> None:
         assert isinstance(env, UniversalVerifiableEnv) and len(env.tasks) == 3
     finally:
         env.close()
+
+
+def test_verify_on_a_machine_without_the_env_module_says_so(tmp_path: Path) -> None:
+    """``proofgym verify`` rebuilds the run's env through the same builder: a run of
+    ``module:Env-v0`` re-graded where the module is missing names the module, no traceback."""
+    (tmp_path / "pg_local_env.py").write_text(textwrap.dedent("""
+        import gymnasium
+        from proofgym.envs.arith import make_env
+        gymnasium.register("Local-v0", entry_point=make_env)
+    """))
+    run = tmp_path / "run"
+    made = run_cli("eval", "pg_local_env:Local-v0", "--env-arg", "n_tasks=2", "--out", str(run),
+                   "--verifier", "inline", cwd=tmp_path, check=False)
+    assert made.returncode == 0, made.stdout + made.stderr
+    (tmp_path / "pg_local_env.py").unlink()
+    proc = run_cli("verify", str(run), cwd=tmp_path, check=False)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 2 and "Traceback" not in out, out
+    assert "cannot import module 'pg_local_env' for environment 'pg_local_env:Local-v0'" in out, out
