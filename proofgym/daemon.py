@@ -51,7 +51,7 @@ class DaemonThreads:
             if self._idle:
                 self._idle -= 1
             else:  # every thread is busy (or stuck): one more
-                threading.Thread(target=self._work, args=(self._calls,), name=self.name, daemon=True).start()
+                threading.Thread(target=self._work, name=self.name, daemon=True).start()
             self._calls.put((future, fn, args))
         return future
 
@@ -60,9 +60,9 @@ class DaemonThreads:
         """Threads waiting for a call."""
         return self._idle
 
-    def _work(self, calls: queue.SimpleQueue[Any]) -> None:
+    def _work(self) -> None:
         while True:
-            item = calls.get()
+            item = self._calls.get()
             if item is None:
                 return
             future, fn, args = item
@@ -73,7 +73,7 @@ class DaemonThreads:
                     future.set_exception(exc)
             del item, future, fn, args  # hold no references while idle
             with self._lock:
-                if self._closed or calls is not self._calls:  # shut down, or a forked child's
+                if self._closed:
                     return
                 self._idle += 1
 
