@@ -18,6 +18,7 @@ from proofgym.core import (
 )
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.envs import register_envs
+from proofgym.make import make_env
 from proofgym.runtimes import Artifact, InProcessRuntime, Runtime
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from proofgym.tasks import TaskSet
@@ -70,6 +71,7 @@ __all__ = [
     "VerificationJob",
     "VerifierPool",
     "__version__",
+    "make_env",
     "run_program",
     "run_pytest",
     "tool",

@@ -5,15 +5,17 @@ Each class lives in the module of the layer that raises it; this module names th
 ``except proofgym.ProofgymError`` catches any of them. (Agent mistakes are not errors: they are
 observations. A warning, ``TrainSplitWarning``, is not part of the tree.)
 
-The tree (``ProofgymError.exit_code`` is 2 unless noted: what the CLI exits with)::
+The tree (``exit_code``, what the CLI exits with, is 2, a usage error, except for RolloutError and
+its subclass: 1, a run that failed)::
 
     ProofgymError
     ├── ConfigError (ValueError): a bad argument or setting
-    │   ├── EnvNotFoundError, EnvArgError, ComparisonError, SnapshotSourceError,
+    │   ├── EnvBuildError > EnvNotFoundError, EnvArgError;  ComparisonError, SnapshotSourceError,
     │   │   UnknownToolError, TaskRecordError, MissingExtraError (ImportError)
     ├── TaskNotFoundError (KeyError), EpisodeStateError
     ├── records: ContractError, RunStoreError
-    ├── runs: RolloutError > RunFailedError; PolicyInfrastructureError, TransportError, SlotLostError
+    ├── runs: RolloutError > RunFailedError; PolicyInfrastructureError, TransportError,
+    │         RetriesExhausted, SlotLostError
     ├── tasks: HeldOutError, SplitManifestError
     ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
     ├── sandbox: SandboxSetupError > IdBusyError
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from proofgym.core.errors import (
     ConfigError,
+    EnvBuildError,
     EnvNotFoundError,
     EpisodeStateError,
     ProofgymError,
@@ -35,13 +38,13 @@ from proofgym.core.errors import (
 )
 
 if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported on first use
+    from proofgym.chat_client import RetriesExhausted, TransportError
     from proofgym.cli.env_args import EnvArgError
     from proofgym.envs.search_qa.corpus import SearchError
     from proofgym.eval.compare import ComparisonError
     from proofgym.integrations.trl.environment import MultiTurnNotSupported
     from proofgym.record.contract import ContractError
     from proofgym.record.rundir import RunStoreError
-    from proofgym.rollout.chat_transport import TransportError
     from proofgym.rollout.openai_policy import PolicyInfrastructureError
     from proofgym.rollout.orchestrator import RolloutError, RunFailedError
     from proofgym.rollout.slots import SlotLostError
@@ -76,7 +79,8 @@ _WHERE = {
     "MultiTurnNotSupported": "proofgym.integrations.trl.environment",
     "ContractError": "proofgym.record.contract",
     "RunStoreError": "proofgym.record.rundir",
-    "TransportError": "proofgym.rollout.chat_transport",
+    "TransportError": "proofgym.chat_client",
+    "RetriesExhausted": "proofgym.chat_client",
     "PolicyInfrastructureError": "proofgym.rollout.openai_policy",
     "RolloutError": "proofgym.rollout.orchestrator",
     "RunFailedError": "proofgym.rollout.orchestrator",
@@ -116,6 +120,7 @@ __all__ = [
     "ConfigError",
     "ContractError",
     "EnvArgError",
+    "EnvBuildError",
     "EnvNotFoundError",
     "EpisodeStateError",
     "GraderSpecError",
@@ -131,6 +136,7 @@ __all__ = [
     "PoolClosedError",
     "ProofgymError",
     "RegradeError",
+    "RetriesExhausted",
     "RolloutError",
     "RunFailedError",
     "RunStoreError",

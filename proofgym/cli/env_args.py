@@ -9,45 +9,24 @@ fit is a usage error (exit 2) naming the parameter, its type and the accepted ke
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import types
 import typing
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import orjson
 
-from proofgym.core import ConfigError
+from proofgym.core import EnvBuildError
+from proofgym.make import env_factory
 
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 #: Gymnasium's own keyword, not the factory's: never offered as an env arg.
 _HIDDEN = {"render_mode"}
 
 
-class EnvArgError(ConfigError):
+class EnvArgError(EnvBuildError):
     """A ``--env-arg`` that names no parameter of the factory or whose value does not fit."""
-
-
-def env_factory(env_id: str) -> Any:
-    """The callable Gymnasium calls to build ``env_id`` (its ``module:`` prefix imported first)."""
-    module, _, name = env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigError(f"cannot import {module!r} for {env_id!r}: {exc}") from None
-    try:
-        entry = gymnasium.spec(name).entry_point
-    except gymnasium.error.Error as exc:
-        raise ConfigError(f"unknown environment {env_id!r}: {exc} (`proofgym envs` lists them)") from None
-    if isinstance(entry, str):
-        entry = gymnasium.envs.registration.load_env_creator(entry)
-    inner = getattr(entry, "entry_point", None)  # a bundled env's wrapper around module:function
-    if isinstance(inner, str):
-        return gymnasium.envs.registration.load_env_creator(inner)
-    return entry
 
 
 def parse_env_args(env_id: str, pairs: list[str] | None) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from proofgym.cli.console import console
+from proofgym.core.defaults import DEFAULTS
 
 
 def eval_command(
@@ -16,7 +17,8 @@ def eval_command(
                                              help="Episodes to run (default: every task once).")] = None,
     policy: Annotated[str, typer.Option(
         help="reference | random | control:NAME | openai:MODEL (with --base-url)")] = "reference",
-    seed: Annotated[int, typer.Option(help="Seed of the first episode (episode i uses seed+i).")] = 0,
+    seed: Annotated[int, typer.Option(
+        help="Seed of the first episode (episode i uses seed+i).")] = DEFAULTS.seed,
     out: Annotated[Optional[Path], typer.Option(help="Run directory to write.")] = None,  # noqa: UP045
     resume: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
         help="Continue the killed or unfinished run in this directory (same settings).")] = None,
@@ -31,11 +33,13 @@ def eval_command(
     system_prompt: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="System prompt for openai:MODEL.")] = None,
     policy_version: Annotated[str, typer.Option(
-        help="Version recorded on every trajectory (a checkpoint or training step).")] = "0",
+        help="Version recorded on every trajectory (a checkpoint or training step)."),
+    ] = DEFAULTS.policy_version,
     concurrency: Annotated[int, typer.Option(
-        "-c", "--concurrency", min=1, help="Episodes in flight at once (the async orchestrator).")] = 1,
+        "-c", "--concurrency", min=1,
+        help="Episodes in flight at once (the async orchestrator).")] = DEFAULTS.concurrency,
     repeats: Annotated[int, typer.Option(
-        "-G", "--repeats", min=1, help="Attempts per task, recorded as a group.")] = 1,
+        "-G", "--repeats", min=1, help="Attempts per task, recorded as a group.")] = DEFAULTS.repeats,
     verifier: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         help="process (out of band, crash-isolated) | ray (grader actors on the cluster) | inline "
              "(in the episode's slot). Default: ray with --backend ray, else process.")] = None,
@@ -45,12 +49,15 @@ def eval_command(
     grader_jobs: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
         min=1, help="Grading jobs in flight at once [default: the CPU count; raise it for graders "
                     "that mostly wait, e.g. an LLM judge].")] = None,
-    grader_timeout: Annotated[float, typer.Option(help="Seconds a grading job may take.")] = 60.0,
+    grader_timeout: Annotated[float, typer.Option(
+        help="Seconds a grading job may take.")] = DEFAULTS.grader_timeout_s,
     max_error_rate: Annotated[float, typer.Option(
         min=0.0, max=1.0, help="Largest share of unscored episodes (grader or episode errors) a "
-                               "run may have; above it the command exits with status 3.")] = 0.05,
+                               "run may have; above it the command exits with status 3."),
+    ] = DEFAULTS.max_error_rate,
     client_timeout: Annotated[float, typer.Option(
-        help="Seconds one model call (openai:MODEL) may take before it is retried.")] = 120.0,
+        help="Seconds one model call (openai:MODEL) may take before it is retried."),
+    ] = DEFAULTS.client_timeout_s,
     env_arg: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045 - typer
         "--env-arg", metavar="KEY=VALUE",
         help="A keyword argument for the env's factory, typed by its signature (repeatable); "
@@ -61,7 +68,7 @@ def eval_command(
         help="Ray cluster to use with --backend ray (default: $RAY_ADDRESS, a local `ray start` "
              "cluster, else a new local one).")] = None,
     cpus_per_slot: Annotated[float, typer.Option(
-        min=0.0, help="CPUs each env slot reserves on its node (--backend ray).")] = 1.0,
+        min=0.0, help="CPUs each env slot reserves on its node (--backend ray).")] = DEFAULTS.cpus_per_slot,
     slots_per_node: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
         min=1, help="At most this many env slots per node (--backend ray).")] = None,
 ) -> None:
@@ -143,7 +150,7 @@ def _slots(backend: str, address: str | None, cpus_per_slot: float, slots_per_no
     address also with ``--verifier ray``)."""
     if backend == "local":
         stray_address = address is not None and verifier != "ray"
-        if stray_address or slots_per_node is not None or cpus_per_slot != 1.0:
+        if stray_address or slots_per_node is not None or cpus_per_slot != DEFAULTS.cpus_per_slot:
             raise typer.BadParameter("--ray-address (without --verifier ray), --cpus-per-slot and "
                                  "--slots-per-node are for --backend ray", param_hint="--backend")
         return "local"

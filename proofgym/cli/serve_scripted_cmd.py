@@ -28,7 +28,7 @@ def serve_scripted_command(
     reasoning: Annotated[bool, typer.Option(help="Add reasoning_content to answers.")] = False,
 ) -> None:
     """Serve ENV's reference solutions as an OpenAI-compatible chat model (Ctrl-C stops)."""
-    from proofgym.eval import make_env
+    from proofgym.make import make_env
     from proofgym.testing import Fault, ReferenceScript, ScriptedServer
 
     try:

@@ -28,7 +28,7 @@ def freeze_command(
 ) -> None:
     """Assign every task of ENV to a split by a hash of its id and write the manifest."""
     from proofgym.core import ProofgymError
-    from proofgym.eval import make_env
+    from proofgym.make import make_env
 
     try:
         values = [float(x) for x in ratios.split(",")]

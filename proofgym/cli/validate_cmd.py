@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from proofgym.cli.console import console
+from proofgym.core.defaults import DEFAULTS
 
 #: Failing task ids shown in a row of the table (all of them are in the details and --json).
 SHOWN_IDS = 5
@@ -43,7 +44,8 @@ def validate_command(
                            f"when there are more than {MAX_PRINTED_FAILURES}).")] = None,
     grader_timeout: Annotated[float, typer.Option(
         metavar="SECONDS", help="Seconds one grading may take; a grader past it fails its check "
-                                "(a task's longer grading_timeout_s gets that plus 30 s).")] = 60.0,
+                                "(a task's longer grading_timeout_s gets that plus 30 s)."),
+    ] = DEFAULTS.grader_timeout_s,
     verifier: Annotated[str, typer.Option(
         help="process (crash-isolated worker processes: a grader that hangs, segfaults or exits "
              "fails its check) | inline (threads here; tasks need not pickle).")] = "process",
@@ -59,7 +61,7 @@ def validate_command(
     if verifier not in ("process", "inline"):
         raise typer.BadParameter(f"{verifier!r}; use 'process' or 'inline'", param_hint="--verifier")
     env_kwargs = parse_env_args(env_id, env_arg)
-    workers = concurrency or os.cpu_count() or 1
+    workers = DEFAULTS.validate_workers(concurrency)
     progress = _progress(env_id)
     with progress:
         try:

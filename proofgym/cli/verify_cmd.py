@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from proofgym.cli.console import console
+from proofgym.core.defaults import DEFAULTS
 
 
 def verify_command(
@@ -19,7 +20,7 @@ def verify_command(
     grader_timeout: Annotated[float, typer.Option(
         metavar="SECONDS", help="Seconds one grading may take; a grader past it is recorded as an "
                                 "error verdict (a task's longer grading_timeout_s gets that plus "
-                                "30 s).")] = 60.0,
+                                "30 s).")] = DEFAULTS.grader_timeout_s,
     verifier: Annotated[str, typer.Option(
         help="process (crash-isolated worker processes: a grader that hangs, segfaults or exits "
              "is an error verdict) | inline (threads here).")] = "process",

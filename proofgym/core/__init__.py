@@ -3,6 +3,7 @@
 from proofgym.core.actions import AgentAction, ToolCallAction, TurnCompleteAction, action_from_dict
 from proofgym.core.errors import (
     ConfigError,
+    EnvBuildError,
     EnvNotFoundError,
     EpisodeStateError,
     ProofgymError,
@@ -21,6 +22,7 @@ __all__ = [
     "ActionScript",
     "AgentAction",
     "ConfigError",
+    "EnvBuildError",
     "EnvNotFoundError",
     "EpisodeStateError",
     "Limits",

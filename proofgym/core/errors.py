@@ -49,7 +49,12 @@ class ConfigError(ProofgymError, ValueError):
     """A bad argument or setting: what was wrong is in the message, with what to do instead."""
 
 
-class EnvNotFoundError(ConfigError, LookupError):
+class EnvBuildError(ConfigError):
+    """An environment that could not be built: an unknown id, a ``module:`` prefix that does not
+    import, or arguments its factory rejected (the factory's own message is quoted)."""
+
+
+class EnvNotFoundError(EnvBuildError, LookupError):
     """An environment id that is not registered."""
 
 

@@ -10,12 +10,12 @@ from proofgym.eval.runner import (
     JsonlSink,
     TrajectorySink,
     evaluate,
-    make_env,
     plan_episodes,
     run_plan,
 )
 from proofgym.eval.runs import Run, TrainSplitWarning, start_run
 from proofgym.eval.validate import ValidationReport, validate, validate_env
+from proofgym.make import make_env
 from proofgym.record.rundir import RunRecord, load_run
 
 __all__ = ["EpisodeSpec", "JsonlSink", "Run", "RunRecord", "TrainSplitWarning", "TrajectorySink",

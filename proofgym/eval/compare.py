@@ -142,7 +142,7 @@ def _metadata_from_contract(run: RunRecord, by: Sequence[str], warnings: list[st
     if not env_id:
         raise ComparisonError(f"--by {', '.join(by)}: {run.path} records no environment id to read task "
                               "metadata from; pass metadata=... from Python")
-    from proofgym.eval.runner import make_env
+    from proofgym.make import make_env
 
     env = make_env(env_id, **kwargs)
     try:

@@ -9,17 +9,16 @@ store without the loop knowing about it.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import gymnasium
-
-from proofgym.core import ConfigError, EnvNotFoundError
+from proofgym.core import ConfigError
+from proofgym.core.defaults import DEFAULTS
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runs import start_run
+from proofgym.make import make_env, takes_tasks
 from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout import AsyncPolicy, Orchestrator, Policy, is_async_policy
 from proofgym.rollout.episode import run_sync
@@ -95,19 +94,6 @@ class JsonlSink:
         self._file.close()
 
 
-def make_env(env_id: str, **kwargs: Any) -> UniversalVerifiableEnv:
-    """``gymnasium.make`` a proofgym env and return the :class:`UniversalVerifiableEnv` inside."""
-    try:
-        env = gymnasium.make(env_id, **kwargs).unwrapped
-    except gymnasium.error.Error as exc:  # unknown or misspelt id, bad version
-        known = sorted(k for k in gymnasium.registry if k.startswith("proofgym/"))
-        raise EnvNotFoundError(f"unknown environment {env_id!r}: {exc}. proofgym's environments: "
-                               f"{', '.join(known)} (`proofgym envs` lists them)") from None
-    if not isinstance(env, UniversalVerifiableEnv):
-        raise ConfigError(f"{env_id!r} is not a proofgym environment ({type(env).__name__})")
-    return env
-
-
 def run_plan(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, plan: Iterable[EpisodeSpec], *,
              env_id: str = "", sink: TrajectorySink | None = None,
              on_episode: Callable[[Trajectory], None] | None = None,
@@ -125,9 +111,10 @@ def run_plan(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, plan: It
 
 
 def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None = None,
-             repeats: int = 1, seed: int = 0, out: Path | None = None,
+             repeats: int = DEFAULTS.repeats, seed: int = DEFAULTS.seed, out: Path | None = None,
              env_kwargs: dict[str, Any] | None = None,
-             on_episode: Callable[[Trajectory], None] | None = None, concurrency: int = 1,
+             on_episode: Callable[[Trajectory], None] | None = None,
+             concurrency: int = DEFAULTS.concurrency,
              verifier: str | VerifierPool | None = None, progress: bool | RunProgress = False,
              resume: Path | None = None, split: str | None = None, splits: Path | None = None,
              backend: str | SlotBackend = "local", ray_address: str | None = None,
@@ -188,7 +175,7 @@ def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncP
          progress: bool | RunProgress, contract_id: str, slots: SlotBackend) -> list[Trajectory]:
     spare = [first_env]  # the env built to plan the run serves as the first slot's env
     # Task sets are built once per run: a factory that takes `tasks=` gets the first env's.
-    shared = {"tasks": first_env.tasks} if _takes_tasks(env_id) and "tasks" not in env_kwargs else {}
+    shared = {"tasks": first_env.tasks} if takes_tasks(env_id) and "tasks" not in env_kwargs else {}
 
     def local_factory() -> UniversalVerifiableEnv:
         return spare.pop() if spare else make_env(env_id, **env_kwargs, **shared)
@@ -214,17 +201,6 @@ def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncP
     return run_sync(run())
 
 
-def _takes_tasks(env_id: str) -> bool:
-    """Whether ``env_id``'s factory accepts ``tasks=`` (a task set built once, shared by a run's
-    envs); a factory that does not builds its own per env."""
-    try:
-        entry = gymnasium.spec(env_id).entry_point
-        factory = gymnasium.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
-        return "tasks" in inspect.signature(factory).parameters
-    except (gymnasium.error.Error, TypeError, ValueError, ImportError, AttributeError):
-        return False
-
-
 def _slot_backend(backend: str | SlotBackend, ray_address: str | None) -> SlotBackend:
     if not isinstance(backend, str):
         return backend
@@ -238,6 +214,3 @@ def _slot_backend(backend: str | SlotBackend, ray_address: str | None) -> SlotBa
         return RaySlots(address=ray_address)
     raise ConfigError(f"unknown backend {backend!r}; use 'local' or 'ray'")
 
-
-#: Public name for the validator (which shares a task set across its envs the same way).
-takes_tasks = _takes_tasks

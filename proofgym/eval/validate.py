@@ -25,14 +25,15 @@ from queue import Empty, Queue
 from typing import Any
 
 from proofgym.core import ConfigError, Task, Verdict, describe_exception
+from proofgym.core.defaults import DEFAULTS
 from proofgym.env import UniversalVerifiableEnv
-from proofgym.eval.runner import make_env, takes_tasks
+from proofgym.make import make_env, takes_tasks
 from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout import ControlPolicy, Policy, ReferencePolicy, ScriptedPolicy, run_episode
 from proofgym.verify.pool import VerifierPool, pool_for, timed_out
 
 #: Seconds a grading may take when no timeout is given (as ``proofgym eval``).
-GRADER_TIMEOUT_S = 60.0
+GRADER_TIMEOUT_S = DEFAULTS.grader_timeout_s
 
 #: Rewards within this distance of the expected 1 or 0 pass (graders compute in floating point).
 TOLERANCE = 1e-9
@@ -305,15 +306,17 @@ def _validate_envs(envs: list[UniversalVerifiableEnv], tasks: Sequence[Task], en
 
 def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] | None = None,
              env_kwargs: dict[str, Any] | None = None,
-             on_task: Callable[[Task], None] | None = None, concurrency: int = 1,
+             on_task: Callable[[Task], None] | None = None, concurrency: int | None = None,
              on_start: Callable[[int], None] | None = None, verifier: str | VerifierPool = "inline",
              grader_timeout_s: float | None = None) -> ValidationReport:
     """Validate the grader of the environment ``env_id`` (a Gymnasium id) on its task set:
     every task, the first ``limit``, or the tasks named in ``task_ids``. With ``concurrency``
-    N > 1, N envs are made (sharing the task set when the factory takes ``tasks=``) and tasks
-    are validated N at a time. ``on_start`` is told the number of tasks before the first runs.
-    ``verifier`` and ``grader_timeout_s`` as in :func:`validate_env` (``proofgym validate``
-    uses ``"process"``)."""
+    N > 1 (default: :attr:`~proofgym.core.defaults.RunDefaults.validate_concurrency`, the CPU
+    count, as ``proofgym validate``), N envs are made (sharing the task set when the factory
+    takes ``tasks=``) and tasks are validated N at a time. ``on_start`` is told the number of
+    tasks before the first runs. ``verifier`` and ``grader_timeout_s`` as in
+    :func:`validate_env` (``proofgym validate`` uses ``"process"``)."""
+    concurrency = DEFAULTS.validate_workers(concurrency)
     if concurrency < 1:
         raise ConfigError(f"concurrency must be >= 1 (got {concurrency})")
     if grader_timeout_s is not None and not grader_timeout_s > 0:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import random
 import re
 import time
 from collections import deque
@@ -29,9 +28,11 @@ from urllib.parse import urlsplit
 import orjson
 from gymnasium import spaces
 
+from proofgym.chat_client import RetriesExhausted, RetryPolicy, TransportError
 from proofgym.core import AgentAction, ConfigError, ProofgymError, Task, ToolCallAction, TurnCompleteAction
+from proofgym.core.defaults import DEFAULTS
 from proofgym.rollout.async_policy import PolicyStep
-from proofgym.rollout.chat_transport import TRANSPORTS, ChatTransport, TransportError
+from proofgym.rollout.chat_transport import TRANSPORTS, ChatTransport
 
 _TEXT_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _NAME_IN_TEXT = re.compile(r'"name"\s*:\s*"([^"]+)"')
@@ -74,11 +75,14 @@ class OpenAIPolicy:
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  system_prompt: str | None = None, sampling: Mapping[str, Any] | None = None,
-                 version: str = "0", max_retries: int = 4, backoff_s: float = 0.25,
-                 max_backoff_s: float = 8.0, timeout_s: float = 120.0,
+                 version: str = DEFAULTS.policy_version, max_retries: int = DEFAULTS.client_max_retries,
+                 backoff_s: float = DEFAULTS.client_backoff_s,
+                 max_backoff_s: float = DEFAULTS.client_max_backoff_s,
+                 timeout_s: float = DEFAULTS.client_timeout_s,
                  parse_text_tool_calls: bool = True, transport: str = "auto") -> None:
         if max_retries < 0 or backoff_s < 0 or timeout_s <= 0:
             raise ConfigError("max_retries and backoff_s must be >= 0 and timeout_s > 0")
+        self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
         if transport not in (*TRANSPORTS, "auto"):
             raise ConfigError(f"unknown transport {transport!r}; use one of "
                               f"{', '.join((*TRANSPORTS, 'auto'))}")
@@ -124,45 +128,35 @@ class OpenAIPolicy:
         body: dict[str, Any] = {**self.sampling, "model": self.model, "messages": messages}
         if tools:
             body["tools"] = tools
-        failures: list[str] = []
         transport = self.transport()
-        for attempt in range(self.max_retries + 1):
-            started = time.perf_counter()
-            try:
-                response = await transport.chat(body)
-            except TransportError as exc:
-                if not exc.retryable:  # a 4xx other than 429: retrying cannot help
-                    raise PolicyInfrastructureError(
-                        f"model server rejected the request ({exc.description}); not retried") from exc
-                failures.append(exc.description)
-                if attempt == self.max_retries:
-                    break
-                await asyncio.sleep(self._delay(attempt, exc.retry_after))
-                continue
-            latency = time.perf_counter() - started
-            choices = response.get("choices") or []
-            if not choices or not isinstance(choices[0].get("message"), dict):
-                raise PolicyInfrastructureError(f"model server returned no message: {str(response)[:200]}")
-            usage = response.get("usage") or {}
-            record = {
-                "prompt_tokens": usage.get("prompt_tokens"),
-                "completion_tokens": usage.get("completion_tokens"),
-                "total_tokens": usage.get("total_tokens"),
-                "latency_s": latency, "finish_reason": choices[0].get("finish_reason"),
-                "retries": attempt,
-            }
-            if failures:
-                record["failures"] = failures
-            return response, record
-        raise PolicyInfrastructureError(
-            f"model server failed {len(failures)} times (retried {self.max_retries}x with backoff); "
-            f"last: {failures[-1]}")
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
-        if retry_after:
-            delay = max(delay, min(retry_after, self.max_backoff_s))
-        return delay * (0.5 + random.random() / 2)
+        async def once() -> tuple[dict[str, Any], float]:
+            started = time.perf_counter()
+            return await transport.chat(body), time.perf_counter() - started
+
+        try:
+            (response, latency), attempt, failures = await self.retry.acall(once)
+        except RetriesExhausted as exc:
+            raise PolicyInfrastructureError(
+                f"model server failed {len(exc.failures)} times (retried {self.max_retries}x with "
+                f"backoff); last: {exc.failures[-1]}") from exc
+        except TransportError as exc:  # not retryable: a 4xx other than 429
+            raise PolicyInfrastructureError(
+                f"model server rejected the request ({exc.description}); not retried") from exc
+        choices = response.get("choices") or []
+        if not choices or not isinstance(choices[0].get("message"), dict):
+            raise PolicyInfrastructureError(f"model server returned no message: {str(response)[:200]}")
+        usage = response.get("usage") or {}
+        record = {
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+            "total_tokens": usage.get("total_tokens"),
+            "latency_s": latency, "finish_reason": choices[0].get("finish_reason"),
+            "retries": attempt,
+        }
+        if failures:
+            record["failures"] = failures
+        return response, record
 
 
 class OpenAISession:

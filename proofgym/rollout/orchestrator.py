@@ -37,6 +37,7 @@ from proofgym.core import (
     Verdict,
     describe_exception,
 )
+from proofgym.core.defaults import DEFAULTS
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.record import StepRecord, Trajectory, stamp, trajectory_id_for
 from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
@@ -98,7 +99,8 @@ class Orchestrator:
     Args:
         env_factory: Builds one env; called once per slot (envs are reused, never rebuilt).
         policy: An :class:`AsyncPolicy`, or a sync :class:`Policy` (adapted, one copy per episode).
-        concurrency: Episodes generated at once.
+        concurrency: Episodes generated at once (default: ``DEFAULTS.concurrency``, as ``evaluate``
+            and ``proofgym eval``).
         verifier: The pool grading finished episodes (default: a ``process`` pool, closed at the
             end of :meth:`run`; a pool you pass is yours to close).
         inline_verification: Grade inside the slot, before its next episode (the seed's behaviour,
@@ -129,7 +131,7 @@ class Orchestrator:
     """
 
     def __init__(self, env_factory: Callable[[], UniversalVerifiableEnv], policy: AsyncPolicy | Policy, *,
-                 concurrency: int = 8, verifier: VerifierPool | None = None,
+                 concurrency: int = DEFAULTS.concurrency, verifier: VerifierPool | None = None,
                  inline_verification: bool | None = None, max_awaiting_grades: int | None = None,
                  runtime_threads: int | None = None, group_size: int = 1, env_id: str = "",
                  progress: RunProgress | bool = False, grade_timeout_s: float | None = None,

@@ -26,6 +26,7 @@ import socket
 from typing import Any
 
 from proofgym.core import AgentAction, ConfigError, ProofgymError, Task, TaskSpec
+from proofgym.core.defaults import DEFAULTS
 from proofgym.env import VerificationJob
 from proofgym.rollout.slots import EnvFactory, SlotLostError
 from proofgym.runtimes.ray_cluster import cluster_shape, connect, first_line
@@ -120,7 +121,7 @@ class RaySlots:
 
     name = "ray"
 
-    def __init__(self, *, address: str | None = None, cpus_per_slot: float = 1.0,
+    def __init__(self, *, address: str | None = None, cpus_per_slot: float = DEFAULTS.cpus_per_slot,
                  slots_per_node: int | None = None, episode_retries: int = 2,
                  start_timeout_s: float = 120.0) -> None:
         if not cpus_per_slot >= 0 or (slots_per_node is not None and slots_per_node < 1):

@@ -5,11 +5,10 @@ from __future__ import annotations
 import concurrent.futures as cf
 import copy
 import logging
-import queue
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from proofgym.daemon import DaemonThreads
 from proofgym.runtimes.artifact import Artifact
 from proofgym.tools import Tool, ToolContext, ToolRegistry, ToolResult, cut_output
 
@@ -43,7 +42,7 @@ class InProcessRuntime:
         self.max_output_chars = max_output_chars
         self._initial_state = copy.deepcopy(initial_state or {})
         self.context = ToolContext(copy.deepcopy(self._initial_state))
-        self._executor: _DaemonWorker | None = None
+        self._executor: DaemonThreads | None = None
         self._abandoned = 0
 
     @property
@@ -83,17 +82,16 @@ class InProcessRuntime:
         text, was_cut = cut_output(result.output, self.max_output_chars)
         return ToolResult(text, result.error_kind, was_cut or result.truncated)
 
-    def _pool(self) -> _DaemonWorker:
+    def _pool(self) -> DaemonThreads:
         if self._executor is None:
-            self._executor = _DaemonWorker()
+            self._executor = DaemonThreads("proofgym-tool")
         return self._executor
 
     def _abandon_worker(self) -> None:
+        # The stuck call keeps its thread; the next call gets another (DaemonThreads starts one
+        # when none is idle).
         self._abandoned += 1
         log.warning("abandoned a timed-out in-process tool call (%d so far)", self._abandoned)
-        if self._executor is not None:
-            self._executor.shutdown()
-        self._executor = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The worker thread does not travel (pickle, deepcopy, a spawned process); a copy starts
@@ -113,34 +111,3 @@ class InProcessRuntime:
     def config(self) -> dict[str, Any]:
         return {"kind": self.kind, "timeout_s": self.timeout_s,
                 "max_output_chars": self.max_output_chars, "tools": self.tools.schemas()}
-
-
-class _DaemonWorker:
-    """One daemon thread running calls in order. Unlike ``ThreadPoolExecutor`` (whose threads the
-    interpreter joins at exit), a call stuck forever here never keeps the process alive."""
-
-    def __init__(self) -> None:
-        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        threading.Thread(target=self._run, name="proofgym-tool", daemon=True).start()
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> cf.Future[Any]:
-        future: cf.Future[Any] = cf.Future()
-        self._calls.put((fn, args, future))
-        return future
-
-    def _run(self) -> None:
-        while True:
-            item = self._calls.get()
-            if item is None:
-                return
-            fn, args, future = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args))
-            except BaseException as exc:  # handed to the caller waiting on the future
-                future.set_exception(exc)
-
-    def shutdown(self) -> None:
-        """Let the thread end after the call it is running (if that ever returns)."""
-        self._calls.put(None)

@@ -20,18 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium
-
-from proofgym.core import ProofgymError, Task, Verdict
+from proofgym.core import EnvBuildError, ProofgymError, Task, Verdict
+from proofgym.core.defaults import DEFAULTS
 from proofgym.core.grading import other_verifiers
 from proofgym.env import VerificationJob
+from proofgym.make import make_env
 from proofgym.record import RunStore, Trajectory
 from proofgym.runtimes import Artifact
 from proofgym.tasks import TaskSet
 from proofgym.verify.pool import VerifierPool, pool_for
 
 #: Seconds one re-grading may take when no timeout is given (as ``proofgym eval``).
-GRADER_TIMEOUT_S = 60.0
+GRADER_TIMEOUT_S = DEFAULTS.grader_timeout_s
 
 
 class RegradeError(ProofgymError, ValueError):
@@ -77,8 +77,8 @@ def _taskset_of(store: RunStore) -> TaskSet:
     if not env_conf.get("id"):
         raise RegradeError(f"{store.root}: the contract names no env id; pass tasks= to regrade_run")
     try:
-        env = gymnasium.make(env_conf["id"], **env_conf.get("kwargs", {})).unwrapped
-    except gymnasium.error.Error as exc:
+        env = make_env(env_conf["id"], **env_conf.get("kwargs", {}))
+    except EnvBuildError as exc:
         raise RegradeError(f"cannot rebuild env {env_conf['id']!r} to look its tasks up ({exc}); "
                            "import the module that registers it, or pass tasks=") from None
     try:

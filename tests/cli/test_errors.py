@@ -32,6 +32,13 @@ CASES = [
     (["eval", "proofgym/arith-v0"], 2, "proofgym/Arith-v0"),
     (["validate", "proofgym/Nope-v0"], 2, "unknown environment"),
     (["serve-scripted", "proofgym/Nope-v0", "--port", "0"], 2, "unknown environment"),
+    # one env builder: the same bad env gives the same message on every command
+    (["eval", "nosuchmodule:Foo-v0"], 2, "cannot import module 'nosuchmodule'"),
+    (["validate", "nosuchmodule:Foo-v0"], 2, "cannot import module 'nosuchmodule'"),
+    (["serve-scripted", "nosuchmodule:Foo-v0", "--port", "0"], 2, "cannot import module 'nosuchmodule'"),
+    (["eval", ARITH, "--env-arg", "n_tasks=0", "--out", "{out}"], 2, "TaskSet 'arith-s0' is empty"),
+    (["validate", ARITH, "--env-arg", "n_tasks=0"], 2, "TaskSet 'arith-s0' is empty"),
+    (["splits", "freeze", "nosuchmodule:Foo-v0", "--out", "{out}"], 2, "cannot import module 'nosuchmodule'"),
     (["eval", ARITH, "-n", "1", "--out", "{tmp}/afile"], 2, "is a file"),
     (["eval", ARITH, "-n", "1", "--resume", "{tmp}/afile"], 2, "is a file"),
     (["eval", ARITH, "-n", "1", "--resume", "{tmp}/missing"], 2, "no such directory"),

@@ -14,12 +14,11 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import gymnasium
-
 from proofgym.core import Trace, TraceStep, TurnCompleteAction, Verdict
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.integrations.trl.environment import MultiTurnNotSupported, is_multi_turn
 from proofgym.integrations.trl.reward import LazyPool
+from proofgym.make import make_env
 from proofgym.tasks.splits import SPLITS
 from proofgym.verify.pool import VerifierPool
 
@@ -46,7 +45,7 @@ def dataset(env: UniversalVerifiableEnv | str, split: str = "train", *,
         HeldOutError: ``split`` is not ``train`` and ``allow_heldout`` is not set.
     """
     if isinstance(env, str):
-        built = gymnasium.make(env, **env_options).unwrapped
+        built = make_env(env, **env_options)
         try:
             return dataset(built, split, system_prompt=system_prompt, allow_heldout=allow_heldout)
         finally:

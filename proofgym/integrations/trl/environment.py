@@ -22,8 +22,6 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import gymnasium
-
 from proofgym.core import (
     EpisodeStateError,
     Task,
@@ -33,9 +31,8 @@ from proofgym.core import (
 )
 from proofgym.core.errors import ProofgymError
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
+from proofgym.make import EnvSource, make_env
 from proofgym.tools import Tool
-
-EnvSource = str | Callable[..., UniversalVerifiableEnv]
 
 #: Names TRL gives a meaning to (or that the adapter uses); a tool may not take them.
 _RESERVED = frozenset({"reset", "get_reward"})
@@ -44,21 +41,6 @@ _RESERVED = frozenset({"reset", "get_reward"})
 class MultiTurnNotSupported(ProofgymError, ValueError):
     """The env's tasks answer the agent with new user messages, which TRL's rollout cannot feed
     back (it ends a rollout at the first reply without tool calls)."""
-
-
-def build_env(source: EnvSource, options: Mapping[str, Any]) -> UniversalVerifiableEnv:
-    """The :class:`UniversalVerifiableEnv` for ``source``: a registered env id (``gymnasium.make``)
-    or a callable returning one."""
-    if isinstance(source, str):
-        env = gymnasium.make(source, **options).unwrapped
-    elif callable(source):
-        env = source(**options)
-    else:
-        raise TypeError(f"expected an env id or a callable returning an env, got {type(source).__name__}")
-    if not isinstance(env, UniversalVerifiableEnv):
-        raise TypeError(f"{source!r} did not give a proofgym UniversalVerifiableEnv "
-                        f"(got {type(env).__name__})")
-    return env
 
 
 def is_multi_turn(env: UniversalVerifiableEnv) -> bool:
@@ -116,7 +98,7 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
 
     def __init__(self) -> None:
         source, options, self._pg_heldout = self._pg_spec
-        self._env = build_env(source, options)
+        self._env = make_env(source, **options)
         self._steps: list[TraceStep] = []
         self._episode_id: str | None = None
         self._closed = False
@@ -213,7 +195,7 @@ def environment_factory(env: EnvSource, *, allow_heldout: bool = False,
             :class:`UniversalVerifiableEnv` (it must be importable, so the class pickles).
         allow_heldout: Let ``reset`` start held-out and dev tasks (by default it refuses them,
             like :func:`~proofgym.integrations.trl.dataset`).
-        **options: Passed to ``gymnasium.make`` (or the callable), e.g. ``n_tasks=64``.
+        **options: Passed to :func:`proofgym.make.make_env` (the one env builder), e.g. ``n_tasks=64``.
 
     The class has a zero-argument constructor (one env per instance, built once and reset per
     rollout), ``reset(**row)``, and one method per runtime tool whose signature and docstring give
@@ -240,7 +222,7 @@ def environment_factory(env: EnvSource, *, allow_heldout: bool = False,
 
 
 def _make_class(source: EnvSource, options: dict[str, Any], heldout: bool) -> type[ProofgymEnvironment]:
-    probe = build_env(source, options)
+    probe = make_env(source, **options)
     try:
         if is_multi_turn(probe):
             raise MultiTurnNotSupported(

@@ -24,7 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from proofgym.chat_client import RetriesExhausted, RetryPolicy, TransportError, openai_client, transport_error
 from proofgym.core import Trace, Verdict
+from proofgym.core.defaults import DEFAULTS
 from proofgym.core.errors import ProofgymError
 from proofgym.verify.graders.rubric import Component
 
@@ -89,7 +91,10 @@ class LLMJudge:
         base_url: The server's ``.../v1`` URL (default ``$OPENAI_BASE_URL``).
         api_key: Default ``$OPENAI_API_KEY``, else ``"EMPTY"`` (local servers ignore it).
         prompt_version: A key of :data:`JUDGE_PROMPTS`.
-        timeout_s: Per-request timeout; ``max_retries`` retries (429, 5xx, timeouts) by the client.
+        timeout_s: Per-request timeout.
+        max_retries, backoff_s, max_backoff_s: Retries of a failed request (429, 5xx, timeouts,
+            dropped connections) with exponential backoff: the policy's
+            :class:`~proofgym.chat_client.RetryPolicy`.
         max_response_chars: Longest response sent to the judge (longer: a scored 0).
     """
 
@@ -97,6 +102,8 @@ class LLMJudge:
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  prompt_version: str = "judge-v1", timeout_s: float = 60.0, max_retries: int = 2,
+                 backoff_s: float = DEFAULTS.client_backoff_s,
+                 max_backoff_s: float = DEFAULTS.client_max_backoff_s,
                  max_tokens: int = 1024, max_response_chars: int = 32_000) -> None:
         if prompt_version not in JUDGE_PROMPTS:
             raise ValueError(f"unknown judge prompt {prompt_version!r}; known: {sorted(JUDGE_PROMPTS)}")
@@ -106,6 +113,7 @@ class LLMJudge:
             raise ValueError("LLMJudge needs base_url= (or $OPENAI_BASE_URL): the server's .../v1 URL")
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.timeout_s, self.max_retries = timeout_s, max_retries
+        self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
         self.max_response_chars = max_response_chars
         self._client: Any = None
 
@@ -113,10 +121,7 @@ class LLMJudge:
     def client(self) -> Any:
         """The OpenAI client, made on first use (so a judge pickles into a grader process)."""
         if self._client is None:
-            from openai import OpenAI
-
-            self._client = OpenAI(base_url=self.base_url, api_key=self._api_key,
-                                  timeout=self.timeout_s, max_retries=self.max_retries)
+            self._client = openai_client(self.base_url, self._api_key, self.timeout_s, sync=True)
         return self._client
 
     def __getstate__(self) -> dict[str, Any]:
@@ -140,19 +145,33 @@ class LLMJudge:
 
     def judge(self, question: str, response: str, reference: str | None = None) -> Judgement:
         """The judge's grade; raises :class:`JudgeTimeout` when no reply came in time, and
-        :class:`JudgeError` (or the client's error) when the server failed."""
-        from openai import APITimeoutError
+        :class:`JudgeError` when the server failed (after the retries, for a transient failure)."""
+        messages = self.messages(question, response, reference)
+
+        def once() -> Any:
+            try:
+                return self.client.chat.completions.create(
+                    model=self.model, messages=messages, temperature=0.0, max_tokens=self.max_tokens)
+            except Exception as exc:  # the SDK's errors become TransportErrors; anything else is a bug
+                failure = transport_error(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
 
         try:
-            completion = self.client.chat.completions.create(
-                model=self.model, messages=self.messages(question, response, reference),  # type: ignore[arg-type]
-                temperature=0.0, max_tokens=self.max_tokens)
-        except APITimeoutError:
-            tries = self.max_retries + 1
-            raise JudgeTimeout(
-                f"judge not judged: the judge's server at {self.base_url} did not reply within its "
-                f"time limit of {self.timeout_s:g} s ({tries} attempt{'s' * (tries > 1)}); "
-                "re-grade this response") from None
+            completion, _, _ = self.retry.call(once)
+        except RetriesExhausted as exc:
+            tries = len(exc.failures)
+            if exc.last.timeout:
+                raise JudgeTimeout(
+                    f"judge not judged: the judge's server at {self.base_url} did not reply within "
+                    f"its time limit of {self.timeout_s:g} s ({tries} attempt{'s' * (tries > 1)}); "
+                    "re-grade this response") from None
+            raise JudgeError(f"the judge's server at {self.base_url} failed {tries} times (retried "
+                             f"{self.max_retries}x with backoff); last: {exc.failures[-1]}") from None
+        except TransportError as exc:
+            raise JudgeError(f"the judge's server at {self.base_url} rejected the request "
+                             f"({exc.description}); not retried") from None
         if not completion.choices:
             raise JudgeError("the judge's server returned no choices")
         reply = completion.choices[0].message.content or ""

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
-import os
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proofgym.core import Trace, Verdict, describe_exception
+from proofgym.daemon import DaemonThreads
 
 ComponentFn = Callable[[Trace, Any], "float | bool | Verdict"]
 
@@ -83,48 +81,8 @@ class Component:
         return (value - low) / (high - low)
 
 
-class _DaemonWorkers:
-    """Reusable daemon threads. A worker stuck in a hung component never comes back; the pool
-    simply starts another when no worker is idle, so a hang costs one thread, never the caller."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[cf.Future[Any], Callable[..., Any], tuple[Any, ...]]] = (
-            queue.SimpleQueue())
-        self._idle = 0
-        self._lock = threading.Lock()
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> cf.Future[Any]:
-        future: cf.Future[Any] = cf.Future()
-        with self._lock:
-            if self._idle:
-                self._idle -= 1
-            else:
-                threading.Thread(target=self._work, daemon=True, name="proofgym-rubric").start()
-        self._queue.put((future, fn, args))
-        return future
-
-    def _work(self) -> None:
-        while True:
-            future, fn, args = self._queue.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args))
-                except BaseException as exc:  # handed to the waiting rubric, which records it
-                    future.set_exception(exc)
-            del future, fn, args  # drop references while idle
-            with self._lock:
-                self._idle += 1
-
-
-_WORKERS = _DaemonWorkers()
-
-
-def _reset_workers_after_fork() -> None:
-    global _WORKERS
-    _WORKERS = _DaemonWorkers()  # a forked child has none of the parent's threads
-
-
-os.register_at_fork(after_in_child=_reset_workers_after_fork)
+#: A hung component keeps its thread (the pool starts another), so a hang never costs the caller.
+_WORKERS = DaemonThreads("proofgym-rubric")
 
 
 class Rubric:

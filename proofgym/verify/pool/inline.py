@@ -4,11 +4,10 @@ abandoned and a fresh one takes its place), but a grader that kills the process 
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from collections.abc import Callable
 
+from proofgym.daemon import DaemonThreads
 from proofgym.env import VerificationJob
 from proofgym.verify.pool.backend import PoolJob, Scheduler
 from proofgym.verify.pool.worker import run_job
@@ -19,8 +18,7 @@ class InlineBackend:
 
     def __init__(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
-        self._jobs: queue.SimpleQueue[PoolJob | None] = queue.SimpleQueue()
-        self._idle = 0  # grader threads waiting for a job
+        self._threads = DaemonThreads("proofgym-grader")  # a stuck grader keeps its thread
         self._abandoned: set[int] = set()
 
     def encode(self, job: VerificationJob) -> VerificationJob:
@@ -28,25 +26,16 @@ class InlineBackend:
 
     def start(self, job: PoolJob) -> Callable[[], None] | bool:
         job.deadline = time.monotonic() + job.timeout_s
-        if self._idle == 0:  # started on demand, then reused
-            self._idle += 1
-            threading.Thread(target=self._work, name="proofgym-grader", daemon=True).start()
-        self._idle -= 1
-        self._jobs.put(job)
+        self._threads.submit(self._run, job)
         return True
 
-    def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
+    def _run(self, job: PoolJob) -> None:
+        verdict = run_job(job.payload)
+        with self._scheduler.lock:
+            if job.id in self._abandoned:  # timed out: its verdict came too late to count
+                self._abandoned.discard(job.id)
                 return
-            verdict = run_job(job.payload)
-            with self._scheduler.lock:
-                if job.id in self._abandoned:
-                    self._abandoned.discard(job.id)
-                    return  # timed out: this thread was written off and replaced; let it end
-                self._idle += 1
-            self._scheduler.finish(job.id, verdict)
+        self._scheduler.finish(job.id, verdict)
 
     def finished(self, job: PoolJob) -> None:
         return None
@@ -56,5 +45,4 @@ class InlineBackend:
         return " (its thread was abandoned)"
 
     def close(self) -> None:
-        for _ in range(max(self._idle, 0)):
-            self._jobs.put(None)
+        self._threads.shutdown()

@@ -39,6 +39,7 @@ from typing import Any, Literal
 import orjson
 
 from proofgym.core import ConfigError, ProofgymError, Verdict, describe_exception
+from proofgym.core.defaults import DEFAULTS
 from proofgym.env import VerificationJob
 from proofgym.verify.pool.backend import GradingBackend, JobKey, PoolJob
 from proofgym.verify.pool.inline import InlineBackend
@@ -120,7 +121,7 @@ class VerifierPool:
     """
 
     def __init__(self, backend: Backend = "process", *, processes: int | None = None,
-                 max_in_flight: int | None = None, timeout_s: float = 60.0,
+                 max_in_flight: int | None = None, timeout_s: float = DEFAULTS.grader_timeout_s,
                  start_method: str = "forkserver", preload: Sequence[str] = (),
                  ray_address: str | None = None, cpus_per_grader: float = 0.0) -> None:
         processes = processes if processes is not None else os.cpu_count() or 1
