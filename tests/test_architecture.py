@@ -109,6 +109,31 @@ def test_no_module_level_import_circles():
     assert not circles, f"module-level import circles: {circles}"
 
 
+#: DESIGN.md's layers, bottom first; a module imports (at module level) only from its own layer or
+#: one below. The top row sits on the library and may import any of it.
+LAYERS = [
+    ("core", "version"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",), ("tasks",),
+    ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",),
+    ("cli", "envs", "integrations", "testing", "errors", "__init__", "__main__"),
+]
+RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_imports_point_downward_only():
+    unplaced = sorted({_layer(m) for m in MODULES} - set(RANK))
+    assert not unplaced, f"place these in LAYERS (DESIGN.md's layer list): {unplaced}"
+    upward = [f"{m} -> {t}" for m in MODULES for t in _edges(m)
+              if RANK[_layer(t)] > RANK[_layer(m)] and RANK[_layer(m)] < len(LAYERS) - 1]
+    assert not upward, f"imports that point upward: {upward}"
+    # the check sees edges: verify imports record, eval imports rollout
+    assert any(_layer(t) == "record" for t in _edges("proofgym.verify.regrade"))
+
+
 #: packages with a face: code outside one imports only the names in its ``__all__``
 FACED = ("proofgym.runtimes.sandbox", "proofgym.verify.pool", "proofgym.verify.sandboxed",
          "proofgym.verify.graders")
