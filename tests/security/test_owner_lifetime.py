@@ -80,10 +80,13 @@ def _cgroups_of(pids: set[int]) -> list[str]:
 
 def _leftovers(tmpdir: Path, pids: set[int]) -> dict[str, list]:
     return {"processes": _alive(pids), "mounts": _mounts_under(tmpdir),
-            "scratch": _scratch(tmpdir), "cgroups": _cgroups_of(pids)}
+            "scratch": _scratch(tmpdir), "cgroups": _cgroups_of(pids),
+            # multiprocessing's temp dir (the forkserver's socket): the pool's process removes it
+            # at its exit, the forkserver when that process was killed
+            "temp": sorted(p.name for p in tmpdir.iterdir() if p.name.startswith("pymp-"))}
 
 
-_NOTHING: dict[str, list] = {"processes": [], "mounts": [], "scratch": [], "cgroups": []}
+_NOTHING: dict[str, list] = {"processes": [], "mounts": [], "scratch": [], "cgroups": [], "temp": []}
 
 
 def _wait_for_nothing(tmpdir: Path, pids: set[int], since: float, what: str) -> float:

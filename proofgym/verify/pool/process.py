@@ -53,7 +53,9 @@ class ProcessBackend:
         self._per_worker = math.ceil(max_in_flight / processes)
         self._ctx = mp.get_context(start_method)
         self._start_method = start_method
-        self._preload = ["proofgym", "proofgym.verify.pool.warmup", *preload]
+        # forkserver_tie: the forkserver (and so its workers) ends as soon as this process does
+        self._preload = ["proofgym", "proofgym.verify.pool.warmup", "proofgym.verify.pool.forkserver_tie",
+                         *preload]
         self._modules: dict[str, None] = {}  # task modules seen, imported by each new worker
         self._workers: list[_Worker] = []
 
