@@ -57,11 +57,8 @@ import marshal
 import os
 import resource
 import select
-import shutil
-import signal
 import socket
 import stat
-import subprocess
 import sys
 import time
 
@@ -409,7 +406,7 @@ class Loop:
         cgroup), wait for them, then remove what the host left (see the module's docstring)."""
         for pidfd in self.children:
             with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
         helpers = list(self.helpers.values())
         self.helpers.clear()
         for sock, _pid in helpers:
@@ -494,6 +491,9 @@ def _remove_scratch(path):
     """Unmount (as root it is a tmpfs) and delete a scratch directory, whatever the sandbox left
     in it (directories without permissions, as overlayfs leaves ``work/work``; trees deeper than
     the recursion limit); never follows a symbolic link."""
+    import shutil  # here, not at the top: only a host that died needs them, and the spawner
+    import subprocess  # starts on the way to the first sandbox
+
     if os.path.ismount(path):
         _libc.umount2(path, _MNT_DETACH)
     if not os.path.lexists(path):

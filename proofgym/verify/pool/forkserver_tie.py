@@ -5,6 +5,7 @@ pipe, and then through a full interpreter shutdown (seconds, with sympy and torc
 worker still starting (forked, not yet in ``worker_main``) waits on it. So the forkserver watches
 its parent, the pool's process, through a pidfd and leaves with ``os._exit`` when it is gone:
 its workers, which hold the parent-death signal (``worker.tie_to_owner``), go with it at once.
+When it ends the ordinary way (every client gone), it skips the interpreter's teardown too.
 Importing this module anywhere but in ``multiprocessing.forkserver.main`` does nothing.
 """
 
@@ -60,6 +61,12 @@ def _tie() -> None:
         # pipe end): a shutdown then stops the thread above before it could tidy up
         if select.select([pidfd], [], [], 0)[0]:
             _remove_listener()
+        # every client is gone (that is what the end of file says): skip the interpreter's
+        # teardown of everything preloaded, seconds on a loaded host
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None
+                stream.flush()
+        os._exit(0)
 
     atexit.register(at_exit)
     threading.Thread(target=watch, name="proofgym-forkserver-tie", daemon=True).start()
