@@ -89,10 +89,14 @@ def _leftovers(tmpdir: Path, pids: set[int]) -> dict[str, list]:
 _NOTHING: dict[str, list] = {"processes": [], "mounts": [], "scratch": [], "cgroups": [], "temp": []}
 
 
-def _wait_for_nothing(tmpdir: Path, pids: set[int], since: float, what: str) -> float:
-    """Poll until nothing of the run is left (at most ``_BOUND_S``); return how long it took."""
+def _wait_for_nothing(tmpdir: Path, pids: set[int], since: float, what: str,
+                      but: tuple[str, ...] = ()) -> float:
+    """Poll until nothing of the run is left (at most ``_BOUND_S``), ``but`` those kinds of
+    leftover not counted; return how long it took."""
     while True:
-        left = _leftovers(tmpdir, pids)
+        left = {k: v for k, v in _leftovers(tmpdir, pids).items() if k not in but}
+        if but:
+            left.update({k: [] for k in but})
         took = time.monotonic() - since
         if left == _NOTHING or took > _BOUND_S:
             break
@@ -158,14 +162,22 @@ def _output(proc: subprocess.Popen) -> str:  # type: ignore[type-arg]
     return (out or b"").decode(errors="replace")[-3000:]
 
 
-def _kill_and_check(proc: subprocess.Popen, tmpdir: Path, seen: set[int], what: str) -> float:  # type: ignore[type-arg]
+def _kill_and_check(proc: subprocess.Popen, tmpdir: Path, seen: set[int], what: str,  # type: ignore[type-arg]
+                    group: bool = False) -> float:
+    """SIGKILL ``proc`` (with ``group``: its whole process group, as a terminal's kill or
+    ``timeout -s KILL`` does) and check that nothing of it is left."""
     pids = seen | {proc.pid}
     try:
         assert _alive(seen), f"positive control: the run had started processes ({what})"
-        proc.send_signal(signal.SIGKILL)
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.send_signal(signal.SIGKILL)
         killed = time.monotonic()
         proc.wait(timeout=30)
-        return _wait_for_nothing(tmpdir, pids, killed, what)
+        # killed with its group, the forkserver cannot remove multiprocessing's temp dir (a
+        # socket; see docs/threat-model.md); everything else must go
+        return _wait_for_nothing(tmpdir, pids, killed, what, but=("temp",) if group else ())
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -220,15 +232,18 @@ def test_sigkill_of_eval_ends_its_grader_workers_at_once(tmpdir):
     assert took < _BOUND_S
 
 
-def test_sigkill_of_eval_on_code_repair_leaves_no_process_mount_or_scratch(tmpdir):
+@pytest.mark.parametrize("whom", ["process", "process group"])
+def test_sigkill_of_eval_on_code_repair_leaves_no_process_mount_or_scratch(tmpdir, whom):
     """CodeRepair: episode sandboxes (a scratch tmpfs each, as root) and grading sandboxes in the
-    grader workers are all running when ``proofgym eval`` is killed. No later run sweeps: all of
-    it must go by itself."""
+    grader workers are all running when ``proofgym eval`` is killed: the process alone, or its
+    whole process group (the grader workers and the forkserver die at the same instant). No
+    later run sweeps: all of it must go by itself."""
     require_tool("bwrap")
     proc = subprocess.Popen([sys.executable, "-m", "proofgym", "eval", "proofgym/CodeRepair-v0",
                              "-n", "8", "-c", "2", "--grader-processes", "2",
                              "--out", str(tmpdir / "run")],
-                            env=_env(tmpdir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            env=_env(tmpdir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
     def grading() -> bool:
         names = _scratch(tmpdir)
@@ -239,7 +254,8 @@ def test_sigkill_of_eval_on_code_repair_leaves_no_process_mount_or_scratch(tmpdi
     assert _scratch(tmpdir), "positive control: the counters see the run's scratch space"
     if os.geteuid() == 0:
         assert _mounts_under(tmpdir), "positive control: as root the scratch space is a tmpfs"
-    _kill_and_check(proc, tmpdir, seen, "after SIGKILL of proofgym eval on CodeRepair")
+    _kill_and_check(proc, tmpdir, seen, f"after SIGKILL of proofgym eval's {whom} on CodeRepair",
+                    group=whom == "process group")
 
 
 # ------------------------------------------------- exits without close()
