@@ -345,3 +345,87 @@ def test_a_runtime_whose_owner_calls_os_exit_leaves_nothing(tmpdir):
             proc.kill()
             proc.wait()
         _cleanup(tmpdir, pids)
+
+
+# ------------------------------------------- a grader worker killed by its pool
+_KILLED_WORKER = '''
+import sys, time
+from proofgym.envs.code_repair import make_env
+from proofgym.rollout import ReferencePolicy
+from proofgym.core import TraceStep
+from proofgym.verify.pool import VerifierPool
+
+env = make_env()
+task = env.tasks.get("interval-merge-touching")
+obs, info = env.reset(options={"task": task})
+policy = ReferencePolicy()
+policy.start(task, obs, info, env.action_space)
+steps, done = [], False
+while not done:
+    action = policy.act(obs)
+    obs, _, terminated, truncated, info = env.step(action)
+    steps.append(TraceStep(action, obs))
+    done = terminated or truncated
+job = env.verification_job(steps)
+env.close()
+pool = VerifierPool("process", processes=1, timeout_s=60)
+print("GRADED", pool.grade_sync(job, "first").status, flush=True)  # the worker is up, warm
+sys.stdin.readline()  # the test notes the worker's processes
+future = pool.submit(job, "cut short")
+time.sleep(0.3)
+pool.close()  # a job in flight: the worker is killed (SIGKILL), as for a timed-out job
+print("CLOSED", future.result().status, flush=True)
+sys.stdin.readline()  # this process lives on while the test looks
+'''
+
+
+def test_a_grader_worker_killed_by_its_pool_leaves_no_grading_scratch(tmpdir):
+    """The pool kills a worker (``SIGKILL``) that has a job in flight (on ``close()``, or when a
+    job times out) while the pool's own process lives on. The worker's grading sandboxes (its
+    pre-booted runners, the grading under way) and their scratch space (a tmpfs as root) go with
+    the worker, not when the pool's process ends."""
+    require_tool("bwrap")
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WORKER], env=_env(tmpdir),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pids: set[int] = {proc.pid}
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+
+        def line() -> str:
+            text = proc.stdout.readline().decode(errors="replace")
+            assert text, f"the script ended early: {_output(proc)}"
+            return text.strip()
+
+        while not (text := line()).startswith("GRADED"):
+            pass
+        assert text == "GRADED scored", text
+        workers = _descendants(proc.pid)
+        pids |= workers
+
+        def of_workers(names: list[str]) -> list[str]:
+            return [n for n in names if "proofgym-grade-" in n
+                    and int(Path(n).name.split("-")[2]) in workers]
+
+        assert of_workers(_scratch(tmpdir)), "positive control: the worker keeps grading sandboxes"
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+        assert line() == "CLOSED error", "the job cut short is an error verdict"
+        killed = time.monotonic()
+        while True:
+            # the pool's process lives on, and so do its forkserver and a fresh worker: what
+            # was the killed worker's is no longer a descendant of it
+            left = {"processes": _alive(workers - _descendants(proc.pid)),
+                    "grade scratch": of_workers(_scratch(tmpdir)),
+                    "mounts": of_workers(_mounts_under(tmpdir))}
+            took = time.monotonic() - killed
+            if not any(left.values()) or took > _BOUND_S:
+                break
+            time.sleep(0.02)
+        print(f"after the pool killed its worker: left {left} after {took:.2f} s")
+        assert proc.poll() is None, "the pool's process lives on"
+        assert not any(left.values()), left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _cleanup(tmpdir, pids)
