@@ -31,6 +31,7 @@ from proofgym.runtimes.sandbox.bwrap import (
     spawn,
 )
 from proofgym.runtimes.sandbox.limits import SandboxLimits
+from proofgym.runtimes.sandbox.namespaces import remove_at_exit, removed
 from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, MinimalSystem, SandboxSetupError
 
 __all__ = ["Overlay", "SandboxHome", "Spawned"]
@@ -59,6 +60,17 @@ class SandboxHome:
         if self.cgroup is None and os.geteuid() == 0:
             remove_scratch(self.root)
             raise SandboxSetupError(_NO_CGROUP_AS_ROOT)
+        # if this process goes without close() (an exit that skips finalizers, os._exit,
+        # SIGKILL), its spawner kills the sandboxes and removes these (see spawner.py)
+        try:
+            remove_at_exit(self.root)
+            for d in self.cgroup.dirs if self.cgroup is not None else ():
+                remove_at_exit(d, "cgroup")
+        except BaseException:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            remove_scratch(self.root)
+            raise
         self.closed = False
 
     def overlay(self, lower: Path, name: str) -> Overlay:
@@ -99,4 +111,8 @@ class SandboxHome:
             while self.cgroup.pids() and time.monotonic() < deadline:
                 time.sleep(0.005)
             self.cgroup.remove()
+            for d in self.cgroup.dirs:
+                if not d.exists():
+                    removed(d)
         remove_scratch(self.root)
+        removed(self.root)

@@ -195,6 +195,7 @@ class _Spawner:
         self._owner = -1
         self._control: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._owned: dict[bytes, str] = {}  # what the spawner removes if this process dies
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
@@ -205,6 +206,7 @@ class _Spawner:
                 self._control.close()
         self._control = self._proc = None
         self._owner = -1
+        self._owned = {}  # the parent's: its spawner removes them, not the child's
 
     def _connection(self, restart: bool = False) -> socket.socket:
         with self._lock:
@@ -220,7 +222,29 @@ class _Spawner:
                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                         start_new_session=True)
                 self._control, self._owner = ours, os.getpid()
+                for path, kind in self._owned.items():  # a restarted spawner: tell it again
+                    with contextlib.suppress(OSError):
+                        ours.send(marshal.dumps({"op": "own", "path": path, "kind": kind}))
             return self._control
+
+    def own(self, path: str | os.PathLike[str], kind: str) -> None:
+        """Have the spawner remove ``path`` (a scratch directory, or a cgroup directory with
+        ``kind="cgroup"``) once this process is gone, whatever way it goes; starts the spawner."""
+        key = os.fsencode(path)
+        with self._lock:
+            self._owned[key] = kind
+        self.send(marshal.dumps({"op": "own", "path": key, "kind": kind}), [])
+
+    def disown(self, path: str | os.PathLike[str]) -> None:
+        """This process removed ``path`` itself: the spawner forgets it."""
+        key = os.fsencode(path)
+        with self._lock:
+            if self._owned.pop(key, None) is None or self._owner != os.getpid():
+                return
+            control = self._control
+        if control is not None:
+            with contextlib.suppress(OSError):
+                control.send(marshal.dumps({"op": "disown", "path": key}))
 
     def release(self, cgroup_procs: Sequence[str]) -> None:
         """The cgroup is about to be removed: the spawner's helper in it (if any) exits, and
@@ -255,6 +279,21 @@ class _Spawner:
 
 
 _spawner = _Spawner()
+
+
+def remove_at_exit(path: str | os.PathLike[str], kind: str = "scratch") -> None:
+    """Have this process's spawner unmount and delete the scratch directory ``path`` (or, with
+    ``kind="cgroup"``, remove the cgroup directory ``path``) when this process is gone without
+    doing so: an exit without ``close()``, ``os._exit``, ``SIGKILL``. The spawner first kills
+    and waits for every sandbox it started for this process."""
+    if kind not in ("scratch", "cgroup"):
+        raise ValueError(f"kind must be 'scratch' or 'cgroup', not {kind!r}")
+    _spawner.own(path, kind)
+
+
+def removed(path: str | os.PathLike[str]) -> None:
+    """``path`` (of :func:`remove_at_exit`) was removed by this process: forget it."""
+    _spawner.disown(path)
 
 
 def release_cgroup(cgroup_procs: Sequence[str]) -> None:

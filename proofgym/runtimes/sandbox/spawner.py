@@ -39,6 +39,14 @@ the numbers the host gave them. On the reply socket the spawner sends ``P`` + pi
 of the child attached, then ``S`` + the wait status once it has reaped it (``E`` + why, when it
 could not fork). End of file on the control socket (the host process is gone) ends the spawner;
 every ``bwrap`` it started has ``--die-with-parent`` and goes with it.
+
+The keeper. The host names its scratch directories and cgroups here as it makes them
+(``op: own``, and ``op: disown`` once it has removed them itself). When the host is gone (end of
+file: it exited without closing, called ``os._exit``, or was killed with ``SIGKILL``), the
+spawner kills every sandbox it started, waits for them, then unmounts and deletes those
+directories and removes those cgroups before it exits: nothing of the host's sandboxes outlives
+it by more than that. The spawner runs in a session of its own, so a signal to the host's
+process group does not stop it from tidying up.
 """
 
 import _signal
@@ -61,6 +69,7 @@ _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR, _SYS_KEYCTL = 428, 429, 442
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_EMPTY_PATH, _AT_FDCWD = 1, 0o2000000, 0x1000, -100
 _MOVE_MOUNT_F_EMPTY_PATH = 4
 _MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV, _MOUNT_ATTR_IDMAP = 1, 2, 4, 0x100000
+_MNT_DETACH = 2
 _KEYCTL_JOIN_SESSION_KEYRING = 1
 #: What the child reports when its leased uid still has a live process (the host retries).
 ID_BUSY = "sandbox id in use by a live process:"
@@ -315,6 +324,7 @@ class Loop:
         self.helpers = {}  # cgroup key -> (socket, pid)
         self.seen = set()  # cgroup keys asked for once
         self.direct = set()  # cgroup keys a helper could not join
+        self.owned = {}  # path -> "scratch" | "cgroup": removed when the host is gone
         self.poller = select.poll()
         self.poller.register(control.fileno(), select.POLLIN)
 
@@ -334,8 +344,17 @@ class Loop:
         except InterruptedError:
             return
         if not msg:  # the host process (or the spawner) is gone: so are we, and every bwrap
+            self._shutdown()
             os._exit(0)
         plan = marshal.loads(msg)
+        if plan.get("op") in ("own", "disown"):
+            for fd in fds:
+                os.close(fd)
+            if plan["op"] == "own":
+                self.owned[plan["path"]] = plan["kind"]
+            else:
+                self.owned.pop(plan["path"], None)
+            return
         key = tuple(plan["cgroup_procs"])
         if plan.get("op") == "release":
             self.seen.discard(key)
@@ -381,6 +400,32 @@ class Loop:
         _reply(reply, b"S" + status.to_bytes(4, "big", signed=True))
         reply.close()
 
+    # ------------------------------------------------------------ the keeper
+    def _shutdown(self, settle_s=2.0):
+        """The host is gone: end every sandbox started here (and, through their helpers, in a
+        cgroup), wait for them, then remove what the host left (see the module's docstring)."""
+        for pidfd in self.children:
+            with contextlib.suppress(OSError):
+                _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
+        helpers = list(self.helpers.values())
+        self.helpers.clear()
+        for sock, _pid in helpers:
+            sock.close()  # end of file: each helper does this same shutdown (at once), then exits
+        for _sock, pid in helpers:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        for pidfd in list(self.children):
+            pid, _reply_sock = self.children.pop(pidfd)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        deadline = time.monotonic() + settle_s
+        for path, kind in self.owned.items():
+            with contextlib.suppress(OSError):
+                if kind == "cgroup":
+                    _remove_cgroup(path, deadline)
+                else:
+                    _remove_scratch(path)
+
     # ------------------------------------------------------------ helpers
     def _new_helper(self, key):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -425,6 +470,42 @@ class Loop:
                 self._drop(key)
                 return
         self.poller.unregister(fd)
+
+
+def _remove_cgroup(path, deadline):
+    """Remove a sandbox cgroup once its processes are gone (a pid namespace's processes exit
+    just after its init: waited for until ``deadline``)."""
+    procs = os.path.join(path, b"cgroup.procs")
+    while time.monotonic() < deadline:
+        try:
+            with open(procs, "rb") as f:
+                if not f.read().split():
+                    break
+        except OSError:
+            return  # already removed
+        time.sleep(0.005)
+    os.rmdir(path)
+
+
+def _remove_scratch(path):
+    """Unmount (as root it is a tmpfs) and delete a scratch directory, whatever the sandbox left
+    in it (directories without permissions, as overlayfs leaves ``work/work``; trees deeper than
+    the recursion limit); never follows a symbolic link."""
+    import shutil  # here, not at the top: only a host that died needs them, and the spawner
+    import subprocess  # starts on the way to the first sandbox
+
+    if os.path.ismount(path):
+        _libc.umount2(path, _MNT_DETACH)
+    if not os.path.lexists(path):
+        return
+    try:
+        shutil.rmtree(path)
+        return
+    except (OSError, RecursionError):
+        pass  # finished below by tools that walk iteratively
+    if os.geteuid() != 0:
+        subprocess.run(["chmod", "-R", "u+rwX", "--", path], capture_output=True, check=False)
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", path], capture_output=True, check=False)
 
 
 def _helper_main(control, key):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing as mp
+import os
 import pickle
 import threading
 import time
@@ -52,7 +53,9 @@ class ProcessBackend:
         self._per_worker = math.ceil(max_in_flight / processes)
         self._ctx = mp.get_context(start_method)
         self._start_method = start_method
-        self._preload = ["proofgym", "proofgym.verify.pool.warmup", *preload]
+        # forkserver_tie: the forkserver (and so its workers) ends as soon as this process does
+        self._preload = ["proofgym", "proofgym.verify.pool.warmup", "proofgym.verify.pool.forkserver_tie",
+                         *preload]
         self._modules: dict[str, None] = {}  # task modules seen, imported by each new worker
         self._workers: list[_Worker] = []
 
@@ -112,7 +115,8 @@ class ProcessBackend:
             # only the first pool of a process starts that server, so this is best effort.
             self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(target=worker_main, args=(child_conn, capacity, list(self._modules)),
+        process = self._ctx.Process(target=worker_main,
+                                    args=(child_conn, capacity, list(self._modules), os.getpid()),
                                     name="proofgym-verifier", daemon=True)
         process.start()
         child_conn.close()  # so the parent sees EOF when the worker dies

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import ctypes
 import importlib
+import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -32,8 +35,14 @@ def run_job(payload: bytes | VerificationJob) -> Verdict:
         return Verdict.failed(f"verification job failed: {describe_exception(exc)}")
 
 
-def worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None:
-    """A worker process: receive ``(job_id, payload)``, grade on a thread, send ``(job_id, verdict)``."""
+def worker_main(conn: Connection, threads: int, modules: Sequence[str], owner: int | None = None) -> None:
+    """A worker process: receive ``(job_id, payload)``, grade on a thread, send ``(job_id, verdict)``.
+
+    ``owner``: the pid of the pool's process. When it is gone (killed, or exited without closing
+    the pool) this worker exits at once, its graders' threads with it: nobody waits for their
+    verdicts. Its sandboxes go with it (their spawner tidies up, see ``spawner.py``)."""
+    if owner is not None:
+        tie_to_owner(owner)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns shutdown (Ctrl-C goes to it)
     # multiprocessing terminates a pool's workers (SIGTERM) when their parent exits without
     # closing the pool: leave through the clean-up below, not at once
@@ -46,6 +55,34 @@ def worker_main(conn: Connection, threads: int, modules: Sequence[str]) -> None:
         warm = sys.modules.get("proofgym.verify.sandboxed.warm_runners")
         if warm is not None:
             warm.WARM.close()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def tie_to_owner(owner: int) -> None:
+    """End this process as soon as ``owner`` is gone, even while every thread is busy.
+
+    Two ties: the kernel's parent-death signal (``SIGKILL``), when the parent is not the owner
+    itself but the forkserver, which exits as soon as the owner does (with the ``fork`` and
+    ``spawn`` start methods the parent is the owner, and the signal would come when the owner's
+    *thread* that started us ends); and a thread waiting on a pidfd of the owner, for any parent.
+    The owner may already be gone by the time the ties are made: then this exits at once."""
+    if os.getppid() != owner:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    try:
+        # the forkserver outlives the owner by a moment only: if it died before the signal was
+        # set, the owner was gone before that, and this fails (or the pidfd is readable at once)
+        pidfd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        os._exit(1)
+
+    def watch() -> None:
+        select.select([pidfd], [], [])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="proofgym-owner-watch", daemon=True).start()
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -69,7 +106,9 @@ def _serve(conn: Connection, threads: int, modules: Sequence[str]) -> None:
         try:
             message = conn.recv()
         except (EOFError, OSError):
-            break
+            # the owner is gone without saying so (killed, or its process ended): nobody is
+            # left to take the verdicts, so do not wait for the graders still running
+            os._exit(1)
         if message is None:
             break
         pool.submit(run, *message)

@@ -1,0 +1,76 @@
+"""Preloaded into the process backend's forkserver: it ends the moment the pool's process does.
+
+multiprocessing's forkserver exits only once every worker has closed its copy of the "alive"
+pipe, and then through a full interpreter shutdown (seconds, with sympy and torch loaded); a
+worker still starting (forked, not yet in ``worker_main``) waits on it. So the forkserver watches
+its parent, the pool's process, through a pidfd and leaves with ``os._exit`` when it is gone:
+its workers, which hold the parent-death signal (``worker.tie_to_owner``), go with it at once.
+When it ends the ordinary way (every client gone), it skips the interpreter's teardown too.
+Importing this module anywhere but in ``multiprocessing.forkserver.main`` does nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import select
+import sys
+import threading
+from pathlib import Path
+
+
+def _in_forkserver_main() -> bool:
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "main" and Path(code.co_filename).name == "forkserver.py" and \
+                Path(code.co_filename).parent.name == "multiprocessing":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _remove_listener() -> None:
+    """The forkserver's socket and its directory (multiprocessing's temp dir of the pool's
+    process, which that process would have removed at its exit)."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    address = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_address", None)
+    if isinstance(address, str) and address:
+        with contextlib.suppress(OSError):
+            os.unlink(address)
+        parent = os.path.dirname(address)
+        if os.path.basename(parent).startswith("pymp-"):
+            with contextlib.suppress(OSError):
+                os.rmdir(parent)
+
+
+def _tie() -> None:
+    try:
+        pidfd = os.pidfd_open(os.getppid())
+    except OSError:
+        return  # the parent is already gone: the alive pipe's end of file ends us
+
+    def watch() -> None:
+        select.select([pidfd], [], [])
+        _remove_listener()
+        os._exit(0)
+
+    def at_exit() -> None:
+        # the alive pipe's end of file may come first (the workers went, then the parent's
+        # pipe end): a shutdown then stops the thread above before it could tidy up
+        if select.select([pidfd], [], [], 0)[0]:
+            _remove_listener()
+        # every client is gone (that is what the end of file says): skip the interpreter's
+        # teardown of everything preloaded, seconds on a loaded host
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None
+                stream.flush()
+        os._exit(0)
+
+    atexit.register(at_exit)
+    threading.Thread(target=watch, name="proofgym-forkserver-tie", daemon=True).start()
+
+
+if _in_forkserver_main():
+    _tie()
