@@ -42,7 +42,7 @@ def main() -> None:
     tasks = tasks[:args.tasks] if args.tasks else tasks
     clock = CpuClock()
     load0 = os.getloadavg()[0]
-    walls, cpus, tests = [], [], 0
+    walls, cpus, tests, phases = [], [], 0, []
     for task in tasks:
         c0, w0 = clock(), time.perf_counter()
         run = sandboxed.run_tests_isolated(task.repo, task.solution_files, tests=task.test_ids,
@@ -56,6 +56,7 @@ def main() -> None:
         if not ok:
             raise SystemExit(f"{task.id}: the reference fix did not pass: {run}")
         tests += len(run.results) + run.mutants
+        phases.append(run.timings)
     load1 = os.getloadavg()[0]
     table = Table(title=f"CodeRepair reference gradings ({len(tasks)} tasks, {tests} test "
                         f"processes; CPU from {clock.source})")
@@ -67,6 +68,14 @@ def main() -> None:
                   f"{max(walls):.2f}", f"{load0:.2f} -> {load1:.2f}",
                   "yes" if quiet else "NO (load > 1.5: not comparable to a target)")
     Console().print(table)
+    # where a grading's CPU goes: the job's share of the sandbox's CPU group (a spare's boot is
+    # not in it), and the runner's phases inside it (its own CPU, its test processes', wall)
+    detail = Table(title="per grading, median (runner_* phases measured inside the sandbox)")
+    for col in ("phase", "seconds"):
+        detail.add_column(col)
+    for key in sorted({k for t in phases for k in t if k.startswith(("runner_", "sandbox_"))}):
+        detail.add_row(key, f"{statistics.median(t.get(key, 0.0) for t in phases):.3f}")
+    Console().print(detail)
 
 
 if __name__ == "__main__":
