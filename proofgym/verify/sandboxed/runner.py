@@ -365,20 +365,30 @@ def _configure(ini: str):
     config.pluginmanager.getplugin("capturemanager").stop_global_capturing()
     sys.stdout.flush()
     sys.stderr.flush()
-    _warm_caches()
+    _warm_caches(config)
     gc.freeze()  # the parent's objects stay out of every test process's collections
     return session
 
 
-def _warm_caches() -> None:
-    """Fill, once here, the caches every test process would otherwise fill for itself: a failing
-    test's report finds its source with ``inspect.getmodule``, which resolves the file of every
-    loaded module (some 350, each ``realpath``: tens of milliseconds a report) the first time.
-    Only modules loaded so far (the standard library's and pytest's) are cached; a test process
-    adds the ones it imports, in its own copy."""
+def _warm_caches(config) -> None:
+    """Fill, once here, the caches every test process would otherwise fill for itself, from
+    what this process holds already (nothing of the workspace): a failing test's report finds
+    its source with ``inspect.getmodule``, which resolves the file of every loaded module (some
+    350, each ``realpath``) the first time; collecting a test matches each name against the
+    configuration's glob patterns (``norecursedirs``, ``python_files``, ...), each compiled to a
+    regular expression on first use. A test process adds what it needs beyond these, in its own
+    copy."""
     import inspect
 
+    from _pytest.pathlib import fnmatch_ex
+
     inspect.getmodule(_warm_caches.__code__)  # (a function would be looked up by its __module__)
+    patterns = list(config.getoption("doctestglob", None) or ["test*.txt"])
+    for name in ("norecursedirs", "python_files", "python_classes", "python_functions"):
+        with contextlib.suppress(ValueError, KeyError):
+            patterns += config.getini(name)
+    for pattern in patterns:
+        fnmatch_ex(pattern, "/workspace/x")  # as collecting matches it (compiled, then cached)
 
 
 def _empty_config() -> str:
