@@ -48,6 +48,14 @@ It uses the standard library and pytest only, and never imports code from the wo
   (``tests/security/test_attack_state_between_tests.py``).
 
 The proof handshake is forgeable by code that implements it; that is what the mutants are for.
+
+Why one process per test, mutants included (not one process per set of mutants, which would
+save a fork, a capture and a collection per mutant): a mutant catches a forger only if its
+process cannot be told from a real test's. A process running several tests can (its session's
+arguments, a second collection, several generated files on disk), so code that forges a pass
+only where it sees one test would pass every real test and fail every mutant, never flagged;
+batching real tests with them instead would let one test see another's file and leave state for
+it (``tests/security/test_attack_test_isolation.py``, ``test_attack_mutant_pairs.py``).
 """
 
 import contextlib
