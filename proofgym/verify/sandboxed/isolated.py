@@ -187,6 +187,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     t3 = time.perf_counter()
     timings = {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,
                "total_s": time.perf_counter() - t0}
+    if cpu is not None:
+        timings["sandbox_cpu_s"] = cpu  # the job's part: a spare's boot is not in it
     if not report.startswith(_READY):
         if host_timeout:
             raise SandboxSetupError("the grading runner did not start within "
@@ -200,6 +202,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     if "rejected" in outcome:
         return _rejected(str(outcome["rejected"]), dropped, t0)
     raw, error, messages = parse_report(report[len(_READY):], layout.run)
+    timings.update(_phases(report[len(_READY):]) if error is None else {})
     changed = _state_changed(report[len(_READY):]) if error is None else None
     run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings,
                      changed)
@@ -295,6 +298,15 @@ def _state_changed(data: bytes) -> str | None:
     """What a test process changed in the runner that it could not put back, if anything."""
     value = json.loads(data).get("state_changed")
     return value if isinstance(value, str) and value else None
+
+
+def _phases(data: bytes) -> dict[str, float]:
+    """The runner's CPU and wall seconds per phase (informative: for benches, never a grade)."""
+    value = json.loads(data).get("phases")
+    if not isinstance(value, dict):
+        return {}
+    return {k: float(v) for k, v in value.items()
+            if isinstance(k, str) and k.startswith("runner_") and isinstance(v, (int, float))}
 
 
 def _real_names(message: str, generated: str, real: str) -> str:

@@ -48,6 +48,14 @@ It uses the standard library and pytest only, and never imports code from the wo
   (``tests/security/test_attack_state_between_tests.py``).
 
 The proof handshake is forgeable by code that implements it; that is what the mutants are for.
+
+Why one process per test, mutants included (not one process per set of mutants, which would
+save a fork, a capture and a collection per mutant): a mutant catches a forger only if its
+process cannot be told from a real test's. A process running several tests can (its session's
+arguments, a second collection, several generated files on disk), so code that forges a pass
+only where it sees one test would pass every real test and fail every mutant, never flagged;
+batching real tests with them instead would let one test see another's file and leave state for
+it (``tests/security/test_attack_test_isolation.py``, ``test_attack_mutant_pairs.py``).
 """
 
 import contextlib
@@ -85,7 +93,39 @@ _STDLIB_PRELOAD = (
 )
 
 
+class _Phases:
+    """CPU seconds (this runner's own, and its reaped test processes') and wall seconds per
+    phase of the run, sent with the report for the host's timings (informative only)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, list[float]] = {}
+        self.mark = (0.0, 0.0, self._now()[2])
+        self.done("interpreter")  # the interpreter's start and the compiling of this source
+
+    @staticmethod
+    def _now() -> tuple[float, float, float]:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime, time.monotonic())
+
+    def done(self, phase: str) -> None:
+        now = self._now()
+        spent = self.spent.setdefault(phase, [0.0, 0.0, 0.0])
+        for i in range(3):
+            spent[i] += now[i] - self.mark[i]
+        self.mark = now
+
+    def timings(self) -> dict[str, float]:
+        out = {}
+        for phase, (me, kids, wall) in self.spent.items():
+            out[f"runner_{phase}_cpu_s"] = me
+            if kids:
+                out[f"runner_{phase}_children_cpu_s"] = kids
+            out[f"runner_{phase}_wall_s"] = wall
+        return out
+
+
 def main() -> None:
+    phases = _Phases()
     report_fd, job_fd = int(sys.argv[1]), int(sys.argv[2])
     os.set_inheritable(report_fd, False)
     os.set_inheritable(job_fd, False)
@@ -94,11 +134,14 @@ def main() -> None:
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     _non_dumpable()
     _preload()
+    phases.done("preload")
     session = _configure(sys.argv[3] or _empty_config())
+    phases.done("configure")
     os.write(report_fd, b"ready\n")
     job = _read_job(job_fd)  # the runner may wait here, booted ahead of its grading
     if job is None:  # the host closed the pipe without a job: never used
         return
+    phases.done("wait_job")
     manifest, files, tests, secret = job
     try:
         problem = _write_files(files)
@@ -110,6 +153,7 @@ def main() -> None:
         return
     pristine = _Pristine(_writable_areas())
     settings = _Settings()
+    phases.done("write_and_snapshot")
     budget = float(manifest["budget_s"])
     per_test = float(manifest["test_timeout_s"])
     started = time.monotonic()
@@ -143,16 +187,22 @@ def main() -> None:
         results[node] = status
         if message is not None and status != "passed":
             messages[node] = message
+        phases.done("tests")
         _kill_others()
+        phases.done("kill_others")
         pristine.restore()
+        phases.done("restore")
         _remove_ipc()
+        phases.done("remove_ipc")
         if status in ("timeout", "starved"):  # the time limit: what is left does not run
             stopped = node
     if changed is None:
         # the last test to run may have changed this process too (a runner reniced behind busy
         # children would pass the starvation witness): checked like the others, reported as such
         changed = settings.restore()
+    phases.done("finish")
     _send(report_fd, {"results": results, "stopped_at": stopped, "state_changed": changed,
+                      "phases": phases.timings(),
                       "messages": {k: bytes(m).decode("utf-8", errors="replace")
                                    for k, m in messages.items() if m}})
 
@@ -323,8 +373,30 @@ def _configure(ini: str):
     config.pluginmanager.getplugin("capturemanager").stop_global_capturing()
     sys.stdout.flush()
     sys.stderr.flush()
+    _warm_caches(config)
     gc.freeze()  # the parent's objects stay out of every test process's collections
     return session
+
+
+def _warm_caches(config) -> None:
+    """Fill, once here, the caches every test process would otherwise fill for itself, from
+    what this process holds already (nothing of the workspace): a failing test's report finds
+    its source with ``inspect.getmodule``, which resolves the file of every loaded module (some
+    350, each ``realpath``) the first time; collecting a test matches each name against the
+    configuration's glob patterns (``norecursedirs``, ``python_files``, ...), each compiled to a
+    regular expression on first use. A test process adds what it needs beyond these, in its own
+    copy."""
+    import inspect
+
+    from _pytest.pathlib import fnmatch_ex
+
+    inspect.getmodule(_warm_caches.__code__)  # (a function would be looked up by its __module__)
+    patterns = list(config.getoption("doctestglob", None) or ["test*.txt"])
+    for name in ("norecursedirs", "python_files", "python_classes", "python_functions"):
+        with contextlib.suppress(ValueError, KeyError):
+            patterns += config.getini(name)
+    for pattern in patterns:
+        fnmatch_ex(pattern, "/workspace/x")  # as collecting matches it (compiled, then cached)
 
 
 def _empty_config() -> str:
