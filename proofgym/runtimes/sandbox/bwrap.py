@@ -122,9 +122,10 @@ def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command
     return argv
 
 
-def _proc_covers() -> list[str]:
+@cache
+def _proc_covers() -> tuple[str, ...]:
     """bwrap arguments that make :data:`PROC_READ_ONLY` read-only and mask the rest (only the
-    entries this kernel has: a mount needs its target)."""
+    entries this kernel has: a mount needs its target; looked up once, they do not change)."""
     args: list[str] = []
     for name in PROC_READ_ONLY:
         if os.path.exists(f"/proc/{name}"):
@@ -135,7 +136,7 @@ def _proc_covers() -> list[str]:
     for name in PROC_MASKED_DIRS:
         if os.path.isdir(f"/proc/{name}"):
             args += ["--size", "4096", "--tmpfs", f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
-    return args
+    return tuple(args)
 
 
 @dataclass
