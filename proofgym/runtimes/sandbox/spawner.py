@@ -232,8 +232,8 @@ def setup(plan, idmap_fd):
         # a devpts instance of this sandbox alone, as bwrap mounts it
         _check(_libc.mount(b"devpts", target + b"/pts", b"devpts", _MS_NOSUID | _MS_NOEXEC,
                            b"newinstance,ptmxmode=0666,mode=620"), "mounting /dev/pts")
-        # read-only from here (bwrap's --remount-ro would also make it nodev); the sandbox's
-        # user namespace cannot make it writable again (the flag is locked for it)
+        # read-only from here (bwrap's --remount-ro would also make it nodev); the kernel locks
+        # the flag of a mount copied into a less privileged user namespace (bwrap's)
         _check(_libc.mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID,
                            None), "making /dev read-only")
     if not privileged:
