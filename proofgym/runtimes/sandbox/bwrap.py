@@ -122,9 +122,10 @@ def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command
     return argv
 
 
-def _proc_covers() -> list[str]:
+@cache
+def _proc_covers() -> tuple[str, ...]:
     """bwrap arguments that make :data:`PROC_READ_ONLY` read-only and mask the rest (only the
-    entries this kernel has: a mount needs its target)."""
+    entries this kernel has: a mount needs its target; looked up once, they do not change)."""
     args: list[str] = []
     for name in PROC_READ_ONLY:
         if os.path.exists(f"/proc/{name}"):
@@ -135,7 +136,7 @@ def _proc_covers() -> list[str]:
     for name in PROC_MASKED_DIRS:
         if os.path.isdir(f"/proc/{name}"):
             args += ["--size", "4096", "--tmpfs", f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
-    return args
+    return tuple(args)
 
 
 @dataclass
@@ -216,11 +217,18 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
                 renames.update({f"{system_root}/sys/{top}": str(publish / "system" / top)
                                 for top in ("usr", "opt", "etc")})
             options = [renames.get(a, a) for a in options]
-            if "--dev" in options:  # the sandbox's own device nodes over the host's
-                at = options.index("--dev") + 2
-                own = [a for name in OWN_DEVICES
-                       for a in ("--dev-bind", str(publish / "dev" / name), f"/dev/{name}")]
-                options[at:at] = own
+        own_dev = privileged and "--dev" in options
+        if own_dev:
+            # the sandbox's own /dev, made by the child as bwrap's --dev would be but with
+            # device nodes of its own: one bind instead of bwrap's tmpfs, six binds of the
+            # host's nodes and six of ours over them (each bind re-reads the mount table)
+            at = options.index("--dev")
+            dev = options[at + 1]
+            options[at:at + 2] = ["--dev-bind", str(publish / "dev"), dev]
+            for i in range(len(options) - 1):  # read-only already (see spawner.setup)
+                if options[i] == "--remount-ro" and options[i + 1] == dev:
+                    del options[i:i + 2]
+                    break
         args_r = _args_pipe(["--info-fd", str(info_w), "--seccomp", str(sec_r), *options], fds)
         if overlay is not None and not all(d.parent == overlay.upper.parent for d in
                                            (overlay.work, overlay.merged, overlay.view)):
@@ -232,7 +240,7 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
             lower=str(overlay.lower) if overlay is not None else None,
             cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits, lease=lease,
             publish=str(publish) if publish else None, system_root=system_root,
-            devices=OWN_DEVICES if privileged and "--dev" in options else None)
+            devices=OWN_DEVICES if own_dev else None)
         proc = namespaces.start(plan, stdin=stdin, stdout=stdout, stderr=stderr, keep_fds=keep,
                                 lease=lease)
         for fd in (info_w, sec_r, args_r):

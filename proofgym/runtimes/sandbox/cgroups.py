@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from proofgym.runtimes.sandbox.namespaces import release_cgroup
@@ -35,31 +35,26 @@ class SandboxCgroup:
 
     dirs: tuple[Path, ...]
     v2: bool
+    _files: dict[str, str | None] = field(default_factory=dict, init=False, repr=False,
+                                          compare=False)
 
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
     def oom_kills(self) -> int:
         """How many processes the kernel killed for exceeding the memory limit (monotonic)."""
-        for d in self.dirs:
-            name = "memory.events" if self.v2 else "memory.oom_control"
-            path = d / name
-            if path.exists():
-                for line in path.read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        return 0
+        return _read_counter(self._file("memory.events" if self.v2 else "memory.oom_control"),
+                             b"oom_kill")
 
     def pids_limit_hits(self) -> int:
-        for d in self.dirs:
-            path = d / "pids.events"
-            if path.exists():
-                for line in path.read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "max":
-                        return int(value)
-        return 0
+        return _read_counter(self._file("pids.events"), b"max")
+
+    def _file(self, name: str) -> str | None:
+        """The first of the directories' ``name`` files that exists (looked up once: read twice
+        per tool call)."""
+        if name not in self._files:
+            self._files[name] = next((str(d / name) for d in self.dirs if (d / name).exists()), None)
+        return self._files[name]
 
     def cpu_seconds(self) -> float | None:
         """CPU time used by the sandbox's processes so far (``None`` without a CPU group)."""
@@ -96,6 +91,25 @@ class SandboxCgroup:
                 d.rmdir()
             except OSError:
                 continue
+
+
+def _read_counter(path: str | None, key: bytes) -> int:
+    """The value of ``key`` in the ``KEY VALUE`` file ``path`` (0 when there is none)."""
+    if path is None:
+        return 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:  # the cgroup is gone
+        return 0
+    try:
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    for line in data.splitlines():
+        name, _, value = line.partition(b" ")
+        if name == key:
+            return int(value)
+    return 0
 
 
 def _own_path(controller: str) -> str:

@@ -117,8 +117,9 @@ class SandboxRuntime:
         """A fresh episode: a new overlay over the snapshot and a new shell.
 
         With ``prestart`` a spare sandbox over the same snapshot is booted in the background
-        after every reset, so the next reset only swaps it in; the old sandbox is killed and its
-        changes deleted in the background too. Without a matching spare, the shell starts on
+        after every reset, so the next reset only swaps it in. The old sandbox is killed and its
+        changes deleted in the background (with or without ``prestart``); the new episode's first
+        tool call waits until they are gone. Without a matching spare, the shell starts on
         first use.
         """
         if self._closed:
@@ -156,9 +157,11 @@ class SandboxRuntime:
                 SandboxHome.discard(overlay)
         if shell is None and overlay is None:
             return None
-        if self._closed or not self.prestart:
+        if self._closed:
             job()
             return None
+        # also without prestart: the new sandbox boots while the old one's pid namespace is
+        # torn down (milliseconds of waiting); the new episode's first call waits for it
         return self._background.submit(job)
 
     @staticmethod

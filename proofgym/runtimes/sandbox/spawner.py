@@ -60,11 +60,15 @@ import select
 import socket
 import stat
 import sys
-import time
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
-_MS_RDONLY, _MS_NOSUID, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4096, 0x4000, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 8, 32, 4096
+_MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
+#: The links of bwrap's ``--dev`` (the sandbox's own /dev is made here as root).
+_DEV_LINKS = ((b"stdin", b"/proc/self/fd/0"), (b"stdout", b"/proc/self/fd/1"),
+              (b"stderr", b"/proc/self/fd/2"), (b"fd", b"/proc/self/fd"), (b"core", b"/proc/kcore"),
+              (b"ptmx", b"pts/ptmx"))
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR, _SYS_KEYCTL = 428, 429, 442, 250
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_EMPTY_PATH, _AT_FDCWD = 1, 0o2000000, 0x1000, -100
 _MOVE_MOUNT_F_EMPTY_PATH = 4
@@ -113,30 +117,33 @@ def idmap_userns(owner, to):
     if len(_idmaps) >= _MAX_IDMAPS:  # one per leased uid in use: few, but never unbounded
         os.close(_idmaps.pop(next(iter(_idmaps))))
     r, w = os.pipe()
+    ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: hold a new user namespace until the parent has its fd
         code = 1
         try:
             os.close(w)
+            os.close(ready_r)
             if _libc.unshare(_CLONE_NEWUSER) == 0:
                 code = 0
+                os.write(ready_w, b"U")  # in the new namespace: the parent writes its maps
                 os.read(r, 1)
         finally:
             os._exit(code)
     os.close(r)
+    os.close(ready_w)
     try:
-        for _ in range(4000):  # until the child is in its new namespace
-            if os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user"):
-                break
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                raise OSError("cannot create a user namespace for the idmapped snapshot mount "
-                              "(is user.max_user_namespaces 0?)")
-            time.sleep(0.0005)
+        # a byte once the child is in its namespace, end of file if it could not get there
+        # (no polling: this is on the path of every sandbox whose uid has no map yet)
+        if os.read(ready_r, 1) != b"U":
+            raise OSError("cannot create a user namespace for the idmapped snapshot mount "
+                          "(is user.max_user_namespaces 0?)")
         for name, text in (("uid_map", f"{owner[0]} {to[0]} 1"), ("gid_map", f"{owner[1]} {to[1]} 1")):
             with open(f"/proc/{pid}/{name}", "w") as f:
                 f.write(text)
         fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     finally:
+        os.close(ready_r)
         os.close(w)  # the child's read returns and it exits
         os.waitpid(pid, 0)
     _idmaps[key] = fd
@@ -218,14 +225,26 @@ def setup(plan, idmap_fd):
             _check(_libc.mount(b"merged", publish + b"/workspace", None, _MS_BIND, None),
                    "showing the workspace to the sandbox user")
     if publish is not None and plan["devices"]:
-        # device nodes of this sandbox's own (new inodes of the same devices) on a small tmpfs
-        # of its mount namespace: locks and watches on them are this sandbox's alone
+        # the sandbox's /dev (what bwrap's --dev makes) on a small tmpfs of its mount namespace,
+        # with device nodes of its own (new inodes of the same devices): locks and watches on
+        # them are this sandbox's alone
         target = publish + b"/dev"
         _check(_libc.mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID, b"size=16k,mode=0755"),
                "mounting the sandbox's device nodes")
         for name, major, minor in plan["devices"]:
             os.mknod(target + b"/" + name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
             os.chmod(target + b"/" + name, 0o666)
+        for name, link in _DEV_LINKS:
+            os.symlink(link, target + b"/" + name)
+        os.mkdir(target + b"/shm", 0o755)
+        os.mkdir(target + b"/pts", 0o755)
+        # a devpts instance of this sandbox alone, as bwrap mounts it
+        _check(_libc.mount(b"devpts", target + b"/pts", b"devpts", _MS_NOSUID | _MS_NOEXEC,
+                           b"newinstance,ptmxmode=0666,mode=620"), "mounting /dev/pts")
+        # read-only from here (bwrap's --remount-ro would also make it nodev); the kernel locks
+        # the flag of a mount copied into a less privileged user namespace (bwrap's)
+        _check(_libc.mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID,
+                           None), "making /dev read-only")
     if not privileged:
         for path in cgroup_procs:
             _write(path, b"0")

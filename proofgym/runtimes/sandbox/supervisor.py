@@ -194,6 +194,7 @@ class Runner:
         self.cwd = WORKSPACE.encode()
         self.env = dict(self.base_env)
         self.job = None
+        self._parsed = (None, None)  # the last exports text and the environment it gave
 
     def _spawn(self, out_w, st_w, cmd_r):
         return os.posix_spawn(
@@ -318,11 +319,13 @@ class Runner:
         cwd, sep, exports = data.partition(b"\0")
         if not sep or not cwd.startswith(b"/"):
             return  # the command did not leave a state (killed, or fd 3 closed): keep the last
-        env = dict(self.base_env)
-        for name, value in parse_exports(exports):
-            if _valid_name(name) and _carried(name.decode()):
-                env[name] = value
-        self.cwd, self.env = cwd, env
+        if exports != self._parsed[0]:  # parsed once per distinct text (most calls change none)
+            env = dict(self.base_env)
+            for name, value in parse_exports(exports):
+                if _valid_name(name) and _carried(name.decode()):
+                    env[name] = value
+            self._parsed = (exports, env)
+        self.cwd, self.env = cwd, dict(self._parsed[1])
 
 
 def _carried(name):

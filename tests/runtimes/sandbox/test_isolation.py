@@ -120,6 +120,18 @@ def test_writes_outside_the_workspace_fail(sandbox):
     assert dict(sandbox.snapshot().files) == {"in.txt": b"ok\n"}
 
 
+def test_the_device_nodes_work_and_ptys_come_from_a_devpts_of_the_sandboxs_own(sandbox):
+    r = bash(sandbox, "echo x > /dev/null && head -c 3 /dev/zero | wc -c && head -c 5 /dev/urandom "
+             "| wc -c && ls /dev/fd/ >/dev/null && echo fd-ok && python -c \"import os; m, s = "
+             "os.openpty(); os.write(m, b'hi\\n'); print(os.ttyname(s), os.read(s, 9))\" && "
+             "ls /dev/pts")
+    lines = r.output.split()
+    assert lines[:3] == ["3", "5", "fd-ok"], r.output
+    # the pty the sandbox opened is the first of a devpts instance nobody else uses
+    assert lines[3:5] == ["/dev/pts/0", "b'hi\\n'"], r.output
+    assert lines[5:] == ["ptmx"], r.output  # and it is gone with the process that held it
+
+
 def test_the_snapshot_on_the_host_is_never_written(tmp_path):
     require_tool("bwrap")
     snap = tmp_path / "snap"
