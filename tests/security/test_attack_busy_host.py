@@ -30,7 +30,8 @@ from proofgym.verify.sandboxed import swebench_verdict
 from proofgym.verify.sandboxed.program import run_pytest
 from tests.conftest import REPO, require_tool
 
-pytestmark = pytest.mark.sandbox
+# it loads the host on purpose: run alone, after the parallel part of the suite (.ci/run)
+pytestmark = [pytest.mark.sandbox, pytest.mark.serial]
 
 #: A correct test that needs 0.3 s of CPU: well inside its 1 s limit on an idle host.
 _WORK = b"""

@@ -33,7 +33,8 @@ from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from tests.conftest import require_tool
 from tests.security.conftest import bash, python_inside
 
-pytestmark = pytest.mark.sandbox
+# it loads the host on purpose: run alone, after the parallel part of the suite (.ci/run)
+pytestmark = [pytest.mark.sandbox, pytest.mark.serial]
 
 T = TypeVar("T")
 

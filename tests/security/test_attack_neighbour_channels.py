@@ -34,7 +34,8 @@ from proofgym.verify.sandboxed.program import run_pytest
 from tests.conftest import require_tool
 from tests.security.conftest import NEIGHBOUR_LIMITS, python_inside
 
-pytestmark = pytest.mark.sandbox
+# it loads the host on purpose: run alone, after the parallel part of the suite (.ci/run)
+pytestmark = [pytest.mark.sandbox, pytest.mark.serial]
 
 #: Without root every sandbox is the user's uid: proofgym gives each its slot's share of what it
 #: can split (inotify, queue bytes, queued signals), so a hog holds at most that share.

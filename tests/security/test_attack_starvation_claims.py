@@ -19,7 +19,8 @@ import pytest
 from proofgym.verify.sandboxed.program import run_pytest
 from tests.conftest import require_tool
 
-pytestmark = pytest.mark.sandbox
+# it loads the host on purpose: run alone, after the parallel part of the suite (.ci/run)
+pytestmark = [pytest.mark.sandbox, pytest.mark.serial]
 
 #: A spawner keeps ~6 short-lived busy children (each spins 50 ms) running, all auto-reaped;
 #: the test process itself spins at nice 19 behind them.
