@@ -60,6 +60,7 @@ import select
 import socket
 import stat
 import sys
+import time
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
