@@ -8,6 +8,7 @@ store without the loop knowing about it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Sequence
@@ -161,6 +162,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
         verifier = "process" if concurrency > 1 or is_async_policy(policy) else "inline"
     env = make_env(env_id, **(env_kwargs or {}))
     pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
+    pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
                         seeds={"seed": seed, "episodes": episodes, "repeats": repeats},
@@ -223,6 +225,16 @@ def _takes_tasks(env_id: str) -> bool:
         return "tasks" in inspect.signature(factory).parameters
     except (gymnasium.error.Error, TypeError, ValueError, ImportError, AttributeError):
         return False
+
+
+def _grader_modules(env_id: str) -> list[str]:
+    """The module of ``env_id``'s factory: a pool's workers import it (and with it the env's
+    task classes) before they take jobs, so no job's clock pays for that import."""
+    with contextlib.suppress(gymnasium.error.Error):
+        entry = gymnasium.spec(env_id).entry_point
+        module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
+        return [module] if module else []
+    return []
 
 
 def _slot_backend(backend: str | SlotBackend, ray_address: str | None) -> SlotBackend:

@@ -172,6 +172,8 @@ class Orchestrator:
         self.generation_s = 0.0
         results: list[Trajectory] = []
         queue = iter(specs)
+        if self.grade and specs:
+            self.verifier.start()  # workers boot while the envs are built and the first calls made
         self.slots.start(self.env_factory, concurrency=self.concurrency,
                          runtime_threads=self.runtime_threads)
         writer = OrderedWriter(sink) if sink is not None else None
@@ -392,11 +394,12 @@ class Orchestrator:
     async def _grade(self, traj: Trajectory, job: VerificationJob) -> None:
         t0 = time.perf_counter()
         try:
-            traj.verdict = await self.verifier.grade(job, traj.trajectory_id, timeout_s=self.grade_timeout_s,
-                                                     contract_id=self.contract_id or "")
+            # booked: the time the job ran in its worker, not its queueing or the pool's start-up
+            traj.verdict, traj.timings["verify_s"] = await self.verifier.grade_timed(
+                job, traj.trajectory_id, timeout_s=self.grade_timeout_s, contract_id=self.contract_id or "")
         except Exception as exc:  # the pool itself failed (closed, ...): an error verdict, not a loss
             traj.verdict = Verdict.failed(f"grading could not run: {describe_exception(exc)}")
-        traj.timings["verify_s"] = time.perf_counter() - t0
+            traj.timings["verify_s"] = time.perf_counter() - t0
         traj.extra["verifier"] = self.verifier.describe()
         traj.artifact = job.artifact.to_dict()  # kept so `proofgym verify` can re-grade
 

@@ -40,13 +40,15 @@ class InlineBackend:
             job = self._jobs.get()
             if job is None:
                 return
+            started = time.perf_counter()
             verdict = run_job(job.payload)
+            ran_s = time.perf_counter() - started
             with self._scheduler.lock:
                 if job.id in self._abandoned:
                     self._abandoned.discard(job.id)
                     return  # timed out: this thread was written off and replaced; let it end
                 self._idle += 1
-            self._scheduler.finish(job.id, verdict)
+            self._scheduler.finish(job.id, verdict, ran_s)
 
     def finished(self, job: PoolJob) -> None:
         return None

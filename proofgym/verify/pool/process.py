@@ -63,7 +63,17 @@ class ProcessBackend:
             self._modules[module] = None  # a dict assignment: atomic under the GIL
         return payload
 
+    def add_modules(self, modules: Sequence[str]) -> None:
+        """Task modules the workers import before taking jobs (the ones not started yet)."""
+        for module in modules:
+            if module and module != "__main__":
+                self._modules[module] = None
+
     # ------------------------------------------------------------- scheduling (lock held)
+    def prestart(self) -> None:
+        """Start the regular workers before a job needs one (:meth:`VerifierPool.start`)."""
+        self._free_worker()
+
     def start(self, job: PoolJob) -> Callable[[], None] | bool:
         worker = self._start_worker(1, solo=True) if job.solo else self._free_worker()
         if worker is None:
@@ -141,18 +151,19 @@ class ProcessBackend:
         """Deliver results; on EOF, handle the worker's death."""
         while True:
             try:
-                job_id, verdict = worker.conn.recv()
+                job_id, verdict, *ran = worker.conn.recv()  # ran: the worker's own clock
             except (EOFError, OSError, TypeError, ValueError):
                 break
             if job_id == READY:
                 with self._scheduler.lock:
                     worker.ready = True
+                    self._scheduler.worker_ready()
                     now = time.monotonic()
                     for job in worker.inflight.values():
-                        job.deadline = now + job.timeout_s
+                        job.deadline, job.started = now + job.timeout_s, now
                 self._scheduler.wake()  # deadlines moved: the scheduler recomputes its sleep
                 continue
-            self._scheduler.finish(job_id, verdict)
+            self._scheduler.finish(job_id, verdict, ran[0] if ran else None)
         worker.process.join(timeout=5.0)
         self._on_exit(worker)
         worker.conn.close()

@@ -10,6 +10,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 
@@ -61,9 +62,11 @@ def _serve(conn: Connection, threads: int, modules: Sequence[str]) -> None:
     conn.send((READY, None))  # job timeouts start now, not while the process was starting
 
     def run(job_id: int, payload: bytes) -> None:
+        started = time.perf_counter()
         verdict = run_job(payload)
+        ran_s = time.perf_counter() - started  # booked as the episode's grading time
         with send_lock, contextlib.suppress(OSError, ValueError):  # parent gone: no one to report to
-            conn.send((job_id, verdict))
+            conn.send((job_id, verdict, ran_s))
 
     while True:
         try:

@@ -1,0 +1,93 @@
+"""VerifierPool start-up: workers booted ahead of the first job, and grading time booked as the
+time a job ran in its worker (not its wait for the pool to start, nor its place in the queue)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from proofgym import Artifact, Task, TaskSpec, Trace
+from proofgym.env import VerificationJob
+from proofgym.verify.pool import VerifierPool
+from proofgym.verify.pool.verifier_pool import grading_seconds
+
+
+@dataclass(frozen=True)
+class SleepTask(Task):
+    """Scores 1.0 after sleeping ``seconds`` (a grader whose run time is known)."""
+
+    name: str
+    seconds: float
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+    def get_spec(self) -> TaskSpec:
+        return TaskSpec(f"task {self.name}")
+
+    def verify(self, trace: Trace, runtime: Any) -> float:
+        time.sleep(self.seconds)
+        return 1.0
+
+
+def sleep_job(name: str, seconds: float) -> VerificationJob:
+    return VerificationJob(SleepTask(name, seconds), Trace(), Artifact("inprocess"))
+
+
+def wait_for_startup(pool: VerifierPool, limit_s: float = 120.0) -> float:
+    deadline = time.monotonic() + limit_s
+    while pool.startup_s is None:
+        assert time.monotonic() < deadline, "the pool's workers never became ready"
+        time.sleep(0.02)
+    return pool.startup_s
+
+
+def test_start_boots_every_worker_before_any_job_and_returns_at_once() -> None:
+    with VerifierPool("process", processes=2, max_in_flight=2) as pool:
+        asked = time.monotonic()
+        pool.start([__name__])
+        assert time.monotonic() - asked < 0.5, "start() waited for the workers"
+        startup = wait_for_startup(pool)
+        assert startup > 0
+        assert pool.stats["workers_started"] == 2 and pool.stats["submitted"] == 0
+        pool.start([__name__])  # again: no more workers
+        verdict = pool.grade_sync(sleep_job("a", 0.0), "a")
+        assert verdict.reward == 1.0 and verdict.status == "scored"
+        assert pool.stats["workers_started"] == 2
+
+
+def test_booked_grading_time_leaves_out_the_start_up_and_the_queue() -> None:
+    # one worker, one job at a time: the third job waits for the pool to start and for two others
+    with VerifierPool("process", processes=1, max_in_flight=1) as pool:
+        submitted = time.monotonic()
+        futures = [pool.submit(sleep_job(f"j{i}", 0.2), f"j{i}") for i in range(3)]
+        verdicts = [f.result(timeout=120) for f in futures]
+        waited = time.monotonic() - submitted
+        assert [v.reward for v in verdicts] == [1.0] * 3
+        booked = [grading_seconds(f) for f in futures]
+        assert all(b >= 0.2 for b in booked), booked  # each job's own sleep is booked
+        # the third job's wall time holds the start-up and two 0.2 s jobs ahead of it; its
+        # booked time holds neither
+        assert waited - booked[2] >= 0.4 + 0.5 * pool.startup_s, (waited, booked, pool.startup_s)
+        assert pool.startup_s is not None and pool.startup_s > 0
+
+
+async def test_grade_timed_books_the_run_on_the_inline_backend_too() -> None:
+    with VerifierPool("inline", max_in_flight=1) as pool:
+        (first, booked_1), (second, booked_2) = await asyncio.gather(
+            pool.grade_timed(sleep_job("x", 0.3), "x"), pool.grade_timed(sleep_job("y", 0.3), "y"))
+    assert first.reward == second.reward == 1.0
+    # the second waited 0.3 s for the first: its booked time must not hold that wait
+    assert 0.3 <= booked_1 < 0.6 and 0.3 <= booked_2 < 0.6, (booked_1, booked_2)
+
+
+def test_a_job_that_never_ran_books_no_grading_time() -> None:
+    pool = VerifierPool("process", processes=1, max_in_flight=1)
+    future = pool.submit(sleep_job("never", 5.0), "never")
+    waiting = pool.submit(sleep_job("queued", 5.0), "queued")
+    pool.close()
+    assert future.result(timeout=30).status == "error" and waiting.result(timeout=30).status == "error"
+    assert grading_seconds(waiting) == 0.0
