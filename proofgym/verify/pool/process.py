@@ -30,6 +30,10 @@ from proofgym.verify.pool.worker import READY, exit_reason, worker_main
 STARTUP_ALLOWANCE_S = 30.0
 
 
+def _noop() -> None:
+    """The child :meth:`ProcessBackend.warm` waits on."""
+
+
 @dataclass(eq=False)
 class _Worker:
     process: Any
@@ -69,10 +73,28 @@ class ProcessBackend:
             if module and module != "__main__":
                 self._modules[module] = None
 
+    def warm(self) -> None:
+        """No lock held: boot the forkserver (its preload imports the graders' code: seconds),
+        waiting on a throwaway child, so that starting workers under the lock is quick."""
+        if self._start_method != "forkserver":
+            return
+        with self._scheduler.lock:
+            if self._scheduler.stats["workers_started"]:
+                return  # a job got here first: the server is up (or coming up) already
+            self._set_preload()
+        probe = self._ctx.Process(target=_noop, name="proofgym-verifier-warmup", daemon=True)
+        probe.start()
+        probe.join()
+
     # ------------------------------------------------------------- scheduling (lock held)
     def prestart(self) -> None:
         """Start the regular workers before a job needs one (:meth:`VerifierPool.start`)."""
         self._free_worker()
+
+    def _set_preload(self) -> None:
+        # Workers fork from a server that has these imported (sympy alone takes seconds); only
+        # the first pool of a process starts that server, so this is best effort.
+        self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
 
     def start(self, job: PoolJob) -> Callable[[], None] | bool:
         worker = self._start_worker(1, solo=True) if job.solo else self._free_worker()
@@ -118,9 +140,7 @@ class ProcessBackend:
     def _start_worker(self, capacity: int, *, solo: bool = False) -> _Worker:
         stats = self._scheduler.stats
         if self._start_method == "forkserver" and stats["workers_started"] == 0:
-            # Workers fork from a server that has these imported (sympy alone takes seconds);
-            # only the first pool of a process starts that server, so this is best effort.
-            self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
+            self._set_preload()
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         process = self._ctx.Process(target=worker_main, args=(child_conn, capacity, list(self._modules)),
                                     name="proofgym-verifier", daemon=True)

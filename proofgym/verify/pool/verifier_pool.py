@@ -27,6 +27,7 @@ import concurrent.futures as cf
 import contextlib
 import hashlib
 import itertools
+import logging
 import math
 import os
 import queue
@@ -45,6 +46,8 @@ from proofgym.verify.pool.inline import InlineBackend
 from proofgym.verify.pool.process import ProcessBackend
 
 Backend = Literal["process", "inline", "ray"]
+
+log = logging.getLogger(__name__)
 
 #: How much longer than a task's own grading timeout the pool waits for its job: a sandboxed
 #: grading may overrun its test budget by the sandbox start and the report (CodeRepair: up to
@@ -114,6 +117,8 @@ class VerifierPool:
             parent's threads and locks.
         ray_address: The Ray cluster (``ray`` backend; default as :func:`ray_cluster.connect`).
         cpus_per_grader: CPUs each Ray grader actor reserves (``ray`` backend).
+        boot: Start the workers now, in the background (:meth:`start`), rather than with the
+            first job. Default: for the ``process`` backend, whose start-up takes seconds.
 
     Invariants: every submitted job's future resolves exactly once, with a :class:`Verdict`
     (never an exception); a verdict is ``status="error"`` when grading failed, never a silent 0.
@@ -122,7 +127,8 @@ class VerifierPool:
     def __init__(self, backend: Backend = "process", *, processes: int | None = None,
                  max_in_flight: int | None = None, timeout_s: float = 60.0,
                  start_method: str = "forkserver", preload: Sequence[str] = (),
-                 ray_address: str | None = None, cpus_per_grader: float = 0.0) -> None:
+                 ray_address: str | None = None, cpus_per_grader: float = 0.0,
+                 boot: bool | None = None) -> None:
         processes = processes if processes is not None else os.cpu_count() or 1
         max_in_flight = max_in_flight if max_in_flight is not None else os.cpu_count() or 1
         if backend not in ("process", "inline", "ray"):
@@ -165,6 +171,8 @@ class VerifierPool:
                                        preload=preload)
         else:
             self._backend = InlineBackend(self)
+        if backend == "process" if boot is None else boot:
+            self.start()
 
     # ------------------------------------------------------------------ public
     def start(self, modules: Sequence[str] = ()) -> None:
@@ -182,7 +190,10 @@ class VerifierPool:
                 return
             self._start_asked = True
             self._ensure_supervisor()
-        self._wake()
+        with self.lock:
+            if self._started_at is None:
+                self._started_at = time.monotonic()
+        threading.Thread(target=self._boot, name="proofgym-verifier-boot", daemon=True).start()
 
     def submit(self, job: VerificationJob, trajectory_id: str, *, timeout_s: float | None = None,
                contract_id: str = "") -> cf.Future[Verdict]:
@@ -360,11 +371,8 @@ class VerifierPool:
                     return
                 self._pending.extend(item for item in items if item is not None)
                 try:
-                    if self._started_at is None and (self._start_asked or self._pending):
+                    if self._started_at is None and self._pending:
                         self._started_at = time.monotonic()  # the start-up's clock
-                        prestart = getattr(self._backend, "prestart", None)
-                        if self._start_asked and prestart is not None:
-                            prestart()
                     sends = self._dispatch()
                 except Exception as exc:  # cannot start a worker: fail what waits, loudly
                     reason = (f"the verifier pool could not start a worker process: "
@@ -380,6 +388,21 @@ class VerifierPool:
             for send in sends:  # pipe writes happen outside the lock (a full pipe must not stall)
                 send()
             timeout = None if deadline == math.inf else max(0.0, deadline - time.monotonic()) + 0.001
+
+    def _boot(self) -> None:
+        """:meth:`start`'s thread: the backend's slow part (a process pool's forkserver importing
+        the graders' code) runs without the scheduler's lock, so jobs, results and :meth:`close`
+        never wait for it; then the workers start (quick by then) under the lock."""
+        warm, prestart = getattr(self._backend, "warm", None), getattr(self._backend, "prestart", None)
+        try:
+            if warm is not None:
+                warm()
+            with self.lock:
+                if not self._closed and prestart is not None:
+                    prestart()
+        except Exception as exc:  # not fatal: the workers start with the first job, which reports it
+            log.warning("the verifier pool could not start its workers ahead of its jobs (%s); they "
+                        "start with the first job", describe_exception(exc))
 
     def _dispatch(self) -> list[Callable[[], None]]:
         """Lock held: hand waiting jobs to the backend, within the in-flight limit."""

@@ -8,10 +8,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from proofgym import Artifact, Task, TaskSpec, Trace
 from proofgym.env import VerificationJob
 from proofgym.verify.pool import VerifierPool
-from proofgym.verify.pool.verifier_pool import grading_seconds
+from proofgym.verify.pool.verifier_pool import PoolClosedError, grading_seconds
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,25 @@ def wait_for_startup(pool: VerifierPool, limit_s: float = 120.0) -> float:
     return pool.startup_s
 
 
-def test_start_boots_every_worker_before_any_job_and_returns_at_once() -> None:
+def test_a_process_pool_boots_its_workers_when_made() -> None:
     with VerifierPool("process", processes=2, max_in_flight=2) as pool:
+        wait_for_startup(pool)
+        assert pool.stats["workers_started"] == 2 and pool.stats["submitted"] == 0
+
+
+def test_closing_a_pool_that_is_still_booting_does_not_wait_for_the_boot() -> None:
+    pool = VerifierPool("process", processes=2, max_in_flight=2)
+    closing = time.monotonic()
+    pool.close()
+    assert time.monotonic() - closing < 1.0
+    with pytest.raises(PoolClosedError):
+        pool.submit(sleep_job("late", 0.0), "late")
+
+
+def test_start_boots_every_worker_before_any_job_and_returns_at_once() -> None:
+    with VerifierPool("process", processes=2, max_in_flight=2, boot=False) as pool:
+        time.sleep(0.3)
+        assert pool.stats["workers_started"] == 0 and pool.startup_s is None  # boot=False: nothing yet
         asked = time.monotonic()
         pool.start([__name__])
         assert time.monotonic() - asked < 0.5, "start() waited for the workers"
