@@ -110,3 +110,19 @@ def test_a_job_that_never_ran_books_no_grading_time() -> None:
     pool.close()
     assert future.result(timeout=30).status == "error" and waiting.result(timeout=30).status == "error"
     assert grading_seconds(waiting) == 0.0
+
+
+def test_evaluate_books_no_start_up_as_grading_and_reports_it_apart(tmp_path) -> None:
+    from proofgym.eval import evaluate
+    from proofgym.rollout import make_policy
+
+    # the reference policy answers at once: every job is submitted while the workers boot
+    with VerifierPool("process", processes=1, max_in_flight=4, boot=False) as pool:
+        trajectories, summary = evaluate("proofgym/Arith-v0", make_policy("reference"), episodes=8,
+                                         concurrency=4, verifier=pool, out=tmp_path / "run")
+    assert summary["mean_reward"] == 1.0 and len(trajectories) == 8
+    startup = summary["verifier_startup_s"]
+    assert startup is not None and startup > 0
+    booked = [t.timings["verify_s"] for t in trajectories]
+    assert all(b > 0 for b in booked)
+    assert max(booked) < startup, (booked, startup)  # each job's own run, not the wait for the boot
