@@ -37,6 +37,7 @@ class PoolJob:
     #: When it was handed to its backend (``time.monotonic``; ``None``: still waiting): a
     #: backend that cannot time the job itself books it from here.
     started: float | None = None
+    module: str = ""  # the task class's module: a worker imports it before the job's clock starts
 
 
 class Scheduler(Protocol):

@@ -24,7 +24,7 @@ from typing import Any
 
 from proofgym.env import VerificationJob
 from proofgym.verify.pool.backend import PoolJob, Scheduler
-from proofgym.verify.pool.worker import READY, exit_reason, worker_main
+from proofgym.verify.pool.worker import READY, STARTED, exit_reason, worker_main
 
 #: How long a new worker process may take to start before its jobs' clocks run anyway.
 STARTUP_ALLOWANCE_S = 30.0
@@ -44,6 +44,7 @@ class _Worker:
     inflight: dict[int, PoolJob] = field(default_factory=dict)
     retired: bool = False
     ready: bool = False
+    modules: set[str] = field(default_factory=set)  # the task modules it imports or was sent
 
 
 class ProcessBackend:
@@ -101,13 +102,18 @@ class ProcessBackend:
         if worker is None:
             return False
         job.place = worker
-        job.deadline = time.monotonic() + job.timeout_s + (0.0 if worker.ready else STARTUP_ALLOWANCE_S)
+        # a task module new to the worker is imported there first, off the job's clock (the
+        # worker says when the job starts: STARTED)
+        fresh = job.module if job.module not in worker.modules and job.module != "__main__" else ""
+        worker.modules.add(job.module)
+        job.deadline = time.monotonic() + job.timeout_s + (
+            0.0 if worker.ready and not fresh else STARTUP_ALLOWANCE_S)
         worker.inflight[job.id] = job
 
         def send() -> None:
             # If the worker died, its reader thread reports it and re-queues or fails the job.
             with contextlib.suppress(OSError, ValueError):
-                worker.conn.send((job.id, job.payload))
+                worker.conn.send((job.id, job.payload, fresh))
         return send
 
     def finished(self, job: PoolJob) -> None:
@@ -146,7 +152,7 @@ class ProcessBackend:
                                     name="proofgym-verifier", daemon=True)
         process.start()
         child_conn.close()  # so the parent sees EOF when the worker dies
-        worker = _Worker(process, parent_conn, capacity, solo=solo)
+        worker = _Worker(process, parent_conn, capacity, solo=solo, modules=set(self._modules))
         self._workers.append(worker)
         stats["workers_started"] += 1
         threading.Thread(target=self._read, args=(worker,), name="proofgym-verifier-reader",
@@ -182,6 +188,14 @@ class ProcessBackend:
                     for job in worker.inflight.values():
                         job.deadline, job.started = now + job.timeout_s, now
                 self._scheduler.wake()  # deadlines moved: the scheduler recomputes its sleep
+                continue
+            if job_id == STARTED:  # its task module is imported: the job's clock starts now
+                with self._scheduler.lock:
+                    job = worker.inflight.get(verdict)
+                    if job is not None:
+                        job.started = time.monotonic()
+                        job.deadline = job.started + job.timeout_s
+                self._scheduler.wake()
                 continue
             self._scheduler.finish(job_id, verdict, ran[0] if ran else None)
         worker.process.join(timeout=5.0)

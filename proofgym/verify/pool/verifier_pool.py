@@ -227,7 +227,8 @@ class VerifierPool:
             if not closed:
                 self._ensure_supervisor()
                 # Queued under the lock close() takes first, so close() always finds it in the inbox.
-                self._inbox.put(PoolJob(next(self._ids), key, payload, limit, future))
+                self._inbox.put(PoolJob(next(self._ids), key, payload, limit, future,
+                                        module=type(job.task).__module__))
         if closed:  # closed while this job was being encoded: answer it, never drop it
             self._settle(key, future, Verdict.failed("the verifier pool was closed before this job "
                                                      "was graded"))

@@ -116,8 +116,10 @@ def test_evaluate_books_no_start_up_as_grading_and_reports_it_apart(tmp_path) ->
     from proofgym.eval import evaluate
     from proofgym.rollout import make_policy
 
-    # the reference policy answers at once: every job is submitted while the workers boot
-    with VerifierPool("process", processes=1, max_in_flight=4, boot=False) as pool:
+    # the reference policy answers at once: every job is submitted while the worker boots (a
+    # spawned one, so that it takes its full time whatever this process started before)
+    with VerifierPool("process", processes=1, max_in_flight=4, boot=False, start_method="spawn") as pool:
+        pool.start(["proofgym.verify.pool.warmup"])  # math-verify loaded before the worker is ready
         trajectories, summary = evaluate("proofgym/Arith-v0", make_policy("reference"), episodes=8,
                                          concurrency=4, verifier=pool, out=tmp_path / "run")
     assert summary["mean_reward"] == 1.0 and len(trajectories) == 8
@@ -126,3 +128,15 @@ def test_evaluate_books_no_start_up_as_grading_and_reports_it_apart(tmp_path) ->
     booked = [t.timings["verify_s"] for t in trajectories]
     assert all(b > 0 for b in booked)
     assert max(booked) < startup, (booked, startup)  # each job's own run, not the wait for the boot
+
+
+def test_a_task_module_new_to_a_running_worker_is_imported_off_the_jobs_clock() -> None:
+    from tests.verify.pool.slow_import_task import IMPORT_S, SlowImportTask
+
+    with VerifierPool("process", processes=1, max_in_flight=2, timeout_s=IMPORT_S * 0.6) as pool:
+        wait_for_startup(pool)  # booted before the module was known: the worker lacks it
+        future = pool.submit(VerificationJob(SlowImportTask("slow"), Trace(), Artifact("inprocess")),
+                             "slow")
+        verdict = future.result(timeout=120)
+    assert verdict.status == "scored" and verdict.reward == 1.0, verdict  # no timeout
+    assert grading_seconds(future) < IMPORT_S * 0.6  # nor is the import booked as grading
