@@ -123,11 +123,14 @@ def test_evaluate_books_no_start_up_as_grading_and_reports_it_apart(tmp_path) ->
         trajectories, summary = evaluate("proofgym/Arith-v0", make_policy("reference"), episodes=8,
                                          concurrency=4, verifier=pool, out=tmp_path / "run")
     assert summary["mean_reward"] == 1.0 and len(trajectories) == 8
-    startup = summary["verifier_startup_s"]
+    startup = summary["time"]["verifier_startup_s"]
     assert startup is not None and startup > 0
     booked = [t.timings["verify_s"] for t in trajectories]
     assert all(b > 0 for b in booked)
     assert max(booked) < startup, (booked, startup)  # each job's own run, not the wait for the boot
+    from proofgym.cli.summary_table import summary_rows
+
+    assert ("grader start-up", f"{startup:.2f} s") in summary_rows(summary)  # the CLI shows it apart
 
 
 def test_a_task_module_new_to_a_running_worker_is_imported_off_the_jobs_clock() -> None:
