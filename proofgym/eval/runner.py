@@ -182,7 +182,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     # the pool's start-up, apart: it is no episode's grading time (verify_s books only jobs' runs)
     return run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed,
                                      "concurrency": concurrency},
-                      time={"verifier_startup_s": pool.startup_s})
+                      time={} if pool.startup_s is None else {"verifier_startup_s": pool.startup_s})
 
 
 def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncPolicy,

@@ -71,7 +71,7 @@ class Run:
             self.store.close()
 
     def finish(self, trajectories: list[Trajectory], fields: Mapping[str, Any], *,
-               time: Mapping[str, float | None] | None = None,
+               time: Mapping[str, float] | None = None,
                ) -> tuple[list[Trajectory], dict[str, Any]]:
         """All the run's trajectories (a resumed store's included) and its summary, written to the
         store's ``summary.json``; ``time`` adds the run's own timings to the summary's ``time``
