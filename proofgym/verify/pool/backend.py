@@ -38,6 +38,7 @@ class PoolJob:
     #: backend that cannot time the job itself books it from here.
     started: float | None = None
     module: str = ""  # the task class's module: a worker imports it before the job's clock starts
+    importing: bool = False  # its worker imports ``module`` first (process backend): no clock yet
 
 
 class Scheduler(Protocol):

@@ -106,6 +106,7 @@ class ProcessBackend:
         # worker says when the job starts: STARTED)
         fresh = job.module if job.module not in worker.modules and job.module != "__main__" else ""
         worker.modules.add(job.module)
+        job.importing = bool(fresh)
         job.deadline = time.monotonic() + job.timeout_s + (
             0.0 if worker.ready and not fresh else STARTUP_ALLOWANCE_S)
         worker.inflight[job.id] = job
@@ -186,14 +187,15 @@ class ProcessBackend:
                     self._scheduler.worker_ready()
                     now = time.monotonic()
                     for job in worker.inflight.values():
-                        job.deadline, job.started = now + job.timeout_s, now
+                        if not job.importing:  # those start their clocks when imported
+                            job.deadline, job.started = now + job.timeout_s, now
                 self._scheduler.wake()  # deadlines moved: the scheduler recomputes its sleep
                 continue
             if job_id == STARTED:  # its task module is imported: the job's clock starts now
                 with self._scheduler.lock:
                     job = worker.inflight.get(verdict)
                     if job is not None:
-                        job.started = time.monotonic()
+                        job.importing, job.started = False, time.monotonic()
                         job.deadline = job.started + job.timeout_s
                 self._scheduler.wake()
                 continue
