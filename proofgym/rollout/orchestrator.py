@@ -51,9 +51,9 @@ log = logging.getLogger(__name__)
 #: Hard stop for a runaway loop (a policy that never ends its turn in an env without budgets).
 MAX_STEPS = 10_000
 
-#: The least default backpressure bound: a fresh process pool takes seconds to boot (its workers
-#: import the graders' code) while fast episodes finish by the dozen per second; slots keep
-#: generating through that start-up instead of stalling at ``4 * concurrency``.
+#: The least default backpressure bound with a ``process`` pool: a fresh one takes seconds to boot
+#: (its workers import the graders' code) while fast episodes finish by the dozen per second;
+#: slots keep generating through that start-up instead of stalling at ``4 * concurrency``.
 MIN_AWAITING_GRADES = 256
 
 
@@ -109,7 +109,7 @@ class Orchestrator:
         inline_verification: Grade inside the slot, before its next episode (the seed's behaviour,
             for comparison and debugging). Default: only for an ``inline`` pool.
         max_awaiting_grades: Bound on episodes waiting for grades (backpressure). Default
-            ``4 * concurrency``, at least :data:`MIN_AWAITING_GRADES`.
+            ``4 * concurrency``; with a ``process`` pool at least :data:`MIN_AWAITING_GRADES`.
         runtime_threads: Threads for ``env.reset``/``env.step`` calls. Default ``concurrency``.
             ``0`` runs them on the event loop itself: only for in-process runtimes whose calls
             take microseconds (it saves a thread hand-off per step, which costs tens to hundreds
@@ -149,7 +149,8 @@ class Orchestrator:
         self.verifier = verifier if verifier is not None else VerifierPool("process")
         self.inline_verification = (self.verifier.backend == "inline" if inline_verification is None
                                     else inline_verification)
-        self.max_awaiting_grades = max_awaiting_grades or max(4 * concurrency, MIN_AWAITING_GRADES)
+        least = MIN_AWAITING_GRADES if self.verifier.backend == "process" else 0
+        self.max_awaiting_grades = max_awaiting_grades or max(4 * concurrency, least)
         self.runtime_threads = concurrency if runtime_threads is None else runtime_threads
         if self.runtime_threads < 0:
             raise ConfigError("runtime_threads must be >= 0")
