@@ -75,8 +75,8 @@ class ProcessBackend:
                 self._modules[module] = None
 
     def warm(self) -> None:
-        """No lock held: boot the forkserver (its preload imports the graders' code: seconds),
-        waiting on a throwaway child, so that starting workers under the lock is quick."""
+        """No lock held: boot the forkserver (its preload imports the graders' code: seconds) by
+        forking a throwaway child from it, so that starting workers under the lock is quick."""
         if self._start_method != "forkserver":
             return
         with self._scheduler.lock:
@@ -84,7 +84,9 @@ class ProcessBackend:
                 return  # a job got here first: the server is up (or coming up) already
             self._set_preload()
         probe = self._ctx.Process(target=_noop, name="proofgym-verifier-warmup", daemon=True)
-        probe.start()
+        probe.start()  # returns once the server has forked it: the preload is done
+        # it would only import the __main__ module and leave: CPU the workers need
+        probe.kill()
         probe.join()
 
     # ------------------------------------------------------------- scheduling (lock held)
