@@ -179,7 +179,8 @@ class VerifierPool:
         """Start the workers now, in the background, instead of on the first job: the
         ``process`` backend's start-up (a fresh interpreter importing the graders' code, sympy
         alone takes seconds) then overlaps the caller's own start (building envs, the first
-        model calls) and is off the first verdict's path. ``modules`` are the graders' modules
+        model calls) instead of delaying the first verdict by all of it; a job's booked
+        grading time never holds it (:func:`grading_seconds`). ``modules`` are the graders' modules
         (a task class's ``__module__``), imported by every worker before it takes jobs.
         Returns at once; calling it again, or after jobs were submitted, does no harm."""
         add = getattr(self._backend, "add_modules", None)
