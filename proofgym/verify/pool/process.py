@@ -57,7 +57,8 @@ class ProcessBackend:
         self._per_worker = math.ceil(max_in_flight / processes)
         self._ctx = mp.get_context(start_method)
         self._start_method = start_method
-        self._preload = ["proofgym", "proofgym.verify.pool.warmup", *preload]
+        self._preload = ["proofgym.verify.pool.forkserver_exit", "proofgym", "proofgym.verify.pool.warmup",
+                         *preload]
         self._modules: dict[str, None] = {}  # task modules seen, imported by each new worker
         self._workers: list[_Worker] = []
 

@@ -143,3 +143,21 @@ def test_a_task_module_new_to_a_running_worker_is_imported_off_the_jobs_clock() 
         verdict = future.result(timeout=120)
     assert verdict.status == "scored" and verdict.reward == 1.0, verdict  # no timeout
     assert grading_seconds(future) < IMPORT_S * 0.6  # nor is the import booked as grading
+
+
+def test_the_forkserver_leaves_without_tearing_its_interpreter_down() -> None:
+    import subprocess
+    import sys
+
+    from proofgym.verify.pool.process import ProcessBackend
+
+    with VerifierPool("process", processes=1, boot=False) as pool:
+        backend = pool._backend
+        assert isinstance(backend, ProcessBackend)
+        assert backend._preload[0] == "proofgym.verify.pool.forkserver_exit"  # its handler runs last
+    # what the server does when its owner is gone (SystemExit): os._exit, past every later
+    # handler and the interpreter's teardown (the status 3 never reaches the OS)
+    code = ("import atexit, proofgym.verify.pool.forkserver_exit\n"
+            "atexit.register(print, 'other handlers still run')\nraise SystemExit(3)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "other handlers still run", done
