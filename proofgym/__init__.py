@@ -20,7 +20,6 @@ from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.envs import register_envs
 from proofgym.make import make_env
 from proofgym.runtimes import Artifact, InProcessRuntime, Runtime
-from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from proofgym.tasks import TaskSet
 from proofgym.tools import Tool, ToolError, ToolRegistry, ToolResult, tool
 from proofgym.version import __version__
@@ -30,6 +29,8 @@ register_envs()
 #: Heavier parts, imported on first use (the openai client and math-verify take seconds to load).
 _LAZY = {"Orchestrator": "proofgym.rollout.orchestrator", "OpenAIPolicy": "proofgym.rollout.openai_policy",
          "VerifierPool": "proofgym.verify.pool", "Rubric": "proofgym.verify.graders",
+         # the sandbox (bubblewrap, cgroups) is not needed by an in-process env's run
+         "SandboxRuntime": "proofgym.runtimes.sandbox", "SandboxLimits": "proofgym.runtimes.sandbox",
          **dict.fromkeys(("run_pytest", "run_program", "TestRun", "ProgramRun"),
                          "proofgym.verify.sandboxed")}
 

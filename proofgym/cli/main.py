@@ -7,7 +7,12 @@ a usage error, 1 for a failed run), never a traceback.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import gc
+import os
 import sys
+import threading
 
 import typer
 
@@ -38,6 +43,37 @@ app.command("serve-scripted")(serve_scripted_command)
 
 
 def main() -> None:
+    """The ``proofgym`` command: run it, then leave without tearing the interpreter down."""
+    # the imports' objects live as long as the process: the cyclic collector need not walk them
+    # again and again while episodes allocate
+    gc.freeze()
+    try:
+        _run()
+    except SystemExit as exc:
+        _leave(exc.code)
+    _leave(0)
+
+
+def _leave(code: object) -> None:
+    """Exit as the interpreter would (non-daemon threads joined, ``atexit`` handlers run, the
+    streams flushed) but skip its teardown: freeing every module and object of a run (numpy,
+    pydantic, the episodes) takes a few hundred milliseconds of CPU at the end of every command,
+    and a command's process has nothing left to clean up in memory."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    if code is not None and not isinstance(code, int):  # sys.exit("message"): printed, status 1
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        # a reader that went away (`proofgym ... | head`): nothing left to tell it
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code or 0)
+
+
+def _run() -> None:
     from rich.markup import escape
 
     from proofgym.cli.console import err_console

@@ -54,6 +54,8 @@ def summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("time (summed)", " · ".join(f"{name} {time.get(key, 0):.2f} s" for name, key in (
             ("model", "policy_s"), ("tools", "env_s"), ("verify", "verify_s"), ("episodes", "total_s")))),
     ]
+    if time.get("verifier_startup_s") is not None:  # once per run, not in any episode's time
+        rows.append(("grader start-up", f"{time['verifier_startup_s']:.2f} s"))
     return rows
 
 

@@ -8,11 +8,14 @@ store without the loop knowing about it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+import gymnasium
 
 from proofgym.core import ConfigError
 from proofgym.core.defaults import DEFAULTS
@@ -148,6 +151,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
         verifier = "process" if concurrency > 1 or is_async_policy(policy) else "inline"
     env = make_env(env_id, **(env_kwargs or {}))
     pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
+    pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
                         seeds={"seed": seed, "episodes": episodes, "repeats": repeats},
@@ -164,8 +168,10 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
         env.close()
         if isinstance(verifier, str):
             pool.close()
+    # the pool's start-up, apart: it is no episode's grading time (verify_s books only jobs' runs)
     return run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed,
-                                     "concurrency": concurrency})
+                                     "concurrency": concurrency},
+                      time={} if pool.startup_s is None else {"verifier_startup_s": pool.startup_s})
 
 
 def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncPolicy,
@@ -199,6 +205,16 @@ def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncP
                 await close()
 
     return run_sync(run())
+
+
+def _grader_modules(env_id: str) -> list[str]:
+    """The module of ``env_id``'s factory: a pool's workers import it (and with it the env's
+    task classes) before they take jobs, so no job's clock pays for that import."""
+    with contextlib.suppress(gymnasium.error.Error):
+        entry = gymnasium.spec(env_id).entry_point
+        module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
+        return [module] if module else []
+    return []
 
 
 def _slot_backend(backend: str | SlotBackend, ray_address: str | None) -> SlotBackend:

@@ -70,10 +70,12 @@ class Run:
         if self.store is not None:
             self.store.close()
 
-    def finish(self, trajectories: list[Trajectory],
-               fields: Mapping[str, Any]) -> tuple[list[Trajectory], dict[str, Any]]:
+    def finish(self, trajectories: list[Trajectory], fields: Mapping[str, Any], *,
+               time: Mapping[str, float] | None = None,
+               ) -> tuple[list[Trajectory], dict[str, Any]]:
         """All the run's trajectories (a resumed store's included) and its summary, written to the
-        store's ``summary.json``."""
+        store's ``summary.json``; ``time`` adds the run's own timings to the summary's ``time``
+        (the episodes' sums), e.g. its grader pool's start-up."""
         if self.store is not None:
             trajectories = self.store.trajectories()
         else:  # the store stamps what it records; without one, stamp here
@@ -84,6 +86,7 @@ class Run:
         summary = summarize(trajectories, {**fields, "contract_id": self.contract.id, "split": split,
                                            "warnings": self.warnings, "resumed_from": self.done_before,
                                            "planned": self.planned})
+        summary["time"] = {**summary["time"], **(time or {})}
         if self.store is not None:
             self.store.write_summary(summary)
             write_report(self.store.root, trajectories=trajectories, summary=summary)

@@ -52,6 +52,11 @@ log = logging.getLogger(__name__)
 #: Hard stop for a runaway loop (a policy that never ends its turn in an env without budgets).
 MAX_STEPS = 10_000
 
+#: The least default backpressure bound with a ``process`` pool: a fresh one takes seconds to boot
+#: (its workers import the graders' code) while fast episodes finish by the dozen per second;
+#: slots keep generating through that start-up instead of stalling at ``4 * concurrency``.
+MIN_AWAITING_GRADES = 256
+
 
 class RolloutError(ProofgymError, RuntimeError):
     """A run could not deliver its episodes (the sink or ``on_episode`` failed); it stopped."""
@@ -106,7 +111,7 @@ class Orchestrator:
         inline_verification: Grade inside the slot, before its next episode (the seed's behaviour,
             for comparison and debugging). Default: only for an ``inline`` pool.
         max_awaiting_grades: Bound on episodes waiting for grades (backpressure). Default
-            ``4 * concurrency``.
+            ``4 * concurrency``; with a ``process`` pool at least :data:`MIN_AWAITING_GRADES`.
         runtime_threads: Threads for ``env.reset``/``env.step`` calls. Default ``concurrency``.
             ``0`` runs them on the event loop itself: only for in-process runtimes whose calls
             take microseconds (it saves a thread hand-off per step, which costs tens to hundreds
@@ -146,7 +151,8 @@ class Orchestrator:
         self.verifier = verifier if verifier is not None else VerifierPool("process")
         self.inline_verification = (self.verifier.backend == "inline" if inline_verification is None
                                     else inline_verification)
-        self.max_awaiting_grades = max_awaiting_grades or 4 * concurrency
+        least = MIN_AWAITING_GRADES if self.verifier.backend == "process" else 0
+        self.max_awaiting_grades = max_awaiting_grades or max(4 * concurrency, least)
         self.runtime_threads = concurrency if runtime_threads is None else runtime_threads
         if self.runtime_threads < 0:
             raise ConfigError("runtime_threads must be >= 0")
@@ -174,6 +180,8 @@ class Orchestrator:
         self.generation_s = 0.0
         results: list[Trajectory] = []
         queue = iter(specs)
+        if self.grade and specs:
+            self.verifier.start()  # workers boot while the envs are built and the first calls made
         self.slots.start(self.env_factory, concurrency=self.concurrency,
                          runtime_threads=self.runtime_threads)
         writer = OrderedWriter(sink) if sink is not None else None
@@ -394,11 +402,12 @@ class Orchestrator:
     async def _grade(self, traj: Trajectory, job: VerificationJob) -> None:
         t0 = time.perf_counter()
         try:
-            traj.verdict = await self.verifier.grade(job, traj.trajectory_id, timeout_s=self.grade_timeout_s,
-                                                     contract_id=self.contract_id or "")
+            # booked: the time the job ran in its worker, not its queueing or the pool's start-up
+            traj.verdict, traj.timings["verify_s"] = await self.verifier.grade_timed(
+                job, traj.trajectory_id, timeout_s=self.grade_timeout_s, contract_id=self.contract_id or "")
         except Exception as exc:  # the pool itself failed (closed, ...): an error verdict, not a loss
             traj.verdict = Verdict.failed(f"grading could not run: {describe_exception(exc)}")
-        traj.timings["verify_s"] = time.perf_counter() - t0
+            traj.timings["verify_s"] = time.perf_counter() - t0
         traj.extra["verifier"] = self.verifier.describe()
         traj.artifact = job.artifact.to_dict()  # kept so `proofgym verify` can re-grade
 

@@ -34,6 +34,11 @@ class PoolJob:
     solo: bool = False  # run alone (a process backend re-runs jobs that shared a dead worker)
     deadline: float = math.inf
     place: Any = None  # where the backend runs it (its worker), for the backend's own use
+    #: When it was handed to its backend (``time.monotonic``; ``None``: still waiting): a
+    #: backend that cannot time the job itself books it from here.
+    started: float | None = None
+    module: str = ""  # the task class's module: a worker imports it before the job's clock starts
+    importing: bool = False  # its worker imports ``module`` first (process backend): no clock yet
 
 
 class Scheduler(Protocol):
@@ -42,11 +47,15 @@ class Scheduler(Protocol):
     lock: threading.Lock
     stats: dict[str, int]
 
-    def finish(self, job_id: int, verdict: Verdict) -> None:
-        """A job's verdict (call without the lock)."""
+    def finish(self, job_id: int, verdict: Verdict, ran_s: float | None = None) -> None:
+        """A job's verdict (call without the lock), with the seconds it ran where it was graded
+        (``None``: counted from when it was handed out)."""
 
     def fail_later(self, job: PoolJob, reason: str) -> None:
         """Lock held: resolve ``job`` as an error verdict (off this thread)."""
+
+    def worker_ready(self) -> None:
+        """Lock held: a worker can take jobs now (the first one ends the pool's start-up)."""
 
     def requeue_solo(self, job: PoolJob) -> None:
         """Lock held: take a running job back and run it again, alone, before waiting jobs."""

@@ -30,12 +30,14 @@ class InlineBackend:
         return True
 
     def _run(self, job: PoolJob) -> None:
+        started = time.perf_counter()
         verdict = run_job(job.payload)
+        ran_s = time.perf_counter() - started
         with self._scheduler.lock:
             if job.id in self._abandoned:  # timed out: its verdict came too late to count
                 self._abandoned.discard(job.id)
                 return
-        self._scheduler.finish(job.id, verdict)
+        self._scheduler.finish(job.id, verdict, ran_s)
 
     def finished(self, job: PoolJob) -> None:
         return None

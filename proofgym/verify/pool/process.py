@@ -25,10 +25,14 @@ from typing import Any
 
 from proofgym.env import VerificationJob
 from proofgym.verify.pool.backend import PoolJob, Scheduler
-from proofgym.verify.pool.worker import READY, exit_reason, worker_main
+from proofgym.verify.pool.worker import READY, STARTED, exit_reason, worker_main
 
 #: How long a new worker process may take to start before its jobs' clocks run anyway.
 STARTUP_ALLOWANCE_S = 30.0
+
+
+def _noop() -> None:
+    """The child :meth:`ProcessBackend.warm` waits on."""
 
 
 @dataclass(eq=False)
@@ -41,6 +45,7 @@ class _Worker:
     inflight: dict[int, PoolJob] = field(default_factory=dict)
     retired: bool = False
     ready: bool = False
+    modules: set[str] = field(default_factory=set)  # the task modules it imports or was sent
 
 
 class ProcessBackend:
@@ -66,19 +71,55 @@ class ProcessBackend:
             self._modules[module] = None  # a dict assignment: atomic under the GIL
         return payload
 
+    def add_modules(self, modules: Sequence[str]) -> None:
+        """Task modules the workers import before taking jobs (the ones not started yet)."""
+        for module in modules:
+            if module and module != "__main__":
+                self._modules[module] = None
+
+    def warm(self) -> None:
+        """No lock held: boot the forkserver (its preload imports the graders' code: seconds) by
+        forking a throwaway child from it, so that starting workers under the lock is quick."""
+        if self._start_method != "forkserver":
+            return
+        with self._scheduler.lock:
+            if self._scheduler.stats["workers_started"]:
+                return  # a job got here first: the server is up (or coming up) already
+            self._set_preload()
+        probe = self._ctx.Process(target=_noop, name="proofgym-verifier-warmup", daemon=True)
+        probe.start()  # returns once the server has forked it: the preload is done
+        # it would only import the __main__ module and leave: CPU the workers need
+        probe.kill()
+        probe.join()
+
     # ------------------------------------------------------------- scheduling (lock held)
+    def prestart(self) -> None:
+        """Start the regular workers before a job needs one (:meth:`VerifierPool.start`)."""
+        self._free_worker()
+
+    def _set_preload(self) -> None:
+        # Workers fork from a server that has these imported (sympy alone takes seconds); only
+        # the first pool of a process starts that server, so this is best effort.
+        self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
+
     def start(self, job: PoolJob) -> Callable[[], None] | bool:
         worker = self._start_worker(1, solo=True) if job.solo else self._free_worker()
         if worker is None:
             return False
         job.place = worker
-        job.deadline = time.monotonic() + job.timeout_s + (0.0 if worker.ready else STARTUP_ALLOWANCE_S)
+        # a task module new to the worker is imported there first, off the job's clock (the
+        # worker says when the job starts: STARTED)
+        fresh = job.module if job.module not in worker.modules and job.module != "__main__" else ""
+        worker.modules.add(job.module)
+        job.importing = bool(fresh)
+        job.deadline = time.monotonic() + job.timeout_s + (
+            0.0 if worker.ready and not fresh else STARTUP_ALLOWANCE_S)
         worker.inflight[job.id] = job
 
         def send() -> None:
             # If the worker died, its reader thread reports it and re-queues or fails the job.
             with contextlib.suppress(OSError, ValueError):
-                worker.conn.send((job.id, job.payload))
+                worker.conn.send((job.id, job.payload, fresh))
         return send
 
     def finished(self, job: PoolJob) -> None:
@@ -111,16 +152,14 @@ class ProcessBackend:
     def _start_worker(self, capacity: int, *, solo: bool = False) -> _Worker:
         stats = self._scheduler.stats
         if self._start_method == "forkserver" and stats["workers_started"] == 0:
-            # Workers fork from a server that has these imported (sympy alone takes seconds);
-            # only the first pool of a process starts that server, so this is best effort.
-            self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
+            self._set_preload()
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         process = self._ctx.Process(target=worker_main,
                                     args=(child_conn, capacity, list(self._modules), os.getpid()),
                                     name="proofgym-verifier", daemon=True)
         process.start()
         child_conn.close()  # so the parent sees EOF when the worker dies
-        worker = _Worker(process, parent_conn, capacity, solo=solo)
+        worker = _Worker(process, parent_conn, capacity, solo=solo, modules=set(self._modules))
         self._workers.append(worker)
         stats["workers_started"] += 1
         threading.Thread(target=self._read, args=(worker,), name="proofgym-verifier-reader",
@@ -145,18 +184,28 @@ class ProcessBackend:
         """Deliver results; on EOF, handle the worker's death."""
         while True:
             try:
-                job_id, verdict = worker.conn.recv()
+                job_id, verdict, *ran = worker.conn.recv()  # ran: the worker's own clock
             except (EOFError, OSError, TypeError, ValueError):
                 break
             if job_id == READY:
                 with self._scheduler.lock:
                     worker.ready = True
+                    self._scheduler.worker_ready()
                     now = time.monotonic()
                     for job in worker.inflight.values():
-                        job.deadline = now + job.timeout_s
+                        if not job.importing:  # those start their clocks when imported
+                            job.deadline, job.started = now + job.timeout_s, now
                 self._scheduler.wake()  # deadlines moved: the scheduler recomputes its sleep
                 continue
-            self._scheduler.finish(job_id, verdict)
+            if job_id == STARTED:  # its task module is imported: the job's clock starts now
+                with self._scheduler.lock:
+                    job = worker.inflight.get(verdict)
+                    if job is not None:
+                        job.importing, job.started = False, time.monotonic()
+                        job.deadline = job.started + job.timeout_s
+                self._scheduler.wake()
+                continue
+            self._scheduler.finish(job_id, verdict, ran[0] if ran else None)
         worker.process.join(timeout=5.0)
         self._on_exit(worker)
         worker.conn.close()

@@ -27,6 +27,7 @@ import concurrent.futures as cf
 import contextlib
 import hashlib
 import itertools
+import logging
 import math
 import os
 import queue
@@ -46,6 +47,8 @@ from proofgym.verify.pool.inline import InlineBackend
 from proofgym.verify.pool.process import ProcessBackend
 
 Backend = Literal["process", "inline", "ray"]
+
+log = logging.getLogger(__name__)
 
 #: How much longer than a task's own grading timeout the pool waits for its job: a sandboxed
 #: grading may overrun its test budget by the sandbox start and the report (CodeRepair: up to
@@ -115,6 +118,8 @@ class VerifierPool:
             parent's threads and locks.
         ray_address: The Ray cluster (``ray`` backend; default as :func:`ray_cluster.connect`).
         cpus_per_grader: CPUs each Ray grader actor reserves (``ray`` backend).
+        boot: Start the workers now, in the background (:meth:`start`), rather than with the
+            first job. Default: for the ``process`` backend, whose start-up takes seconds.
 
     Invariants: every submitted job's future resolves exactly once, with a :class:`Verdict`
     (never an exception); a verdict is ``status="error"`` when grading failed, never a silent 0.
@@ -123,7 +128,8 @@ class VerifierPool:
     def __init__(self, backend: Backend = "process", *, processes: int | None = None,
                  max_in_flight: int | None = None, timeout_s: float = DEFAULTS.grader_timeout_s,
                  start_method: str = "forkserver", preload: Sequence[str] = (),
-                 ray_address: str | None = None, cpus_per_grader: float = 0.0) -> None:
+                 ray_address: str | None = None, cpus_per_grader: float = 0.0,
+                 boot: bool | None = None) -> None:
         processes = processes if processes is not None else os.cpu_count() or 1
         max_in_flight = max_in_flight if max_in_flight is not None else os.cpu_count() or 1
         if backend not in ("process", "inline", "ray"):
@@ -145,8 +151,13 @@ class VerifierPool:
         # Only jobs in flight: an identical submission joins one; a resolved job's key is dropped.
         self._futures: dict[JobKey, cf.Future[Verdict]] = {}
         self._ids = itertools.count()
+        self._started_at: float | None = None  # when the workers were first asked for
         self._closed = False
         self._supervisor: threading.Thread | None = None
+        self._start_asked = False
+        #: Seconds from the pool's start (:meth:`start`, else its first job) until its first
+        #: worker could take a job (``process`` backend; ``None`` until then, or for others).
+        self.startup_s: float | None = None
         self.stats = {"submitted": 0, "deduplicated": 0, "graded": 0, "errors": 0, "timeouts": 0,
                       "worker_deaths": 0, "workers_started": 0}
         self._backend: GradingBackend
@@ -161,8 +172,31 @@ class VerifierPool:
                                        preload=preload)
         else:
             self._backend = InlineBackend(self)
+        if backend == "process" if boot is None else boot:
+            self.start()
 
     # ------------------------------------------------------------------ public
+    def start(self, modules: Sequence[str] = ()) -> None:
+        """Start the workers now, in the background, instead of on the first job: the
+        ``process`` backend's start-up (a fresh interpreter importing the graders' code, sympy
+        alone takes seconds) then overlaps the caller's own start (building envs, the first
+        model calls) instead of delaying the first verdict by all of it; a job's booked
+        grading time never holds it (:func:`grading_seconds`). ``modules`` are the graders' modules
+        (a task class's ``__module__``), imported by every worker before it takes jobs.
+        Returns at once; calling it again, or after jobs were submitted, does no harm."""
+        add = getattr(self._backend, "add_modules", None)
+        if add is not None:
+            add(modules)
+        with self._keys_lock:
+            if self._closed or self._start_asked:
+                return
+            self._start_asked = True
+            self._ensure_supervisor()
+        with self.lock:
+            if self._started_at is None:
+                self._started_at = time.monotonic()
+        threading.Thread(target=self._boot, name="proofgym-verifier-boot", daemon=True).start()
+
     def submit(self, job: VerificationJob, trajectory_id: str, *, timeout_s: float | None = None,
                contract_id: str = "") -> cf.Future[Verdict]:
         """Queue ``job`` and return a future of its :class:`Verdict`.
@@ -195,7 +229,8 @@ class VerifierPool:
             if not closed:
                 self._ensure_supervisor()
                 # Queued under the lock close() takes first, so close() always finds it in the inbox.
-                self._inbox.put(PoolJob(next(self._ids), key, payload, limit, future))
+                self._inbox.put(PoolJob(next(self._ids), key, payload, limit, future,
+                                        module=type(job.task).__module__))
         if closed:  # closed while this job was being encoded: answer it, never drop it
             self._settle(key, future, Verdict.failed("the verifier pool was closed before this job "
                                                      "was graded"))
@@ -206,6 +241,15 @@ class VerifierPool:
         """Submit ``job`` and await its verdict."""
         return await asyncio.wrap_future(self.submit(job, trajectory_id, timeout_s=timeout_s,
                                                      contract_id=contract_id))
+
+    async def grade_timed(self, job: VerificationJob, trajectory_id: str, *,
+                          timeout_s: float | None = None, contract_id: str = "",
+                          ) -> tuple[Verdict, float]:
+        """:meth:`grade`, and the seconds the job ran where it was graded: not its wait in the
+        queue, nor for a worker to start (see :func:`grading_seconds`)."""
+        future = self.submit(job, trajectory_id, timeout_s=timeout_s, contract_id=contract_id)
+        verdict = await asyncio.wrap_future(future)
+        return verdict, grading_seconds(future)
 
     def grade_sync(self, job: VerificationJob, trajectory_id: str, *,
                    timeout_s: float | None = None, contract_id: str = "") -> Verdict:
@@ -256,7 +300,7 @@ class VerifierPool:
         self._wake()  # the supervisor sees _closed and exits
         for job in left:
             self._resolve_future(job.future, Verdict.failed("the verifier pool was closed before "
-                                                            "this job was graded"))
+                                                            "this job was graded"), _ran(job))
         self._backend.close()
         if self._supervisor is not None:
             self._supervisor.join(timeout=2.0)
@@ -268,8 +312,9 @@ class VerifierPool:
         self.close()
 
     # ------------------------------------------------------- the Scheduler side
-    def finish(self, job_id: int, verdict: Verdict) -> None:
-        """A backend's result for a job (ignored when the job already timed out or the pool closed)."""
+    def finish(self, job_id: int, verdict: Verdict, ran_s: float | None = None) -> None:
+        """A backend's result for a job (ignored when the job already timed out or the pool
+        closed), with the seconds it ran in its worker (``None``: since it was handed out)."""
         with self.lock:
             job = self._running.pop(job_id, None)
             if job is None:
@@ -278,7 +323,7 @@ class VerifierPool:
             waiting = bool(self._pending)
         if waiting:
             self._wake()  # a slot freed up for a waiting job
-        self._resolve(job, verdict)
+        self._resolve(job, verdict, ran_s)
 
     def fail_later(self, job: PoolJob, reason: str) -> None:
         """Lock held: resolve ``job`` as an error, on another thread (future callbacks may call
@@ -286,10 +331,15 @@ class VerifierPool:
         self._running.pop(job.id, None)
         threading.Thread(target=self._resolve, args=(job, Verdict.failed(reason)), daemon=True).start()
 
+    def worker_ready(self) -> None:
+        """Lock held: a worker can take jobs now (the first one ends the pool's start-up)."""
+        if self.startup_s is None and self._started_at is not None:
+            self.startup_s = time.monotonic() - self._started_at
+
     def requeue_solo(self, job: PoolJob) -> None:
         """Lock held: run a running job again, alone, before the waiting ones."""
         self._running.pop(job.id, None)
-        job.solo, job.place, job.deadline = True, None, math.inf
+        job.solo, job.place, job.deadline, job.started = True, None, math.inf, None
         self._pending.appendleft(job)
 
     def wake(self) -> None:
@@ -324,6 +374,8 @@ class VerifierPool:
                     return
                 self._pending.extend(item for item in items if item is not None)
                 try:
+                    if self._started_at is None and self._pending:
+                        self._started_at = time.monotonic()  # the start-up's clock
                     sends = self._dispatch()
                 except Exception as exc:  # cannot start a worker: fail what waits, loudly
                     reason = (f"the verifier pool could not start a worker process: "
@@ -340,6 +392,21 @@ class VerifierPool:
                 send()
             timeout = None if deadline == math.inf else max(0.0, deadline - time.monotonic()) + 0.001
 
+    def _boot(self) -> None:
+        """:meth:`start`'s thread: the backend's slow part (a process pool's forkserver importing
+        the graders' code) runs without the scheduler's lock, so jobs, results and :meth:`close`
+        never wait for it; then the workers start (quick by then) under the lock."""
+        warm, prestart = getattr(self._backend, "warm", None), getattr(self._backend, "prestart", None)
+        try:
+            if warm is not None:
+                warm()
+            with self.lock:
+                if not self._closed and prestart is not None:
+                    prestart()
+        except Exception as exc:  # not fatal: the workers start with the first job, which reports it
+            log.warning("the verifier pool could not start its workers ahead of its jobs (%s); they "
+                        "start with the first job", describe_exception(exc))
+
     def _dispatch(self) -> list[Callable[[], None]]:
         """Lock held: hand waiting jobs to the backend, within the in-flight limit."""
         sends = []
@@ -350,6 +417,7 @@ class VerifierPool:
                 break
             self._pending.popleft()
             self._running[job.id] = job
+            job.started = time.monotonic()
             if callable(started):
                 sends.append(started)
         return sends
@@ -361,21 +429,37 @@ class VerifierPool:
         note = self._backend.expired(job)
         self.fail_later(job, f"{TIMED_OUT}{job.timeout_s:g} s timeout and was stopped{note}")
 
-    def _resolve(self, job: PoolJob, verdict: Verdict) -> None:
+    def _resolve(self, job: PoolJob, verdict: Verdict, ran_s: float | None = None) -> None:
         with self.lock:
             self.stats["graded"] += 1
             if verdict.status == "error":
                 self.stats["errors"] += 1
-        self._settle(job.key, job.future, verdict)
+        self._settle(job.key, job.future, verdict, _ran(job) if ran_s is None else ran_s)
 
-    def _settle(self, key: JobKey, future: cf.Future[Verdict], verdict: Verdict) -> None:
+    def _settle(self, key: JobKey, future: cf.Future[Verdict], verdict: Verdict,
+                ran_s: float = 0.0) -> None:
         with self._keys_lock:  # forgotten first: a later identical submission is graded anew
             if self._futures.get(key) is future:
                 del self._futures[key]
-        self._resolve_future(future, verdict)
+        self._resolve_future(future, verdict, ran_s)
 
     @staticmethod
-    def _resolve_future(future: cf.Future[Verdict], verdict: Verdict) -> None:
+    def _resolve_future(future: cf.Future[Verdict], verdict: Verdict, ran_s: float = 0.0) -> None:
         # Resolved already (a closed pool racing a late result): the first answer stands.
+        if future.done():
+            return
+        future.grading_s = ran_s  # type: ignore[attr-defined] # read by grading_seconds()
         with contextlib.suppress(cf.InvalidStateError):
             future.set_result(verdict)
+
+
+def _ran(job: PoolJob) -> float:
+    """Seconds since ``job`` was handed to its backend (0 if it never was)."""
+    return 0.0 if job.started is None else max(0.0, time.monotonic() - job.started)
+
+
+def grading_seconds(future: cf.Future[Verdict]) -> float:
+    """How long the job behind a resolved :meth:`VerifierPool.submit` future ran where it was
+    graded (the worker's own clock for the ``process`` backend): its time in the queue and any
+    wait for the pool's workers to start are left out. 0 for a job that never ran."""
+    return float(getattr(future, "grading_s", 0.0))

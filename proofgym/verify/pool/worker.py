@@ -13,6 +13,7 @@ import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 
@@ -21,6 +22,9 @@ from proofgym.env import VerificationJob
 
 #: The job id of a worker's "ready" message (its job clocks start then).
 READY = -1
+#: The tag of a worker's ``(STARTED, job_id)`` message: a job whose task module the worker had to
+#: import first starts its clock then.
+STARTED = -2
 
 
 def run_job(payload: bytes | VerificationJob) -> Verdict:
@@ -97,10 +101,17 @@ def _serve(conn: Connection, threads: int, modules: Sequence[str]) -> None:
     pool = cf.ThreadPoolExecutor(max(1, threads), thread_name_prefix="proofgym-grader")
     conn.send((READY, None))  # job timeouts start now, not while the process was starting
 
-    def run(job_id: int, payload: bytes) -> None:
+    def run(job_id: int, payload: bytes, module: str = "") -> None:
+        if module:  # the task's code, new to this worker: imported before the job's clock starts
+            with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
+                importlib.import_module(module)
+            with send_lock, contextlib.suppress(OSError, ValueError):
+                conn.send((STARTED, job_id))
+        started = time.perf_counter()
         verdict = run_job(payload)
+        ran_s = time.perf_counter() - started  # booked as the episode's grading time
         with send_lock, contextlib.suppress(OSError, ValueError):  # parent gone: no one to report to
-            conn.send((job_id, verdict))
+            conn.send((job_id, verdict, ran_s))
 
     while True:
         try:
