@@ -283,11 +283,14 @@ class _MathWorker:
         return status
 
     def after_fork(self) -> None:
-        """In a freshly forked child: the parent's worker is not ours; start our own now, while
-        this process has one thread, if the parent had one (else at first use)."""
+        """In a freshly forked child: the parent's worker is not ours; ours starts at first use.
+
+        Never here: forking inside an at-fork handler deadlocks when a handler registered after
+        this one has yet to re-initialise its lock (``concurrent.futures.thread`` acquires its
+        shutdown lock before every fork and re-initialises it in the child; imported after this
+        module, its handler runs after ours, so a fork from ours waits on that held lock)."""
         if self._forking:  # this is the worker itself
             return
-        had = bool(self._pid)
         self._lock = threading.Lock()
         for f in (self._send, self._recv):
             if f is not None:
@@ -296,8 +299,6 @@ class _MathWorker:
                 except OSError:
                     continue
         self._pid, self._send, self._recv, self._owner = 0, None, None, os.getpid()
-        if had:
-            self._start()
 
 
 _MATH = _MathWorker()

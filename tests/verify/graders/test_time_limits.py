@@ -182,3 +182,24 @@ def test_a_starved_check_in_the_process_pool_is_an_error_verdict() -> None:
                     os.kill(pid, signal.SIGCONT)
         assert v.status == "error" and "timed out" in v.error and v.grader, v
         assert pool.submit(job(), "after").result(300).reward == 1.0
+
+
+def test_a_process_forked_after_the_checker_started_checks_without_hanging() -> None:
+    """A fork of a process whose math checker runs (a grader worker forked from the pool's
+    forkserver, which warmed the checker up) starts its own checker at first use: it must not
+    fork from inside the at-fork handler, where another library's lock is still held
+    (``concurrent.futures.thread``, imported after the checker: seen as a hung CodeRepair
+    grading in a process pool)."""
+    import subprocess
+    import sys
+
+    code = ("import os\n"
+            "import proofgym.verify.graders.answers as answers\n"
+            "assert answers.math_equivalent('1/2', '0.5')\n"
+            "import concurrent.futures.thread  # its at-fork handler comes after the checker's\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os._exit(0 if answers.math_equivalent('2', '2.0') else 3)\n"
+            "print('child', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "child 0", done
