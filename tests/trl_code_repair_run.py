@@ -62,7 +62,7 @@ def main(out: Path) -> None:
     class Recorder(EnvironmentReward):
         def __call__(self, *args: Any, **kwargs: Any) -> list[float | None]:
             rewards = super().__call__(*args, **kwargs)
-            calls.append({"rewards": rewards,
+            calls.append({"rewards": rewards, "errors": [v.error for v in self.last_verdicts],
                           "task_ids": [e.env.current_task.id for e in kwargs["environments"]],
                           "steps": [[s.to_dict() for s in e.trace_steps]
                                     for e in kwargs["environments"]]})

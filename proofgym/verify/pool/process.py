@@ -98,6 +98,7 @@ class ProcessBackend:
         self._free_worker()
 
     def _set_preload(self) -> None:
+        _short_socket_dir()
         # Workers fork from a server that has these imported (sympy alone takes seconds); only
         # the first pool of a process starts that server, so this is best effort.
         self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
@@ -257,3 +258,25 @@ class ProcessBackend:
                 worker.process.kill()
                 worker.process.join(timeout=2.0)
             # Its reader thread closes the connection once it sees the worker gone.
+
+
+#: A Unix socket's path holds at most 107 bytes (``sun_path``).
+_SUN_PATH_MAX = 107
+
+
+def _short_socket_dir() -> None:
+    """The forkserver listens on a Unix socket in multiprocessing's temp dir (``pymp-*`` under
+    ``TMPDIR``); under a long ``TMPDIR`` (a test runner's per-test directory, say) that path is
+    too long and no worker can start ("AF_UNIX path too long"). Then the temp dir is made in
+    ``/tmp`` instead, the way multiprocessing makes its own (removed at exit)."""
+    import shutil
+    import tempfile
+    from multiprocessing import process, util
+
+    config = process.current_process()._config  # where multiprocessing.util.get_temp_dir keeps it
+    chosen = config.get("tempdir") or tempfile.gettempdir()
+    if len(os.path.join(chosen, "pymp-xxxxxxxx", "listener-xxxxxxxx")) <= _SUN_PATH_MAX:
+        return
+    short = tempfile.mkdtemp(prefix="pymp-", dir="/tmp")
+    util.Finalize(None, shutil.rmtree, args=(short, True), exitpriority=-100)
+    config["tempdir"] = short

@@ -208,7 +208,7 @@ def test_grpo_trains_on_code_repair_in_sandboxes_and_leaves_nothing_behind(tmp_p
     for call in result["calls"]:
         task_id = call["task_ids"][0]
         expected = [result["eval"][f"{task_id}/{which}"] for which in group]
-        assert call["rewards"] == expected == [1.0, 0.0, 0.0, 1.0]
+        assert call["rewards"] == expected == [1.0, 0.0, 0.0, 1.0], call["errors"]
         fix, malformed = call["steps"][0][0], call["steps"][2][0]
         assert fix["action"]["tool_name"] == "str_replace"
         assert fix["obs"]["type"] == "tool_output" and "replaced 1 occurrence" in fix["obs"]["observation"]

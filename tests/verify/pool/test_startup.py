@@ -14,6 +14,7 @@ from proofgym import Artifact, Task, TaskSpec, Trace
 from proofgym.env import VerificationJob
 from proofgym.verify.pool import VerifierPool
 from proofgym.verify.pool.verifier_pool import PoolClosedError, grading_seconds
+from tests.conftest import REPO
 
 
 @dataclass(frozen=True)
@@ -164,3 +165,27 @@ def test_the_forkserver_leaves_without_tearing_its_interpreter_down() -> None:
             "print('graded')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "graded", done
+
+
+def test_a_process_pool_starts_under_a_temp_dir_too_long_for_a_unix_socket(tmp_path) -> None:
+    """The forkserver's socket lives in multiprocessing's temp dir: under a long TMPDIR (seen
+    under pytest-xdist) its path passes the 107-byte limit of a Unix socket, and no worker
+    could start. The pool still grades (the socket goes to a short dir in /tmp)."""
+    import os
+    import subprocess
+    import sys
+
+    long_tmp = tmp_path / ("d" * 60) / ("e" * 60)
+    long_tmp.mkdir(parents=True)
+    code = ("from proofgym import VerificationJob, Artifact, Trace\n"
+            "from proofgym.verify.pool import VerifierPool\n"
+            "from tests.verify.pool.slow_import_task import SlowImportTask\n"
+            "if __name__ == '__main__':\n"
+            "    with VerifierPool('process', processes=1) as pool:\n"
+            "        job = VerificationJob(SlowImportTask('quick'), Trace(), Artifact('inprocess'))\n"
+            "        print(pool.grade_sync(job, 'long-tmpdir').status)\n")
+    env = {**os.environ, "TMPDIR": str(long_tmp), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                          env=env, cwd=REPO)
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "scored", done
+    assert not [p for p in long_tmp.iterdir() if p.name.startswith("pymp-")]
