@@ -239,9 +239,8 @@ class SandboxRuntime:
         return ToolResult(text, result.error_kind, was_cut or result.truncated)
 
     def _run(self, command: str, timeout_s: float) -> CommandOutcome:
-        started = time.monotonic()  # the time limit counts from the start of the call
         with self._lock:
-            return self._run_locked(command, timeout_s, started)
+            return self._run_locked(command, timeout_s)
 
     def _settle(self) -> None:
         """The previous episode's processes and files share this runtime's memory cgroup: they
@@ -250,13 +249,15 @@ class SandboxRuntime:
         if retiring is not None:
             retiring.result()
 
-    def _run_locked(self, command: str, timeout_s: float, started: float) -> CommandOutcome:
+    def _run_locked(self, command: str, timeout_s: float) -> CommandOutcome:
         self._dirty = True
         self._settle()
         self.start()
         assert self._shell is not None
-        budget = self._episode_deadline - started
-        left = min(timeout_s, budget) - (time.monotonic() - started)
+        # the command's own limit counts once its shell is ready: booting the sandbox (a cold
+        # reset, a restart after a lost shell) is the host's time, not the agent's (the
+        # episode's deadline is a point in time, and the boot does count against it)
+        left = min(timeout_s, self._episode_deadline - time.monotonic())
         outcome = self._shell.run(command, max(0.0, left))
         if outcome.shell_lost:
             self._stop()  # the next call starts a new sandbox over the same files

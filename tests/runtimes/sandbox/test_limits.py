@@ -137,3 +137,24 @@ def test_limits_are_validated():
         SandboxLimits(command_timeout_s=0)
     with pytest.raises(ValueError, match="max_processes"):
         SandboxLimits(max_processes=2)
+
+
+def test_a_slow_boot_is_not_counted_against_the_commands_time_limit(tmp_path, monkeypatch):
+    """Booting the sandbox on the first call (no pre-booted spare) is the host's time: a busy host
+    that slows the boot must not kill the agent's command as a timeout (seen under a loaded
+    suite: a 3 s limit spent before the command started)."""
+    import dataclasses
+
+    require_tool("bwrap")
+    real_boot = SandboxRuntime._boot
+
+    def slow_boot(self, overlay):
+        time.sleep(2.0)  # a host stalled for longer than the command's own limit
+        return real_boot(self, overlay)
+
+    monkeypatch.setattr(SandboxRuntime, "_boot", slow_boot)
+    limits = dataclasses.replace(FAST_LIMITS, command_timeout_s=1.5)
+    with SandboxRuntime(tmp_path, limits=limits, prestart=False) as rt:
+        r = bash(rt, "sleep 0.2; echo ran")
+        assert r.output == "ran", r
+        assert bash(rt, "sleep 30").error_kind.value == "timeout"  # the limit itself still holds
