@@ -39,7 +39,8 @@ rt.execute("bash", {"command": "sleep 60"})
 _LATER_RUN = r"""
 from proofgym.runtimes.sandbox import SandboxRuntime
 with SandboxRuntime() as rt:
-    assert "ok" in rt.execute("bash", {"command": "echo ok"}).output
+    result = rt.execute("bash", {"command": "echo ok"})
+    assert "ok" in result.output, result  # the whole result, to tell a timeout from a setup error
 print("CLOSED", flush=True)
 """
 
