@@ -155,6 +155,7 @@ class VerifierPool:
         self._closed = False
         self._supervisor: threading.Thread | None = None
         self._start_asked = False
+        self._boot_thread: threading.Thread | None = None
         #: Seconds from the pool's start (:meth:`start`, else its first job) until its first
         #: worker could take a job (``process`` backend; ``None`` until then, or for others).
         self.startup_s: float | None = None
@@ -195,7 +196,8 @@ class VerifierPool:
         with self.lock:
             if self._started_at is None:
                 self._started_at = time.monotonic()
-        threading.Thread(target=self._boot, name="proofgym-verifier-boot", daemon=True).start()
+        self._boot_thread = threading.Thread(target=self._boot, name="proofgym-verifier-boot", daemon=True)
+        self._boot_thread.start()
 
     def submit(self, job: VerificationJob, trajectory_id: str, *, timeout_s: float | None = None,
                contract_id: str = "") -> cf.Future[Verdict]:
@@ -301,6 +303,12 @@ class VerifierPool:
         for job in left:
             self._resolve_future(job.future, Verdict.failed("the verifier pool was closed before "
                                                             "this job was graded"), _ran(job))
+        boot = self._boot_thread
+        if boot is not None:
+            # a worker being started must finish its hand-shake first: a process that closed the
+            # pool and then exited mid-start left the child to print EOFError's traceback to the
+            # stderr they share (seen after an eval that failed on a bad env id)
+            boot.join(timeout=60.0)
         self._backend.close()
         if self._supervisor is not None:
             self._supervisor.join(timeout=2.0)
