@@ -510,7 +510,9 @@ def _remove_cgroup(path, deadline):
 def _remove_scratch(path):
     """Unmount (as root it is a tmpfs) and delete a scratch directory, whatever the sandbox left
     in it (directories without permissions, as overlayfs leaves ``work/work``; trees deeper than
-    the recursion limit); never follows a symbolic link."""
+    the recursion limit); never follows a symbolic link. (The same steps as
+    ``scratch.remove_tree``: this script runs on the standard library alone, ``-I -S``, and
+    cannot import it.)"""
     import shutil  # here, not at the top: only a host that died needs them, and the spawner
     import subprocess  # starts on the way to the first sandbox
 
