@@ -25,6 +25,7 @@ from proofgym.cli.export_cmd import export_command
 from proofgym.cli.report_cmd import report_command
 from proofgym.cli.serve_scripted_cmd import serve_scripted_command
 from proofgym.cli.splits_cmd import splits_app
+from proofgym.cli.tasks_cmd import tasks_app
 from proofgym.cli.validate_cmd import validate_command
 from proofgym.cli.verify_cmd import verify_command
 
@@ -35,6 +36,7 @@ app.command("envs")(envs_command)
 app.add_typer(contract_app, name="contract")
 app.command("verify")(verify_command)
 app.add_typer(splits_app, name="splits")
+app.add_typer(tasks_app, name="tasks")
 app.command("validate")(validate_command)
 app.command("export")(export_command)
 app.command("report")(report_command)

@@ -16,6 +16,7 @@ BUNDLED = {
     "proofgym/Guess-v0": "proofgym.envs.guess:make_env",
     "proofgym/CodeRepair-v0": "proofgym.envs.code_repair:make_env",
     "proofgym/SearchQA-v0": "proofgym.envs.search_qa:make_env",
+    "proofgym/RepoRepair-v0": "proofgym.envs.repo_repair:make_env",
 }
 
 

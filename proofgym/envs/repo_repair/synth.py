@@ -1,0 +1,62 @@
+"""Synthesising RepoRepair tasks for a recipe, each gated by the real grader (the Python API
+behind ``proofgym tasks synth``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proofgym.envs.repo_repair.task import check_record
+from proofgym.tasks.synth import (
+    ProjectReport,
+    Recipe,
+    TaskRecord,
+    read_manifest,
+    synthesize_project,
+    write_manifest,
+)
+from proofgym.verify.sandboxed import keep_no_spares
+
+
+def read_reports(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The per-project synthesis reports kept next to a manifest (``{}`` if none yet)."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    return dict(orjson.loads(path.read_bytes()))
+
+
+def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: str | Path | None = None,
+               projects: Sequence[str] | None = None, max_tasks: int | None = None,
+               time_budget_s: float | None = None, grade: bool = True, quiet: bool = False,
+               cache_root: str | Path | None = None) -> list[ProjectReport]:
+    """Synthesise tasks for ``projects`` of ``recipe`` (default: all), one project at a time,
+    and write them into ``manifest`` (replacing those projects' earlier tasks; the others stay).
+    With ``grade`` each kept candidate must pass :func:`check_record` (the real grader scores the
+    bug 0 and the original 1). ``reports`` (default: ``manifest`` with ``.report.json``) records
+    per project what was tried, kept and rejected, and how long it took."""
+    recipe = recipe if isinstance(recipe, Recipe) else Recipe.load(recipe)
+    keep_no_spares()  # each grading is over a new task tree: a spare runner would only linger
+    manifest = Path(manifest)
+    reports = Path(reports) if reports else manifest.with_suffix(".report.json")
+    names = list(projects) if projects else [p.name for p in recipe.projects]
+    pins = [recipe.project(n) for n in names]
+    done: list[ProjectReport] = []
+    root = Path(cache_root) if cache_root else None
+    for pin in pins:
+        def validate(record: TaskRecord, pin=pin) -> tuple[bool, str | None, float]:
+            return check_record(record, pin, cache_root=root)
+
+        report = synthesize_project(pin, validate=validate if grade else None, quiet=quiet,
+                                    max_tasks=max_tasks, time_budget_s=time_budget_s)
+        records = [r for r in (read_manifest(manifest) if manifest.is_file() else [])
+                   if r.project != pin.name]
+        write_manifest(manifest, [*records, *report.records])
+        saved = read_reports(reports)
+        saved[pin.name] = report.to_dict()
+        reports.write_bytes(orjson.dumps(dict(sorted(saved.items())), option=orjson.OPT_INDENT_2))
+        done.append(report)
+    return done

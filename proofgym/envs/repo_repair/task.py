@@ -1,0 +1,121 @@
+"""A RepoRepair task: a bug injected into a real PyPI project, graded like a CodeRepair task.
+
+Built from one manifest record and its project's pin; its directory (``repo/``, ``hidden/``,
+``solution/``) is materialized under the cache on first use, so loading the task set reads only
+the manifest. The agent's sandbox gets ``repo/`` (the project with the bug, the failing tests
+removed); the grader adds ``hidden/`` in a fresh sandbox and runs the fail-to-pass and
+pass-to-pass tests with the CodeRepair grader (one process per test, mutants, protected paths).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from proofgym.core import ActionScript, Task, TaskSpec, Trace, Verdict
+from proofgym.envs.code_repair.task import CodeRepairTask
+from proofgym.runtimes.sandbox import PYTEST_PACKAGES
+from proofgym.tasks.synth import ProjectPin, TaskRecord, materialize
+from proofgym.verify.sandboxed import TestRun, files_under, run_pytest, swebench_verdict
+
+
+@dataclass(frozen=True, eq=False)
+class RepoRepairTask(Task):
+    record: TaskRecord
+    pin: ProjectPin = field(repr=False)
+    cache_root: Path | None = field(default=None, repr=False)
+    grading_timeout_s: float = 60.0
+    test_timeout_s: float = 20.0
+
+    verifier_version = "repo-repair-1"
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @cached_property
+    def inner(self) -> CodeRepairTask:
+        """The materialized task, as the CodeRepair task its directory is."""
+        root = materialize(self.record, self.pin, root=self.cache_root)
+        return CodeRepairTask.load(root)
+
+    @property
+    def root(self) -> Path:
+        return self.inner.root
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return (*PYTEST_PACKAGES, *self.pin.packages)
+
+    def get_spec(self) -> TaskSpec:
+        spec = self.inner.get_spec()
+        return TaskSpec(spec.prompt, metadata={**spec.metadata, "project": self.record.project,
+                                               "tier": self.record.tier,
+                                               "operators": self.record.operators})
+
+    def setup_runtime(self, runtime: Any) -> None:
+        self.inner.setup_runtime(runtime)
+
+    def grade_files(self, changes: Mapping[str, bytes | None]) -> TestRun:
+        """The grader's test run over ``repo/`` plus ``changes`` plus the hidden tests."""
+        inner = self.inner
+        return run_pytest(inner.repo, changes, tests=inner.test_ids, hidden=inner.hidden_files,
+                          protected=inner.protected, timeout_s=self.grading_timeout_s,
+                          test_timeout_s=self.test_timeout_s, packages=self.packages,
+                          max_artifact_bytes=inner.max_artifact_bytes)
+
+    def verify(self, trace: Trace, runtime: Any) -> Verdict:
+        artifact = getattr(runtime, "artifact", None)
+        if artifact is None or artifact.runtime != "sandbox":
+            raise TypeError("RepoRepairTask grades the artifact of a SandboxRuntime episode; got "
+                            f"{type(runtime).__name__} holding {getattr(artifact, 'runtime', None)!r}")
+        limit = (artifact.meta or {}).get("limit_exceeded")
+        if limit:
+            run = TestRun({}, None, False, f"the artifact exceeded a limit: {limit}", False, "",
+                          failure="artifact_rejected")
+        else:
+            run = self.grade_files(artifact.files)
+        if run.failure is None and run.mutants == 0:
+            raise ValueError(f"task {self.id}: no mutant can be built from its hidden tests, so "
+                             "tampering cannot be detected")
+        return swebench_verdict(run, self.record.fail_to_pass, self.record.pass_to_pass)
+
+    def content(self) -> Mapping[str, Any]:
+        return {"id": self.id, "record": self.record.to_dict(), "pin": self.pin.to_dict()}
+
+    def reference_solution(self) -> ActionScript:
+        return self.inner.reference_solution()
+
+    def controls(self) -> Mapping[str, ActionScript]:
+        from proofgym.envs.repo_repair.controls import make_controls
+
+        return make_controls(self)
+
+
+def check_record(record: TaskRecord, pin: ProjectPin, *,
+                 cache_root: Path | None = None) -> tuple[bool, str | None, float]:
+    """The synthesis gate on the real grader: the task as given (the bug, hidden tests back)
+    must score 0 with every fail-to-pass test failing and every pass-to-pass test passing; the
+    original code must score 1. Returns (ok, problem, seconds of the reference grading)."""
+    task = RepoRepairTask(record, pin, cache_root=cache_root)
+    try:
+        buggy = task.grade_files({})
+    except Exception as exc:  # a task the grader cannot run is rejected, with the reason
+        return False, f"grading the bug raised {type(exc).__name__}: {exc}", 0.0
+    if buggy.failure is not None or buggy.mutants == 0:
+        return False, f"the bug's grading: failure={buggy.failure}, mutants={buggy.mutants}", 0.0
+    f2p_bad = [t for t in record.fail_to_pass if buggy.results.get(t) == "passed"]
+    p2p_bad = [t for t in record.pass_to_pass if buggy.results.get(t) != "passed"]
+    if f2p_bad or p2p_bad:
+        return False, f"with the bug: fail-to-pass passing {f2p_bad}, pass-to-pass not passing {p2p_bad}", 0.0
+    t0 = time.perf_counter()
+    fixed = task.grade_files(files_under(task.root / "solution"))
+    seconds = time.perf_counter() - t0
+    verdict = swebench_verdict(fixed, record.fail_to_pass, record.pass_to_pass)
+    if verdict.reward != 1.0:
+        return False, f"the original code scores {verdict.reward}: {verdict.reason}", seconds
+    return True, None, seconds

@@ -1,0 +1,62 @@
+"""Finding a checkout's test functions and source files, from the files' AST (never by
+importing them): pytest's default rules, as the grader lists tests."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _is_test_file(name: str) -> bool:
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")
+                                     or name == "tests.py" or name.startswith("test"))
+
+
+def test_files(top: Path, roots: Sequence[str]) -> list[str]:
+    """The test files under ``roots`` (files or directories, relative to ``top``)."""
+    out = set()
+    for root in roots:
+        path = top / root
+        if path.is_file():
+            out.add(root)
+        elif path.is_dir():
+            out.update(str(p.relative_to(top)) for p in path.rglob("*.py") if _is_test_file(p.name))
+        else:
+            raise ValueError(f"test path {root!r} is not in {top}; the recipe names a path the "
+                             "sdist does not ship")
+    return sorted(out)
+
+
+def test_functions(path: str, source: bytes) -> list[str]:
+    """Node ids of the test functions of one file: ``test*`` functions at module level and
+    ``test*`` methods of ``Test*`` classes without ``__init__``."""
+    tree = ast.parse(source)
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            out.append(f"{path}::{node.name}")
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            methods = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if any(m.name == "__init__" for m in methods):
+                continue
+            out += [f"{path}::{node.name}::{m.name}" for m in methods if m.name.startswith("test")]
+    return out
+
+
+def source_files(top: Path, roots: Sequence[str], exclude: Sequence[str]) -> list[str]:
+    """The ``.py`` files under ``roots`` that are not under one of ``exclude`` (the tests)."""
+    out = set()
+    for root in roots:
+        path = top / root
+        files = [path] if path.is_file() else sorted(path.rglob("*.py")) if path.is_dir() else None
+        if files is None:
+            raise ValueError(f"source path {root!r} is not in {top}")
+        for file in files:
+            rel = str(file.relative_to(top))
+            if any(rel == e or rel.startswith(e.rstrip("/") + "/") for e in exclude):
+                continue
+            if _is_test_file(file.name) or "/tests/" in f"/{rel}" or file.name == "conftest.py":
+                continue
+            out.add(rel)
+    return sorted(out)

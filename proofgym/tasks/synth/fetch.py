@@ -1,0 +1,149 @@
+"""Fetching a project's sdist from PyPI at a pinned version, checked against its sha256, cached.
+
+The cache (``$PROOFGYM_CACHE``, else ``~/.cache/proofgym``) holds each sdist once, under its
+hash; an unpacked tree lives next to it. Nothing here is ever mounted into a sandbox: the
+pristine source stays on the host (see ``docs/real-repositories.md``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from proofgym.core import ProofgymError
+
+INDEX = os.environ.get("PROOFGYM_PYPI", "https://pypi.org")
+
+
+class FetchError(ProofgymError):
+    """An sdist that cannot be downloaded, does not match its pinned hash, or cannot be unpacked."""
+
+
+def cache_dir() -> Path:
+    """Where sdists, unpacked trees and task checkouts are cached."""
+    root = os.environ.get("PROOFGYM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "proofgym")
+    return Path(root)
+
+
+def sdist_url(name: str, version: str) -> tuple[str, str]:
+    """The sdist URL of ``name==version`` on the index and its sha256 (from the JSON API)."""
+    import json
+
+    api = f"{INDEX}/pypi/{name}/json"  # (some mirrors serve only the project-wide document)
+    try:
+        with urllib.request.urlopen(api, timeout=30) as resp:
+            data = json.load(resp)
+    except OSError as exc:
+        raise FetchError(f"cannot read {api} ({exc}); check the network or set PROOFGYM_PYPI "
+                         "to a reachable index") from exc
+    files = data.get("releases", {}).get(version)
+    if files is None:
+        raise FetchError(f"{name} has no version {version} on {INDEX}")
+    for entry in files:
+        if entry.get("packagetype") == "sdist":
+            return urllib.parse.urljoin(api, entry["url"]), entry["digests"]["sha256"]
+    raise FetchError(f"{name} {version} has no sdist on {INDEX}; pick a version that ships one")
+
+
+def _progress(label: str) -> Callable[[int, int], None]:
+    def show(done: int, total: int) -> None:
+        if total > 0:
+            sys.stderr.write(f"\r  {label}: {done >> 10} / {total >> 10} KiB")
+        else:
+            sys.stderr.write(f"\r  {label}: {done >> 10} KiB")
+        sys.stderr.flush()
+    return show
+
+
+def fetch_sdist(name: str, version: str, sha256: str, url: str | None = None, *,
+                quiet: bool = False) -> Path:
+    """The sdist of ``name==version``, downloaded once (with progress on stderr) and verified
+    against ``sha256``; a cached file is re-verified on every call."""
+    store = cache_dir() / "sdists"
+    store.mkdir(parents=True, exist_ok=True)
+    found = sorted(store.glob(f"{sha256}-*"))
+    if found and _sha256(found[0]) == sha256:
+        return found[0]
+    if url is None:
+        url, _ = sdist_url(name, version)
+    filename = url.rsplit("/", 1)[-1]
+    target = store / f"{sha256}-{filename}"
+    if not quiet:
+        sys.stderr.write(f"proofgym: fetching {name} {version} sdist from {url} (once; cached in "
+                         f"{store})\n")
+    show = _progress(filename) if not quiet else None
+    fd, tmp = tempfile.mkstemp(dir=store, prefix=".part-")
+    digest = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
+            total = int(resp.headers.get("Content-Length") or 0)
+            done = 0
+            while chunk := resp.read(1 << 16):
+                out.write(chunk)
+                digest.update(chunk)
+                done += len(chunk)
+                if show:
+                    show(done, total)
+        if show:
+            sys.stderr.write("\n")
+        if digest.hexdigest() != sha256:
+            raise FetchError(f"{url}: sha256 {digest.hexdigest()} differs from the pinned "
+                             f"{sha256}; the file on the index changed or the pin is wrong")
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise FetchError(f"cannot download {url} ({exc})") from exc
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def unpack(sdist: Path, into: Path) -> Path:
+    """``sdist`` unpacked into ``into`` (once), its one top-level directory returned. Members
+    that would land outside ``into`` (absolute paths, ``..``, links) are refused."""
+    done = into / ".unpacked"
+    if not done.exists():
+        if into.exists():
+            shutil.rmtree(into)
+        into.mkdir(parents=True)
+        if sdist.name.endswith(".zip"):
+            with zipfile.ZipFile(sdist) as zf:
+                for member in zf.namelist():
+                    _check_member(member, sdist)
+                zf.extractall(into)
+        else:
+            with tarfile.open(sdist) as tf:
+                members = []
+                for member in tf.getmembers():
+                    _check_member(member.name, sdist)
+                    if member.isfile() or member.isdir():
+                        members.append(member)
+                tf.extractall(into, members=members, filter="data")
+        done.write_text(sdist.name)
+    tops = [p for p in into.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        raise FetchError(f"{sdist.name}: expected one top-level directory, found {len(tops)}")
+    return tops[0]
+
+
+def _check_member(name: str, sdist: Path) -> None:
+    parts = Path(name).parts
+    if name.startswith("/") or ".." in parts:
+        raise FetchError(f"{sdist.name}: member {name!r} would be written outside the unpack dir")

@@ -1,0 +1,186 @@
+"""The task manifest (one JSON object per line) and the task directories built from it.
+
+A record holds everything needed to rebuild its task from the pinned sdist: the bug's patch, the
+operators and sites that made it, the fail-to-pass and pass-to-pass test ids and the bug report.
+:func:`materialize` builds the task directory on first use, under the cache:
+``repo/`` (the sdist with the bug applied and the failing tests removed: the agent's snapshot, the
+only part a sandbox mounts), ``hidden/`` (the original test files, read by the grader on the
+host), ``solution/`` (the original source files: the reference) and ``task.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proofgym.tasks.synth.fetch import cache_dir, fetch_sdist, unpack
+from proofgym.tasks.synth.hiding import strip_tests
+from proofgym.tasks.synth.patch import apply_patch, patched_paths
+from proofgym.tasks.synth.recipe import ProjectPin
+
+#: Pytest configuration files a task protects (besides its test paths and every conftest.py).
+CONFIG_NAMES = ("pytest.ini", "pytest.toml", ".pytest.ini", ".pytest.toml", "setup.cfg", "tox.ini",
+                "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One synthesised task (a line of the manifest)."""
+
+    id: str
+    project: str
+    version: str
+    tier: int
+    bugs: tuple[Mapping[str, Any], ...]  # per injected bug: file, operator, index, function, line
+    seed: int
+    patch: str
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    title: str
+    bug_report: str
+    stats: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskRecord:
+        values = dict(data)
+        for key in ("bugs", "fail_to_pass", "pass_to_pass"):
+            values[key] = tuple(values[key])
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for key in ("bugs", "fail_to_pass", "pass_to_pass"):
+            out[key] = list(out[key])
+        return out
+
+    @property
+    def files(self) -> list[str]:
+        return patched_paths(self.patch)
+
+    @property
+    def operators(self) -> list[str]:
+        return [str(b["operator"]) for b in self.bugs]
+
+    @property
+    def hidden_files(self) -> list[str]:
+        return sorted({n.split("::", 1)[0] for n in self.fail_to_pass})
+
+
+def task_id(project: str, patch: str) -> str:
+    return f"{project}-{hashlib.sha256(patch.encode()).hexdigest()[:10]}"
+
+
+def read_manifest(path: str | Path) -> list[TaskRecord]:
+    path = Path(path)
+    records = []
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(TaskRecord.from_dict(orjson.loads(line)))
+            except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
+                raise ValueError(f"{path}:{number}: not a task record ({exc})") from exc
+    return records
+
+
+def write_manifest(path: str | Path, records: Iterable[TaskRecord]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as f:
+        for record in records:
+            f.write(orjson.dumps(record.to_dict(), option=orjson.OPT_SORT_KEYS) + b"\n")
+    os.replace(tmp, path)
+
+
+def pristine_tree(pin: ProjectPin, *, quiet: bool = False) -> Path:
+    """The unpacked sdist of ``pin`` (fetched and verified on first use)."""
+    sdist = fetch_sdist(pin.name, pin.version, pin.sha256, pin.url, quiet=quiet)
+    return unpack(sdist, cache_dir() / "src" / f"{pin.key}-{pin.sha256[:12]}")
+
+
+def protected_paths(pin: ProjectPin) -> tuple[str, ...]:
+    return (*pin.tests, "conftest.py", *CONFIG_NAMES)
+
+
+def task_meta(record: TaskRecord, pin: ProjectPin) -> dict[str, Any]:
+    """The ``task.json`` of a materialized task (the CodeRepair task format)."""
+    roots = " ".join(pin.tests)
+    return {"id": record.id, "title": record.title, "issue": record.bug_report,
+            "test_command": f"python -m pytest -q {roots}",
+            "fail_to_pass": list(record.fail_to_pass), "pass_to_pass": list(record.pass_to_pass),
+            "protected": list(protected_paths(pin)), "project": record.project,
+            "packages": list(pin.packages), "python_path": list(pin.python_path)}
+
+
+def pytest_ini(pin: ProjectPin) -> bytes:
+    """The task's own ``pytest.ini``: found first by pytest and by the grader, so the project's
+    options (``addopts`` naming plugins the image lacks, warnings as errors) do not apply, in the
+    agent's runs and in grading alike, as in synthesis."""
+    lines = ["[pytest]", "# written by proofgym: the options this task's tests run with"]
+    if pin.python_path:
+        lines.append("pythonpath = " + " ".join(pin.python_path))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def materialize(record: TaskRecord, pin: ProjectPin, *, root: Path | None = None,
+                quiet: bool = True) -> Path:
+    """The task directory of ``record`` (built once; rebuilt if its record changed)."""
+    stamp = hashlib.sha256(orjson.dumps(record.to_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()
+    target = (root or cache_dir() / "tasks") / pin.key / record.id
+    done = target / ".built"
+    if done.is_file() and done.read_text() == stamp:
+        return target
+    top = pristine_tree(pin, quiet=quiet)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{record.id}-"))
+    try:
+        build_task_dir(work, top, record, pin)
+        (work / ".built").write_text(stamp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(work, target)
+    finally:
+        if work.exists():
+            shutil.rmtree(work)
+    return target
+
+
+def build_task_dir(into: Path, top: Path, record: TaskRecord, pin: ProjectPin) -> None:
+    """Write ``repo/``, ``hidden/``, ``solution/`` and ``task.json`` of ``record`` into ``into``."""
+    repo = into / "repo"
+    shutil.copytree(top, repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".unpacked"))
+    originals = {p: (top / p).read_bytes() for p in record.files}
+    for path, content in apply_patch(originals, record.patch).items():
+        (repo / path).write_bytes(content)
+        _write(into / "solution" / path, originals[path])
+    by_file: dict[str, list[str]] = {}
+    for node in record.fail_to_pass:
+        by_file.setdefault(node.split("::", 1)[0], []).append(node)
+    for path, nodes in by_file.items():
+        original = (top / path).read_bytes()
+        _write(into / "hidden" / path, original)
+        (repo / path).write_bytes(strip_tests(original, nodes))
+    (repo / "pytest.ini").write_bytes(pytest_ini(pin))
+    (into / "task.json").write_bytes(orjson.dumps(task_meta(record, pin), option=orjson.OPT_INDENT_2))
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def by_project(records: Sequence[TaskRecord]) -> Mapping[str, list[TaskRecord]]:
+    out: dict[str, list[TaskRecord]] = {}
+    for record in records:
+        out.setdefault(record.project, []).append(record)
+    return out

@@ -1,0 +1,317 @@
+"""Synthesising tasks for one project: baseline, candidate bugs, screening, validation.
+
+1. The suite runs three times in a sandbox (the first traced: which project functions each test
+   calls); only tests that pass in all three runs are kept (the restored original passes 3 of 3).
+2. Every operator site in a function that some stable test calls, and that nothing calls at
+   import or collection time, is a candidate; a seeded shuffle picks the ones tried.
+3. **Test selection**: a candidate runs only the stable tests that called its function, plus
+   three others drawn by the seed (a mutation inside a function body cannot change a test that
+   never calls it). Candidates run in batches, each in a forked process of one sandbox.
+4. A candidate is kept when 1-5 tests go from pass to fail, at least one selected test still
+   passes, and its diff is new; then the real grader must score the bug 0 and the original 1
+   (``validate``, supplied by the caller).
+5. Tier 2 combines 2-3 kept bugs in different functions; the combination goes through 3-4 again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from proofgym.runtimes.sandbox import PYTEST_PACKAGES
+from proofgym.tasks.synth.discover import source_files, test_files, test_functions
+from proofgym.tasks.synth.hiding import bug_report
+from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
+from proofgym.tasks.synth.operators import Site, apply_site, sites
+from proofgym.tasks.synth.patch import make_patch
+from proofgym.tasks.synth.recipe import ProjectPin
+from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner
+
+MAX_FAILING = 5
+BATCH = 16
+OTHERS = 3
+
+#: validate(record) -> (ok, problem, grading seconds): the real grader's verdicts on the task.
+Validator = Callable[[TaskRecord], tuple[bool, str | None, float]]
+
+
+@dataclass
+class Candidate:
+    sites: tuple[tuple[str, Site], ...]  # (file, site) per bug
+    changes: dict[str, tuple[bytes, bytes]]  # file -> (original, mutated)
+    tests: list[str]  # the selected tests
+    keys: frozenset[str]
+
+
+@dataclass
+class ProjectReport:
+    project: str
+    stable_tests: int = 0
+    sites: int = 0
+    tried: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    records: list[TaskRecord] = field(default_factory=list)
+    seconds: float = 0.0
+    screen_seconds: float = 0.0
+    grading_seconds: list[float] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
+
+    def reject(self, why: str) -> None:
+        self.rejected[why] = self.rejected.get(why, 0) + 1
+
+    def to_dict(self) -> dict[str, object]:
+        return {"project": self.project, "stable_tests": self.stable_tests, "sites": self.sites,
+                "tried": self.tried, "kept": len(self.records), "rejected": dict(self.rejected),
+                "seconds": round(self.seconds, 1), "screen_seconds": round(self.screen_seconds, 1),
+                "grading_seconds": [round(s, 2) for s in self.grading_seconds],
+                "load": [round(x, 2) for x in self.load]}
+
+
+def _say(message: str, quiet: bool) -> None:
+    if not quiet:
+        sys.stderr.write(f"proofgym synth: {message}\n")
+        sys.stderr.flush()
+
+
+class ProjectSynth:
+    """The synthesis of one pinned project (see the module docstring)."""
+
+    def __init__(self, pin: ProjectPin, *, validate: Validator | None = None,
+                 quiet: bool = False, packages: Sequence[str] | None = None) -> None:
+        self.pin = pin
+        self.validate = validate
+        self.quiet = quiet
+        self.top = pristine_tree(pin, quiet=quiet)
+        self.report = ProjectReport(pin.name)
+        self.rng = random.Random(f"{pin.name}:{pin.version}:{pin.seed}")
+        self.packages = tuple(packages) if packages is not None else (*PYTEST_PACKAGES, *pin.packages)
+        self.seen: set[str] = set()
+
+    def run(self, *, max_tasks: int | None = None, time_budget_s: float | None = None) -> ProjectReport:
+        t0 = time.perf_counter()
+        limit = self.pin.max_tasks if max_tasks is None else max_tasks
+        with SuiteRunner(self.top, test_roots=self.pin.tests,
+                         python_path=self.pin.python_path, packages=self.packages) as runner:
+            self._baseline(runner)
+            candidates = self._candidates()
+            _say(f"{self.pin.name}: {self.report.stable_tests} stable tests, "
+                 f"{self.report.sites} sites, trying up to {len(candidates)}", self.quiet)
+            deadline = t0 + time_budget_s if time_budget_s else None
+            tier1: list[tuple[TaskRecord, Candidate]] = []
+            for start in range(0, len(candidates), BATCH):
+                if len(tier1) >= limit or (deadline and time.perf_counter() > deadline):
+                    break
+                room = limit - len(tier1)
+                for record, cand in self._screen(runner, candidates[start:start + BATCH], 1, room):
+                    tier1.append((record, cand))
+                    self.report.records.append(record)
+            self._tier2(runner, tier1, deadline)
+        self.report.seconds = time.perf_counter() - t0
+        _say(f"{self.pin.name}: kept {len(self.report.records)} of {self.report.tried} candidates "
+             f"in {self.report.seconds:.0f} s; rejected {self.report.rejected}", self.quiet)
+        return self.report
+
+    # ------------------------------------------------------------------ stages
+    def _baseline(self, runner: SuiteRunner) -> None:
+        self.files = test_files(self.top, self.pin.tests)
+        self.sources = {f: (self.top / f).read_bytes() for f in self.files}
+        listed = [t for f in self.files for t in test_functions(f, self.sources[f])]
+        first = runner.run(trace=True)
+        again = runner.run_many([({}, None), ({}, None)])
+        runs = [first, *again]
+        if any(r is None for r in runs):
+            raise RuntimeError(f"{self.pin.name}: a baseline run of the suite did not finish")
+        self.base_s = max(r.seconds for r in runs if r is not None)
+        deselect = set(self.pin.deselect) | first.parametrized
+        self.stable = sorted(t for t in listed if t not in deselect and all(
+            r is not None and r.results.get(t) is not None and r.results[t].outcome == "passed"
+            for r in runs))
+        self.report.stable_tests = len(self.stable)
+        stable = set(self.stable)
+        self.callers: dict[str, set[str]] = {}
+        for test, keys in first.calls.items():
+            if test in stable:
+                for key in keys:
+                    self.callers.setdefault(key, set()).add(test)
+        self.at_import = first.collect
+
+    def _candidates(self) -> list[Candidate]:
+        out = []
+        for path in source_files(self.top, self.pin.source, self.pin.tests):
+            source = (self.top / path).read_bytes()
+            try:
+                found = sites(source)
+            except SyntaxError:
+                continue
+            for site in found:
+                key = f"{path}:{site.first_line}:{site.function}"
+                if key in self.at_import or key not in self.callers:
+                    continue
+                out.append((path, site, key))
+        self.report.sites = len(out)
+        self.rng.shuffle(out)
+        cands = []
+        for path, site, key in out[:self.pin.max_candidates]:
+            original = (self.top / path).read_bytes()
+            mutated = apply_site(original, site)
+            if mutated is None:
+                self.report.reject("invalid_mutant")
+                continue
+            cands.append(Candidate(((path, site),), {path: (original, mutated)},
+                                   self._select({key}), frozenset({key})))
+        return cands
+
+    def _select(self, keys: set[str]) -> list[str]:
+        chosen = sorted({t for k in keys for t in self.callers.get(k, ())})
+        others = [t for t in self.stable if t not in set(chosen)]
+        pick = random.Random(f"{self.pin.seed}:{sorted(keys)}").sample(others, min(OTHERS, len(others)))
+        return sorted({*chosen, *pick})
+
+    def _screen(self, runner: SuiteRunner, batch: Sequence[Candidate], tier: int, room: int):
+        """Run a batch, judge each candidate and yield at most ``room`` valid ones (those after
+        that are neither judged nor counted as tried)."""
+        fresh = []
+        for cand in batch:
+            patch = make_patch(cand.changes)
+            if patch in self.seen:
+                self.report.reject("duplicate_diff")
+                continue
+            self.seen.add(patch)
+            fresh.append((cand, patch))
+        if not fresh:
+            return
+        t0 = time.perf_counter()
+        runs = runner.run_many([({p: new for p, (_, new) in c.changes.items()}, c.tests)
+                                for c, _ in fresh], timeout_s=max(20.0, 5 * self.base_s))
+        self.report.screen_seconds += time.perf_counter() - t0
+        self.report.load.append(os.getloadavg()[0])
+        for (cand, patch), run in zip(fresh, runs, strict=True):
+            if room <= 0:
+                self.seen.discard(patch)
+                continue
+            self.report.tried += 1
+            why, record = self._judge(cand, patch, run, tier)
+            if why is not None:
+                self.report.reject(why)
+                continue
+            assert record is not None
+            if self.validate is not None:
+                ok, problem, seconds = self.validate(record)
+                self.report.grading_seconds.append(seconds)
+                if not ok:
+                    _say(f"{record.id}: rejected by the grader: {problem}", self.quiet)
+                    self.report.reject("grader_disagrees")
+                    continue
+                record = TaskRecord(**{**record.__dict__, "stats": {**record.stats,
+                                                                    "grading_s": round(seconds, 3)}})
+            room -= 1
+            yield record, cand
+
+    def _judge(self, cand: Candidate, patch: str, run: SuiteRun | None,
+               tier: int) -> tuple[str | None, TaskRecord | None]:
+        if run is None:
+            return "timeout_or_crash", None
+        outcomes = {t: run.results.get(t) for t in cand.tests}
+        failing = {t: o for t, o in outcomes.items() if o is None or o.outcome != "passed"}
+        if not failing:
+            return "no_test_fails", None
+        if len(failing) > MAX_FAILING:
+            return "too_many_fail", None
+        if any(o is None or o.outcome not in ("failed", "error") for o in failing.values()):
+            return "test_not_run_or_skipped", None
+        if len(failing) == len(outcomes):
+            return "no_test_still_passes", None
+        p2p = self._pass_to_pass(cand, set(failing))
+        hidden_sources = [self.sources[f] for f in {t.split("::", 1)[0] for t in failing}]
+        title, report = bug_report(self.pin.name, failing, hidden_sources, len(p2p))  # type: ignore[arg-type]
+        bugs = tuple({"file": path, "operator": site.operator, "index": site.index,
+                      "function": site.function, "line": site.line} for path, site in cand.sites)
+        record = TaskRecord(task_id(self.pin.name, patch), self.pin.name, self.pin.version, tier,
+                            bugs, self.pin.seed, patch, tuple(sorted(failing)), tuple(p2p), title,
+                            report, stats={"screen_s": round(run.seconds, 3)})
+        return None, record
+
+    def _pass_to_pass(self, cand: Candidate, failing: set[str]) -> list[str]:
+        """The selected tests that still pass, then other stable tests of the failing tests'
+        files, up to ``p2p_max`` (grading time grows with every test; see the docs)."""
+        same_file = {t.split("::", 1)[0] for t in failing}
+        first = [t for t in cand.tests if t not in failing]
+        rest = [t for t in self.stable if t.split("::", 1)[0] in same_file and t not in failing
+                and t not in set(first)]
+        rng = random.Random(f"{self.pin.seed}:p2p:{sorted(failing)}")
+        rng.shuffle(first)
+        rng.shuffle(rest)
+        return sorted([*first, *rest][:self.pin.p2p_max])
+
+    def _tier2(self, runner: SuiteRunner, tier1: list[tuple[TaskRecord, Candidate]],
+               deadline: float | None) -> None:
+        if len(tier1) < 2 or self.pin.tier2 <= 0:
+            return
+        combos = []
+        for _ in range(self.pin.tier2 * 3):
+            k = self.rng.choice((2, 2, 3)) if len(tier1) >= 3 else 2
+            parts = self.rng.sample(tier1, k)
+            keys = [c.keys for _, c in parts]
+            if len(frozenset().union(*keys)) < k:  # two bugs in one function: not independent
+                continue
+            combined = _combine([c for _, c in parts])
+            if combined is None:
+                continue
+            combined.tests = self._select(set(combined.keys))
+            combos.append(combined)
+        kept = 0
+        for start in range(0, len(combos), BATCH):
+            if kept >= self.pin.tier2 or (deadline and time.perf_counter() > deadline):
+                break
+            for record, _ in self._screen(runner, combos[start:start + BATCH], 2,
+                                          self.pin.tier2 - kept):
+                self.report.records.append(record)
+                kept += 1
+
+
+def _combine(parts: Sequence[Candidate]) -> Candidate | None:
+    """One candidate applying every part's splices (each on the original file), or ``None``
+    when two of them overlap."""
+    by_file: dict[str, list[Site]] = {}
+    originals: dict[str, bytes] = {}
+    for cand in parts:
+        for path, site in cand.sites:
+            by_file.setdefault(path, []).append(site)
+            originals[path] = cand.changes[path][0]
+    changes = {}
+    for path, file_sites in by_file.items():
+        edits = sorted(e for s in file_sites for e in s.edits)
+        if any(a[1] > b[0] for a, b in itertools.pairwise(edits)):
+            return None
+        merged = Site("combined", 0, "", 0, 0, tuple(edits))
+        mutated = apply_site(originals[path], merged)
+        if mutated is None:
+            return None
+        changes[path] = (originals[path], mutated)
+    return Candidate(tuple(s for c in parts for s in c.sites), changes, [],
+                     frozenset().union(*(c.keys for c in parts)))
+
+
+def synthesize_project(pin: ProjectPin, *, validate: Validator | None = None, quiet: bool = False,
+                       max_tasks: int | None = None, time_budget_s: float | None = None,
+                       packages: Sequence[str] | None = None) -> ProjectReport:
+    """Synthesise tasks for ``pin`` (see the module docstring); ``validate`` is the real-grader
+    check each kept candidate must pass (``None``: screening only)."""
+    return ProjectSynth(pin, validate=validate, quiet=quiet, packages=packages).run(
+        max_tasks=max_tasks, time_budget_s=time_budget_s)
+
+
+def checkout(pin: ProjectPin) -> Path:
+    """The unpacked sdist of ``pin``."""
+    return pristine_tree(pin, quiet=True)
+
+
+__all__ = ["Candidate", "ProjectReport", "ProjectSynth", "Validator", "checkout",
+           "synthesize_project"]
+

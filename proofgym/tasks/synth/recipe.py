@@ -1,0 +1,122 @@
+"""The recipe of a synthesised task set: pinned projects (sdist hash, where the tests and the
+source are, what the image needs) and the seeds of the bug operators. Committed as JSON; the
+sdists it names are fetched on first use."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proofgym.core import ProofgymError
+
+RECIPE_VERSION = 1
+SPLITS = ("train", "heldout")
+
+
+class RecipeError(ProofgymError, ValueError):
+    """A recipe file that is malformed or names a project twice."""
+
+
+@dataclass(frozen=True)
+class ProjectPin:
+    """One project of a recipe.
+
+    ``tests`` are the test paths (files or directories, relative to the sdist's top directory)
+    the suite runs; ``source`` the paths whose ``.py`` files bugs are injected into;
+    ``python_path`` directories put on ``sys.path`` (``src`` for a src layout); ``packages`` the Python
+    packages the tests need besides pytest (the image); ``split`` ``train`` or ``heldout``
+    (held-out projects are never in train); ``seed`` and ``max_candidates`` drive the operators.
+    """
+
+    name: str
+    version: str
+    sha256: str
+    url: str | None = None
+    tests: tuple[str, ...] = ("tests",)
+    source: tuple[str, ...] = ()
+    python_path: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+    deselect: tuple[str, ...] = ()
+    split: str = "train"
+    seed: int = 0
+    max_candidates: int = 300
+    max_tasks: int = 60
+    tier2: int = 10
+    p2p_max: int = 10
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProjectPin:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise RecipeError(f"project {data.get('name')!r}: unknown keys {sorted(unknown)}; "
+                              f"known: {sorted(known)}")
+        for key in ("name", "version", "sha256"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise RecipeError(f"project {data.get('name')!r}: {key!r} must be a non-empty string")
+        if len(data["sha256"]) != 64:
+            raise RecipeError(f"project {data['name']!r}: sha256 must be 64 hex digits")
+        values = dict(data)
+        for key in ("tests", "source", "python_path", "packages", "deselect"):
+            if key in values:
+                values[key] = tuple(values[key])
+        pin = cls(**values)
+        if pin.split not in SPLITS:
+            raise RecipeError(f"project {pin.name!r}: split must be one of {SPLITS}, not {pin.split!r}")
+        if not pin.source:
+            raise RecipeError(f"project {pin.name!r}: name the source paths to inject bugs into")
+        return pin
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    projects: tuple[ProjectPin, ...]
+    path: Path | None = field(default=None, compare=False)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Recipe:
+        path = Path(path)
+        try:
+            data = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise RecipeError(f"{path}: cannot read the recipe ({exc})") from exc
+        if not isinstance(data, dict) or data.get("version") != RECIPE_VERSION:
+            raise RecipeError(f"{path}: not a version-{RECIPE_VERSION} recipe "
+                              "({'version': 1, 'projects': [...]})")
+        return cls.of(data.get("projects") or [], path=path)
+
+    @classmethod
+    def of(cls, projects: Sequence[Mapping[str, Any] | ProjectPin], path: Path | None = None) -> Recipe:
+        pins = tuple(p if isinstance(p, ProjectPin) else ProjectPin.from_dict(p) for p in projects)
+        names = [p.name for p in pins]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise RecipeError(f"projects named more than once: {twice}")
+        return cls(pins, path)
+
+    def project(self, name: str) -> ProjectPin:
+        for pin in self.projects:
+            if pin.name == name:
+                return pin
+        raise RecipeError(f"no project {name!r} in the recipe; it has "
+                          f"{sorted(p.name for p in self.projects)}")
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"version": RECIPE_VERSION,
+                             "projects": [p.to_dict() for p in self.projects]},
+                            option=orjson.OPT_INDENT_2) + b"\n"
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.to_json()).hexdigest()[:16]

@@ -1,0 +1,92 @@
+"""Bug operators: deterministic under a seed, each one a real, minimal change of a function body."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from proofgym.tasks.synth import OPERATORS, apply_patch, make_patch, mutate, sites
+from proofgym.tasks.synth.patch import PatchError
+
+SOURCE = b'''\
+LIMIT = 3  # module level: never a site
+
+
+def window(items, size=2):
+    """A docstring is never dropped."""
+    out = []
+    if size <= 0 or not items:
+        return []
+    for i in range(len(items) - size + 1):
+        out.append(items[i:i + size])
+    total = len(out)
+    while total > LIMIT and size == 1:
+        total -= 1
+    return out if total else None
+
+
+def pick(a, b):
+    if a > b:
+        return True
+    return max(a, b) == b
+'''
+
+
+def test_every_operator_finds_a_site_and_each_mutant_is_a_valid_different_module():
+    found = sites(SOURCE)
+    by_op = {op: [s for s in found if s.operator == op] for op in OPERATORS}
+    assert all(by_op.values()), {k: len(v) for k, v in by_op.items()}
+    original = ast.dump(ast.parse(SOURCE))
+    for site in found:
+        _, mutated = mutate(SOURCE, site.operator, site.index)
+        assert ast.dump(ast.parse(mutated)) != original
+        # nothing at module level changes: LIMIT and the function signatures stay
+        assert mutated.startswith(b"LIMIT = 3") and b"def window(items, size=2):" in mutated
+
+
+def test_sites_and_mutants_are_deterministic():
+    first = [(s.operator, s.index, s.edits) for s in sites(SOURCE)]
+    second = [(s.operator, s.index, s.edits) for s in sites(SOURCE)]
+    assert first == second and len(first) > 20
+    assert mutate(SOURCE, "flip_compare", 0)[1] == mutate(SOURCE, "flip_compare", 0)[1]
+
+
+@pytest.mark.parametrize(("operator", "before", "after"), [
+    ("flip_compare", b"if size <= 0", b"if size < 0"),
+    ("flip_boolean", b"size <= 0 or not items", b"size <= 0 and not items"),
+    ("invert_condition", b"if size <= 0 or not items:", b"if not (size <= 0 or not items):"),
+    ("swap_arguments", b"max(a, b)", b"max(b, a)"),
+    ("change_return", b"return True", b"return False"),
+])
+def test_operators_change_exactly_the_named_spot(operator, before, after):
+    for site in sites(SOURCE, (operator,)):
+        _, mutated = mutate(SOURCE, operator, site.index)
+        if after in mutated and before not in mutated:
+            assert len(mutated.splitlines()) == len(SOURCE.splitlines())
+            return
+    raise AssertionError(f"{operator}: no site turns {before!r} into {after!r}")
+
+
+def test_drop_operators_remove_whole_lines_and_never_the_docstring():
+    for op in ("drop_statement", "drop_loop", "drop_condition"):
+        for site in sites(SOURCE, (op,)):
+            _, mutated = mutate(SOURCE, op, site.index)
+            assert b'"""A docstring is never dropped."""' in mutated
+            assert len(mutated.splitlines()) < len(SOURCE.splitlines())
+
+
+def test_an_unknown_operator_or_site_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown bug operators"):
+        sites(SOURCE, ("flip_everything",))
+    with pytest.raises(ValueError, match="has no site 999"):
+        mutate(SOURCE, "flip_compare", 999)
+
+
+def test_a_patch_round_trips_and_refuses_a_different_source():
+    _, mutated = mutate(SOURCE, "off_by_one_slice", 0)
+    patch = make_patch({"pkg/mod.py": (SOURCE, mutated)})
+    assert patch.startswith("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n")
+    assert apply_patch({"pkg/mod.py": SOURCE}, patch) == {"pkg/mod.py": mutated}
+    with pytest.raises(PatchError, match="differs from the pin"):
+        apply_patch({"pkg/mod.py": SOURCE.replace(b"total = len(out)", b"total = len(list(out))")}, patch)
