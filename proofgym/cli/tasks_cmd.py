@@ -43,6 +43,17 @@ def synth_command(
     for report in reports:
         console.print(f"{report.project}: {len(report.records)} tasks from {report.tried} "
                       f"candidates in {report.seconds:.0f} s", highlight=False)
+    _drain_thread_pools()
+
+
+def _drain_thread_pools() -> None:
+    """Finish the queued work of every thread pool (the gradings' sandbox clean-ups) and stop
+    their idle workers, as the interpreter's own shutdown does: gradings ran in this process, and
+    the CLI's exit joins every non-daemon thread before that shutdown, so an idle pool worker
+    would keep the command from ever ending."""
+    import concurrent.futures.thread as pools
+
+    pools._python_exit()
 
 
 @tasks_app.command("stats")

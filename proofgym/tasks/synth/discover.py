@@ -13,7 +13,7 @@ def _is_test_file(name: str) -> bool:
                                      or name == "tests.py" or name.startswith("test"))
 
 
-def test_files(top: Path, roots: Sequence[str]) -> list[str]:
+def list_test_files(top: Path, roots: Sequence[str]) -> list[str]:
     """The test files under ``roots`` (files or directories, relative to ``top``)."""
     out = set()
     for root in roots:
@@ -28,7 +28,7 @@ def test_files(top: Path, roots: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
-def test_functions(path: str, source: bytes) -> list[str]:
+def list_test_functions(path: str, source: bytes) -> list[str]:
     """Node ids of the test functions of one file: ``test*`` functions at module level and
     ``test*`` methods of ``Test*`` classes without ``__init__``."""
     tree = ast.parse(source)

@@ -20,12 +20,14 @@ import os
 import random
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES
-from proofgym.tasks.synth.discover import source_files, test_files, test_functions
+from proofgym.tasks.synth.discover import list_test_files, list_test_functions, source_files
 from proofgym.tasks.synth.hiding import bug_report
 from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
 from proofgym.tasks.synth.operators import Site, apply_site, sites
@@ -35,6 +37,8 @@ from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner
 
 MAX_FAILING = 5
 BATCH = 16
+#: Real-grader checks run at once (each is a sandbox; the gate is most of a project's time).
+WORKERS = 2
 OTHERS = 3
 
 #: validate(record) -> (ok, problem, grading seconds): the real grader's verdicts on the task.
@@ -96,7 +100,8 @@ class ProjectSynth:
     def run(self, *, max_tasks: int | None = None, time_budget_s: float | None = None) -> ProjectReport:
         t0 = time.perf_counter()
         limit = self.pin.max_tasks if max_tasks is None else max_tasks
-        with SuiteRunner(self.top, test_roots=self.pin.tests,
+        self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="synth-grade")
+        with self.pool, SuiteRunner(self.top, test_roots=self.pin.tests,
                          python_path=self.pin.python_path, packages=self.packages) as runner:
             self._baseline(runner)
             candidates = self._candidates()
@@ -119,9 +124,9 @@ class ProjectSynth:
 
     # ------------------------------------------------------------------ stages
     def _baseline(self, runner: SuiteRunner) -> None:
-        self.files = test_files(self.top, self.pin.tests)
+        self.files = list_test_files(self.top, self.pin.tests)
         self.sources = {f: (self.top / f).read_bytes() for f in self.files}
-        listed = [t for f in self.files for t in test_functions(f, self.sources[f])]
+        listed = [t for f in self.files for t in list_test_functions(f, self.sources[f])]
         first = runner.run(trace=True)
         again = runner.run_many([({}, None), ({}, None)])
         runs = [first, *again]
@@ -191,9 +196,17 @@ class ProjectSynth:
                                 for c, _ in fresh], timeout_s=max(20.0, 5 * self.base_s))
         self.report.screen_seconds += time.perf_counter() - t0
         self.report.load.append(os.getloadavg()[0])
+        inflight: deque[tuple[Candidate, TaskRecord, Future]] = deque()
+        accepted = 0
         for (cand, patch), run in zip(fresh, runs, strict=True):
-            if room <= 0:
-                self.seen.discard(patch)
+            # at most WORKERS gradings in flight, and never more than the room left
+            while inflight and (len(inflight) >= WORKERS or accepted + len(inflight) >= room):
+                done = self._finish(*inflight.popleft())
+                if done is not None:
+                    accepted += 1
+                    yield done
+            if accepted >= room:
+                self.seen.discard(patch)  # not judged: free for a later batch
                 continue
             self.report.tried += 1
             why, record = self._judge(cand, patch, run, tier)
@@ -201,17 +214,27 @@ class ProjectSynth:
                 self.report.reject(why)
                 continue
             assert record is not None
-            if self.validate is not None:
-                ok, problem, seconds = self.validate(record)
-                self.report.grading_seconds.append(seconds)
-                if not ok:
-                    _say(f"{record.id}: rejected by the grader: {problem}", self.quiet)
-                    self.report.reject("grader_disagrees")
-                    continue
-                record = TaskRecord(**{**record.__dict__, "stats": {**record.stats,
-                                                                    "grading_s": round(seconds, 3)}})
-            room -= 1
-            yield record, cand
+            if self.validate is None:
+                accepted += 1
+                yield record, cand
+                continue
+            inflight.append((cand, record, self.pool.submit(self.validate, record)))
+        while inflight:
+            done = self._finish(*inflight.popleft())
+            if done is not None and accepted < room:
+                accepted += 1
+                yield done
+
+    def _finish(self, cand: Candidate, record: TaskRecord,
+                future: Future) -> tuple[TaskRecord, Candidate] | None:
+        ok, problem, seconds = future.result()
+        self.report.grading_seconds.append(seconds)
+        if not ok:
+            _say(f"{record.id}: rejected by the grader: {problem}", self.quiet)
+            self.report.reject("grader_disagrees")
+            return None
+        stats = {**record.stats, "grading_s": round(seconds, 3)}
+        return TaskRecord(**{**record.__dict__, "stats": stats}), cand
 
     def _judge(self, cand: Candidate, patch: str, run: SuiteRun | None,
                tier: int) -> tuple[str | None, TaskRecord | None]:

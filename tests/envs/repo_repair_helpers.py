@@ -1,0 +1,42 @@
+"""RepoRepair tests run offline: the sdists of a few small bundled projects are fixtures, copied
+into a fresh cache (``PROOFGYM_CACHE``) where :func:`proofgym.tasks.synth.fetch_sdist` finds
+them by their pinned sha256, exactly as a cache filled by an earlier download."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from proofgym.envs.repo_repair import MANIFEST, RECIPE, RepoRepairTask
+from proofgym.tasks.synth import Recipe, TaskRecord, read_manifest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sdists"
+
+
+def fixture_projects() -> dict[str, Path]:
+    """Project name -> its fixture sdist, for the recipe's projects that have one."""
+    pins = {p.sha256: p.name for p in Recipe.load(RECIPE).projects}
+    found = {}
+    for sdist in sorted(FIXTURES.glob("*.tar.gz")):
+        sha = hashlib.sha256(sdist.read_bytes()).hexdigest()
+        assert sdist.name.startswith(sha), f"{sdist.name}: its name must start with its sha256"
+        if sha in pins:
+            found[pins[sha]] = sdist
+    return found
+
+
+def seed_cache(cache: Path) -> None:
+    (cache / "sdists").mkdir(parents=True, exist_ok=True)
+    for sdist in FIXTURES.glob("*.tar.gz"):
+        shutil.copy(sdist, cache / "sdists" / sdist.name)
+
+
+def offline_records() -> list[TaskRecord]:
+    """The bundled records whose project's sdist is a fixture."""
+    have = set(fixture_projects())
+    return [r for r in read_manifest(MANIFEST) if r.project in have]
+
+
+def task_of(record: TaskRecord, cache: Path) -> RepoRepairTask:
+    return RepoRepairTask(record, Recipe.load(RECIPE).project(record.project), cache_root=cache / "tasks")

@@ -1,0 +1,100 @@
+"""RepoRepair-v0: the bundled recipe and manifest, its splits, and acceptance 1 (``validate`` on a
+sample of tasks across projects: reference 1.0, every control 0.0), offline."""
+
+from __future__ import annotations
+
+import random
+
+import gymnasium
+import pytest
+
+import proofgym  # noqa: F401 - registers the bundled environments
+from proofgym.envs.repo_repair import MANIFEST, RECIPE, make_env, repo_repair_tasks, split_of
+from proofgym.eval.validate import validate_env
+from proofgym.tasks import TaskSet
+from proofgym.tasks.synth import Recipe, read_manifest
+from proofgym.tasks.synth.operators import OPERATORS
+from proofgym.tasks.synth.patch import patched_paths
+from tests.conftest import require_tool
+from tests.envs.repo_repair_helpers import offline_records, seed_cache, task_of
+
+
+def test_the_bundled_manifest_is_well_formed():
+    recipe = Recipe.load(RECIPE)
+    records = read_manifest(MANIFEST)
+    projects = {r.project for r in records}
+    assert len(records) >= 100 and len(projects) >= 10, (len(records), sorted(projects))
+    assert len({r.id for r in records}) == len(records)
+    assert len({r.patch for r in records}) == len(records)  # de-duplicated by diff
+    names = {p.name for p in recipe.projects}
+    for record in records:
+        assert record.project in names
+        assert 1 <= len(record.fail_to_pass) <= 5 and record.pass_to_pass
+        assert not set(record.fail_to_pass) & set(record.pass_to_pass)
+        assert record.tier in (1, 2) and (record.tier == 1) == (len(record.bugs) == 1)
+        assert len(record.bugs) <= 3
+        assert all(b["operator"] in OPERATORS for b in record.bugs)
+        assert set(patched_paths(record.patch)) == {b["file"] for b in record.bugs}
+        for node in record.fail_to_pass:  # the report names the failing tests, quotes no assert
+            assert node.rsplit("::", 1)[1] in record.bug_report
+        assert "assert " not in record.bug_report
+
+
+def test_splits_hold_out_whole_projects():
+    recipe = Recipe.load(RECIPE)
+    records = read_manifest(MANIFEST)
+    splits = {r.id: split_of(r, recipe) for r in records}
+    heldout = {p.name for p in recipe.projects if p.split == "heldout"}
+    assert heldout, "the recipe holds out no project"
+    train_projects = {r.project for r in records if splits[r.id] == "train"}
+    assert not train_projects & heldout
+    assert {r.project for r in records if splits[r.id] == "heldout"} <= heldout
+    assert any(s == "dev" for s in splits.values()) and any(s == "heldout" for s in splits.values())
+    train = repo_repair_tasks(split="train")
+    assert all(split_of(t.record, recipe) == "train" for t in train)
+
+
+def test_the_env_is_registered_and_loads_without_fetching():
+    assert "proofgym/RepoRepair-v0" in gymnasium.registry
+    tasks = repo_repair_tasks()
+    assert len(tasks) == len(read_manifest(MANIFEST))
+    task = next(iter(tasks))
+    assert task.content()["record"]["id"] == task.id  # from the manifest: nothing materialized
+
+
+def test_acceptance_1_validate_a_sample_across_projects(tmp_path, monkeypatch):
+    """Reference 1.0, doing nothing 0, every control 0, the same verdict twice: on 5 tasks
+    across at least 3 projects (the suite's sample; the full run is in the docs' numbers)."""
+    require_tool("bwrap")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PROOFGYM_CACHE", str(cache))
+    seed_cache(cache)
+    by_project: dict[str, list] = {}
+    for record in offline_records():
+        by_project.setdefault(record.project, []).append(record)
+    assert len(by_project) >= 3, sorted(by_project)
+    rng = random.Random(22)
+    projects = sorted(by_project)
+    sample = [rng.choice(by_project[p]) for p in projects[:3]]
+    rest = [r for p in projects for r in by_project[p] if r not in sample]
+    sample += rng.sample(rest, 2)
+    tasks = [task_of(r, cache) for r in sample]
+    env = make_env(tasks=TaskSet(tasks))
+    try:
+        report = validate_env(env, tasks, env_id="proofgym/RepoRepair-v0")
+    finally:
+        env.close()
+    assert report.ok, report.failures()
+    names = {c.name for c in report.checks}
+    assert {"reference", "control:no_op", "control:wrong_fix",
+            "control:delete_failing_tests"} <= names, names
+    assert all(c.tasks == len(tasks) for c in report.checks if c.name in names)
+
+
+@pytest.mark.parametrize("split", ["train", "dev", "heldout"])
+def test_each_split_is_an_env(split):
+    env = make_env(split=split)
+    try:
+        assert len(env.tasks) > 0
+    finally:
+        env.close()
