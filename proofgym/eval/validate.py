@@ -8,13 +8,16 @@ same trajectory twice must give the same verdict. A grader error is a failure, n
 
 Every grading goes through a :class:`~proofgym.verify.pool.VerifierPool`: a grader that raises,
 runs past the grading timeout or kills its process (``process`` backend, as ``proofgym validate``
-uses) fails its check with the reason, and validation goes on with the next check. Once a task's
-grader has run past the timeout, its remaining checks fail as not graded (each would most likely
-cost another timeout): a hanging grader costs one timeout per task, not one per check.
+uses) fails its check with the reason, and validation goes on with the next check. The reference
+is graded first, alone: when its grading runs past the timeout, the task's remaining checks fail as
+not graded (each would most likely cost another timeout), so a grader that always hangs costs one
+timeout per task, not one per check. The other checks' gradings run while later episodes play;
+after a grading of the task has run past the timeout, none is graded a second time.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import os
 import threading
 import time
@@ -26,7 +29,7 @@ from typing import Any
 
 from proofgym.core import ConfigError, Task, Verdict, describe_exception
 from proofgym.core.defaults import DEFAULTS
-from proofgym.env import UniversalVerifiableEnv
+from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.make import make_env, takes_tasks
 from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout import ControlPolicy, Policy, ReferencePolicy, ScriptedPolicy, run_episode
@@ -143,37 +146,47 @@ class _Grading:
     pool: VerifierPool
     timeout_s: float | None = None
 
-    def __call__(self, env: UniversalVerifiableEnv, trace: Any, name: str) -> Verdict:
-        """The verdict of ``trace`` on ``env``'s current episode (``name`` names it in errors)."""
-        return self.pool.grade_sync(env.verification_job(trace), name, timeout_s=self.timeout_s)
+    def submit(self, job: VerificationJob, name: str) -> cf.Future[Verdict]:
+        """Queue ``job`` (``name`` names it in errors) and return the future of its verdict."""
+        return self.pool.submit(job, name, timeout_s=self.timeout_s)
 
 
-def _play(env: UniversalVerifiableEnv, policy: Policy, task: Task, grading: _Grading, name: str,
-          ) -> tuple[Trajectory, Verdict | None, Verdict | None]:
-    """Run one episode and grade its trajectory twice, each time from a fresh verification job
-    (one after the other: the pool shares a verdict between identical jobs in flight). A first
-    grading that failed is not repeated: the check has failed already, and a grader that hangs
-    would cost a second timeout."""
+@dataclass
+class _Check:
+    """One check of one task: its episode played, its first grading queued, and the frozen job
+    of its second grading (queued once the first has a verdict: the pool shares one verdict
+    between identical jobs in flight)."""
+
+    name: str
+    expectation: str
+    expected: float
+    traj: Trajectory
+    first: cf.Future[Verdict] | None = None
+    again: VerificationJob | None = None
+    problem: str | None = None  # decided without a verdict (a reset that failed)
+
+
+def _start(env: UniversalVerifiableEnv, policy: Policy | None, task: Task, grading: _Grading,
+           name: str, expectation: str, expected: float) -> _Check:
+    """Play the check's episode (``policy=None``: no episode, an empty trace graded right after
+    ``reset``) and queue its first grading. The episode's jobs are frozen at once, so the env may
+    play the next check while this one grades."""
+    where = f"validate/{task.id}/{name}"
+    if policy is None:
+        traj = Trajectory(trajectory_id=trajectory_id_for(None, task.id, 0), env_id="",
+                          task_id=task.id, task_hash="", seed=0, policy={}, prompt="", tools=[])
+        try:
+            env.reset(seed=0, options={"task": task})
+        except Exception as exc:  # a task whose reset fails cannot be validated; say so in its row
+            return _Check(name, expectation, expected, traj,
+                          problem=f"reset failed: {describe_exception(exc)}")
+        return _Check(name, expectation, expected, traj, grading.submit(env.verification_job([]), where))
     traj = run_episode(env, policy, task=task, seed=0, verify=False)
     if traj.status == "error":
-        return traj, None, None
-    where = f"validate/{task.id}/{name}"
-    first = grading(env, traj.trace(), where)
-    if first.status == "error":
-        return traj, first, None
-    return traj, first, grading(env, traj.trace(), where)
-
-
-def _no_action_problem(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -> str | None:
-    """Grade an empty trace right after ``reset``: the agent did nothing at all."""
-    try:
-        env.reset(seed=0, options={"task": task})
-    except Exception as exc:  # a task whose reset fails cannot be validated; say so in its row
-        return f"reset failed: {describe_exception(exc)}"
-    verdict = grading(env, [], f"validate/{task.id}/{NO_ACTION}")
-    traj = Trajectory(trajectory_id=trajectory_id_for(None, task.id, 0), env_id="", task_id=task.id,
-                      task_hash="", seed=0, policy={}, prompt="", tools=[])
-    return _score_problem(verdict, traj, 0.0)
+        return _Check(name, expectation, expected, traj)
+    return _Check(name, expectation, expected, traj,
+                  grading.submit(env.verification_job(traj.trace()), where),
+                  env.verification_job(traj.trace()))
 
 
 @dataclass
@@ -184,46 +197,56 @@ class _TaskOutcome:
     rows: list[tuple[str, str, str | None]] = field(default_factory=list)
     unstable: str | None = None
     regraded: int = 0  # episodes graded twice (a grading that failed is not repeated)
-    hung: str | None = None  # the check whose grading ran past the timeout: the rest are skipped
+    hung: str | None = None  # the check whose grading ran past the timeout
+
+    def finish(self, checks: Sequence[_Check], grading: _Grading, task: Task) -> None:
+        """Wait for each check's first verdict in order, queue its second grading (unless the
+        first failed, or some grading of this task ran past the timeout: a grader that hung
+        once would most likely hang again), then compare the two."""
+        seconds: list[tuple[_Check, Verdict, cf.Future[Verdict] | None]] = []
+        for check in checks:
+            first = check.first.result() if check.first is not None else None
+            problem = check.problem or _score_problem(first, check.traj, check.expected)
+            self.rows.append((check.name, check.expectation, problem))
+            if first is None:
+                continue
+            if timed_out(first) and self.hung is None:
+                self.hung = check.name
+            if first.status == "error" or check.again is None or self.hung is not None:
+                continue  # not graded twice (the row above has failed already, or no second job)
+            where = f"validate/{task.id}/{check.name}"
+            seconds.append((check, first, grading.submit(check.again, where)))
+        for check, first, future in seconds:
+            second = future.result() if future is not None else None
+            self.regraded += 1
+            if self.unstable is None:
+                diff = "no second verdict" if second is None else verdict_difference(first, second)
+                if diff is not None:
+                    self.unstable = f"{check.name}: {diff}"
 
 
 def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -> _TaskOutcome:
+    """The reference is graded first, alone: a grader that hangs on it costs one timeout, and
+    the task's other checks fail as not graded. The others are then played one after another,
+    each grading queued as its episode ends, so their gradings run while later episodes play."""
     outcome = _TaskOutcome()
-
-    def skipped() -> str:
-        # a grader that hung once would most likely cost a timeout per check: one is enough
-        return f"not graded: this task's grader ran past the timeout on {outcome.hung} (see that row)"
-
-    def check(name: str, expectation: str, policy: Policy, expected: float) -> None:
-        if outcome.hung is not None:
-            outcome.rows.append((name, expectation, skipped()))
-            return
-        traj, first, second = _play(env, policy, task, grading, name)
-        outcome.rows.append((name, expectation, _score_problem(first, traj, expected)))
-        if first is not None and timed_out(first):
-            outcome.hung = name
-        if first is None or first.status == "error":
-            return  # not graded twice (the row above has failed already)
-        outcome.regraded += 1
-        if outcome.unstable is None:
-            diff = "no second verdict" if second is None else verdict_difference(first, second)
-            if diff is not None:
-                outcome.unstable = f"{name}: {diff}"
-
-    check(REFERENCE, "= 1", ReferencePolicy(), 1.0)
-    check(DO_NOTHING, "= 0", ScriptedPolicy([], name="do_nothing"), 0.0)
-    outcome.rows.append((NO_ACTION, "= 0", skipped() if outcome.hung is not None
-                         else _no_action_problem(env, task, grading)))
+    outcome.finish([_start(env, ReferencePolicy(), task, grading, REFERENCE, "= 1", 1.0)], grading, task)
     try:
         names = list(task.controls())
     except Exception as exc:  # a broken controls() is a validation failure, reported as such
-        outcome.rows.append((HAS_CONTROLS, "≥ 1 control", f"controls() raised {describe_exception(exc)}"))
-        names = []
+        names, shipped = [], f"controls() raised {describe_exception(exc)}"
     else:
-        outcome.rows.append((HAS_CONTROLS, "≥ 1 control",
-                             None if names else "the task ships no negative controls"))
-    for name in names:
-        check(f"control:{name}", "= 0", ControlPolicy(name), 0.0)
+        shipped = None if names else "the task ships no negative controls"
+    plan: list[tuple[str, Policy | None]] = [(DO_NOTHING, ScriptedPolicy([], name="do_nothing")),
+                                             (NO_ACTION, None)]
+    plan += [(f"control:{name}", ControlPolicy(name)) for name in names]
+    if outcome.hung is not None:
+        skipped = f"not graded: this task's grader ran past the timeout on {outcome.hung} (see that row)"
+        outcome.rows += [(name, "= 0", skipped) for name, _ in plan]
+    else:
+        outcome.finish([_start(env, policy, task, grading, name, "= 0", 0.0) for name, policy in plan],
+                       grading, task)
+    outcome.rows.append((HAS_CONTROLS, "≥ 1 control", shipped))
     return outcome
 
 
@@ -248,7 +271,9 @@ def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv],
     envs = [env] if isinstance(env, UniversalVerifiableEnv) else list(env)
     if not envs:
         raise ValueError("validate_env needs at least one env")
-    options = {"processes": min(len(envs), os.cpu_count() or 1), "max_in_flight": len(envs),
+    # a task's gradings queue as its episodes end: room for a grading per core even with one env
+    slots = max(len(envs), os.cpu_count() or 1)
+    options = {"processes": min(slots, os.cpu_count() or 1), "max_in_flight": slots,
                "timeout_s": GRADER_TIMEOUT_S if grader_timeout_s is None else grader_timeout_s}
     with pool_for(verifier, **options) as pool:
         return _validate_envs(envs, tasks, env_id, on_task, _Grading(pool, grader_timeout_s))

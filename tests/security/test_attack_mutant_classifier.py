@@ -30,8 +30,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from proofgym.envs.code_repair import code_repair_tasks
 from proofgym.verify.sandboxed.mutants import build_layout
+
+#: AST work and plain pytest in a temporary directory: no sandbox, nothing privileged
+pytestmark = pytest.mark.pure
 
 _BENCH = Path(__file__).resolve().parents[2] / "bench" / "mutant_classifier.py"
 

@@ -106,6 +106,7 @@ def _layouts(runs: int) -> list:
             for seed in range(runs)]
 
 
+@pytest.mark.pure  # layouts only
 @pytest.mark.parametrize("name", sorted(_GUESSES))
 def test_a_forger_seeing_one_test_at_a_time_resolves_no_more_often_than_a_coin_per_test(name):
     runs = 400
@@ -138,6 +139,7 @@ def _form(value):
                                    "0" if c.isdigit() else c for c in value))
 
 
+@pytest.mark.pure  # layouts only
 def test_a_mutated_value_keeps_the_form_of_the_real_one():
     """What the red team's classifier read from a mutant alone (a negative number where the
     real one is not, a longer float, a letter the inputs do not have) is kept: the changed

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import copy
 import datetime
 import decimal
 import fractions
@@ -64,8 +63,11 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 from proofgym.core.errors import ProofgymError
+
+_T = TypeVar("_T")
 
 _WORDS_A = ("basic", "edge", "empty", "nested", "unicode", "large", "mixed", "repeated", "single",
             "quoted", "invalid", "default", "reversed", "boundary", "sorted", "missing", "extra",
@@ -323,7 +325,7 @@ def build_pool(trees: Mapping[str, ast.Module | bytes | str],
                     _collect(stmt, imported, env, pool, path, name,
                              pool.valid if path in preferred else late,
                              pool.checks if path in preferred else late_checks, trusted)
-            pool.bodies[path] = [(n.name, copy.deepcopy(n)) for n in tree.body
+            pool.bodies[path] = [(n.name, _clone(n)) for n in tree.body
                                  if isinstance(n, ast.FunctionDef) and n.name.startswith("test")
                                  and _plain(n) and (passing is None or f"{path}::{n.name}" in passing)]
             pool.source.update({id(f): f"{path}::{name}" for name, f in pool.bodies[path]})
@@ -368,7 +370,7 @@ def _collect(stmt: ast.stmt, imported: set[str], env: dict[str, ast.expr], pool:
             evaluated.append(call)
             view = _view(call, imported, env)
             if view is not None and _constants(view):
-                checks.append((_skeleton(view), copy.deepcopy(view), not negated))
+                checks.append((_skeleton(view), _clone(view), not negated))
                 pool.source[id(checks[-1][1])] = f"{path}::{name}"
         for side in _eq_literals(test):
             pool.expected += [v for v, _ in _leaf_values(side)]
@@ -376,8 +378,8 @@ def _collect(stmt: ast.stmt, imported: set[str], env: dict[str, ast.expr], pool:
         left = _view(sides[0], imported, env) if len(sides) == 2 else None
         if left is not None and _eq_literals(test) == [sides[1]] and \
                 isinstance(left, (ast.Call, ast.Attribute, ast.Subscript)):
-            check = ast.Assert(test=ast.Compare(left=copy.deepcopy(left), ops=[ast.Eq()],
-                                                comparators=[copy.deepcopy(sides[1])]), msg=None)
+            check = ast.Assert(test=ast.Compare(left=_clone(left), ops=[ast.Eq()],
+                                                comparators=[_clone(sides[1])]), msg=None)
             pool.borrow.setdefault(path, []).append((name, check))
             pool.source[id(check)] = f"{path}::{name}"
     for expr in evaluated:
@@ -386,7 +388,7 @@ def _collect(stmt: ast.stmt, imported: set[str], env: dict[str, ast.expr], pool:
             continue
         for sub in ast.walk(view):  # a pure call's arguments are evaluated before it
             if isinstance(sub, ast.Call) and _constants(sub):
-                valid.append((_skeleton(sub), copy.deepcopy(sub)))
+                valid.append((_skeleton(sub), _clone(sub)))
                 pool.source[id(valid[-1][1])] = f"{path}::{name}"
 
 
@@ -528,7 +530,7 @@ def _callee_ok(func: ast.expr, imported: set[str]) -> bool:
 def _skeleton(node: ast.expr) -> str:
     """The expression with each constant reduced to its type: calls with the same skeleton
     differ in their literal inputs only."""
-    blank = copy.deepcopy(node)
+    blank = _clone(node)
     for sub in ast.walk(blank):
         if isinstance(sub, ast.Constant):
             sub.value = type(sub.value).__name__
@@ -902,7 +904,7 @@ class _Mutator:
         self.rng.shuffle(ranked)
         ranked.sort(key=lambda r: r[0])
         for _, original in ranked:
-            stmt = copy.deepcopy(original)
+            stmt = _clone(original)
             holder = ast.parse("def _():\n    pass\n").body[0]
             assert isinstance(holder, ast.FunctionDef)
             holder.body = [stmt]
@@ -921,7 +923,7 @@ class _Mutator:
         found = [f for test, f in self.pool.bodies.get(self.file or "", []) if test != self.func.name]
         self.rng.shuffle(found)
         for original in found:
-            other = copy.deepcopy(original)
+            other = _clone(original)
             helper = _Mutator(other, self.module, self.pool, self.rng, None)
             if helper._expected_values(close=True) or helper._other_checks() or \
                     helper._expected_values(close=False):
@@ -1134,7 +1136,8 @@ def _text_changes(text: str, chars: str, strings: list[str], rng: random.Random)
     """``text`` with one word replaced by a same-length word of the inputs, or one letter or
     digit by another of the same class (from the test's own characters first)."""
     changes = []
-    words = {w for s in strings for w in _WORD.findall(s)}
+    # in order of first appearance (a set's order would follow the process's string hashing)
+    words = list(dict.fromkeys(w for s in strings for w in _WORD.findall(s)))
     for m in _WORD.finditer(text):
         changes += [text[:m.start()] + w + text[m.end():] for w in words
                     if len(w) == len(m.group()) and w != m.group()]
@@ -1297,7 +1300,21 @@ def _isolate(tree: ast.Module, item: TestItem) -> ast.Module:
 
 
 def _copy(node: ast.stmt) -> ast.stmt:
-    return copy.deepcopy(node)
+    return _clone(node)
+
+
+def _clone(value: _T) -> _T:
+    """A deep copy of an AST (nodes and lists anew; constants, names and positions shared, as
+    they are immutable): ``copy.deepcopy`` does the same with a memo and the pickle protocol at
+    some ten times the cost, and a grading copies a few thousand nodes. A node that appears
+    twice in ``value`` comes out as two nodes (ASTs from ``ast.parse`` share none)."""
+    if isinstance(value, ast.AST):
+        new = value.__class__.__new__(value.__class__)
+        new.__dict__.update({k: _clone(v) for k, v in value.__dict__.items()})
+        return new
+    if isinstance(value, list):
+        return [_clone(v) for v in value]  # type: ignore[return-value]
+    return value
 
 
 def _rename(module: ast.Module, item: TestItem, new: str) -> None:

@@ -130,15 +130,19 @@ def test_a_grading_after_another_over_the_same_snapshot_takes_a_prebooted_runner
 
     ids = ["tests/test_app.py::test_add"]
     run_pytest(snap, {}, tests=ids, timeout_s=60)
+
+    def spares() -> list:  # a key starts with the snapshot's identity: (path, dev, inode, ctime)
+        return [r for key, rs in WARM._spares.items() if key[0][0] == str(snap) for r in rs]
+
     deadline = time.monotonic() + 30
-    while not any(str(snap) == key[0] for key in WARM._spares) and time.monotonic() < deadline:
+    while not spares() and time.monotonic() < deadline:
         time.sleep(0.05)  # the spare boots in the background
+    assert spares(), "no spare was booted for the snapshot within 30 s"
     before = dict(WARM.stats)
     run = run_pytest(snap, {"app.py": b"def add(a, b):\n    return a + b\n"}, tests=ids, timeout_s=60)
     assert run.results == {ids[0]: "passed"}
     assert WARM.stats["warm"] == before["warm"] + 1 and WARM.stats["cold"] == before["cold"]
-    spare = WARM._spares.get(next(k for k in WARM._spares if k[0] == str(snap)), []) \
-        if any(k[0] == str(snap) for k in WARM._spares) else []
+    spare = spares()
     assert all(r.booted.proc.poll() is None for r in spare)  # only unused runners wait
 
 
