@@ -101,8 +101,8 @@ def _canaries(task) -> tuple[bytes, bytes]:
     return test_line.encode(), code_line.encode()
 
 
-def _search(lower, canaries, packages) -> dict:
-    runtime = SandboxRuntime(lower, packages=packages)
+def _search(lower, canaries, image) -> dict:
+    runtime = SandboxRuntime(lower, image=image)
     try:
         runtime.execute("write_file", {"path": "/tmp/pg_search.py", "content": _SEARCH})
         out = runtime.execute("bash", {"command": "python3 /tmp/pg_search.py "
@@ -131,12 +131,12 @@ def test_the_agent_cannot_find_the_pristine_source_or_the_hidden_tests(tmp_path,
     assert canaries[0] in b"".join(p.read_bytes() for p in (task.root / "hidden").rglob("*.py"))
     assert canaries[1] in b"".join(p.read_bytes() for p in (task.root / "solution").rglob("*.py"))
 
-    agent = _search(task.inner.repo, canaries, task.packages)
+    agent = _search(task.inner.repo, canaries, task.image)
     assert agent["files"] > 1000 and agent["bytes"] > 10 << 20, agent  # it searched the image
     assert {"/workspace", "/usr", "/opt", "/tmp"} <= set(agent["roots"]), agent["roots"]
     assert agent["hits"] == [], f"leaked into the agent's sandbox: {agent['hits']}"
 
     # the cache left mounted (the task's whole directory as the workspace): both are found
-    leaky = _search(task.root, canaries, task.packages)
+    leaky = _search(task.root, canaries, task.image)
     found = {i for i, _ in leaky["hits"]}
     assert found == {0, 1}, leaky["hits"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from proofgym.core import Limits
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.envs.repo_repair.task import RepoRepairTask, check_record
-from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxRuntime
+from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from proofgym.tasks import TaskSet, assign_split
 from proofgym.tasks.synth import Recipe, TaskRecord, read_manifest
 
@@ -63,8 +63,8 @@ def make_env(manifest: str | Path = MANIFEST, recipe: str | Path = RECIPE, split
              tasks: TaskSet | None = None) -> UniversalVerifiableEnv:
     tasks = tasks if tasks is not None else repo_repair_tasks(manifest, recipe, split=split,
                                                               projects=projects, cache_root=cache_root)
-    extra = sorted({p for t in tasks for p in t.pin.packages})  # type: ignore[attr-defined]
-    runtime = SandboxRuntime(limits=sandbox_limits, packages=(*PYTEST_PACKAGES, *extra))
+    # each task switches the runtime to its project's image in setup_runtime
+    runtime = SandboxRuntime(limits=sandbox_limits)
     return UniversalVerifiableEnv(runtime, max_turns=1, tasks=tasks,
                                   limits=Limits(max_turns=1, max_tool_calls=max_tool_calls))
 

@@ -3,7 +3,9 @@ behind ``proofgym tasks synth``)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from proofgym.tasks.synth import (
     synthesize_project,
     write_manifest,
 )
+from proofgym.tasks.synth.images import lock_lines
 from proofgym.verify.sandboxed import keep_no_spares
 
 
@@ -38,6 +41,7 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
     With ``grade`` each kept candidate must pass :func:`check_record` (the real grader scores the
     bug 0 and the original 1). ``reports`` (default: ``manifest`` with ``.report.json``) records
     per project what was tried, kept and rejected, and how long it took."""
+    recipe_path = None if isinstance(recipe, Recipe) else Path(recipe)
     recipe = recipe if isinstance(recipe, Recipe) else Recipe.load(recipe)
     keep_no_spares()  # each grading is over a new task tree: a spare runner would only linger
     manifest = Path(manifest)
@@ -47,6 +51,12 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
     done: list[ProjectReport] = []
     root = Path(cache_root) if cache_root else None
     for pin in pins:
+        if pin.requirements and not pin.lock:  # pin the image's wheels once, in the recipe
+            pin = replace(pin, lock=lock_lines(pin, progress=None if quiet else _progress))
+            recipe = recipe.with_project(pin)
+            if recipe_path is not None:
+                recipe_path.write_bytes(recipe.to_json())
+
         def validate(record: TaskRecord, pin=pin) -> tuple[bool, str | None, float]:
             return check_record(record, pin, cache_root=root)
 
@@ -60,3 +70,7 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
         reports.write_bytes(orjson.dumps(dict(sorted(saved.items())), option=orjson.OPT_INDENT_2))
         done.append(report)
     return done
+
+
+def _progress(message: str) -> None:
+    sys.stderr.write(f"proofgym synth: {message}\n")

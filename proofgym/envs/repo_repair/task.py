@@ -18,8 +18,8 @@ from typing import Any
 
 from proofgym.core import ActionScript, Task, TaskSpec, Trace, Verdict
 from proofgym.envs.code_repair.task import CodeRepairTask
-from proofgym.runtimes.sandbox import PYTEST_PACKAGES
 from proofgym.tasks.synth import ProjectPin, TaskRecord, materialize
+from proofgym.tasks.synth.images import project_image
 from proofgym.verify.sandboxed import TestRun, files_under, run_pytest, swebench_verdict
 
 
@@ -47,9 +47,11 @@ class RepoRepairTask(Task):
     def root(self) -> Path:
         return self.inner.root
 
-    @property
-    def packages(self) -> tuple[str, ...]:
-        return (*PYTEST_PACKAGES, *self.pin.packages)
+    @cached_property
+    def image(self) -> Any:
+        """The project's environment image (its pinned test dependencies), or ``None`` for the
+        default minimal system."""
+        return project_image(self.pin)
 
     def get_spec(self) -> TaskSpec:
         spec = self.inner.get_spec()
@@ -58,14 +60,14 @@ class RepoRepairTask(Task):
                                                "operators": self.record.operators})
 
     def setup_runtime(self, runtime: Any) -> None:
-        self.inner.setup_runtime(runtime)
+        runtime.use_snapshot(self.inner.repo, image=self.image)
 
     def grade_files(self, changes: Mapping[str, bytes | None]) -> TestRun:
         """The grader's test run over ``repo/`` plus ``changes`` plus the hidden tests."""
         inner = self.inner
         return run_pytest(inner.repo, changes, tests=inner.test_ids, hidden=inner.hidden_files,
                           protected=inner.protected, timeout_s=self.grading_timeout_s,
-                          test_timeout_s=self.test_timeout_s, packages=self.packages,
+                          test_timeout_s=self.test_timeout_s, image=self.image,
                           max_artifact_bytes=inner.max_artifact_bytes)
 
     def verify(self, trace: Trace, runtime: Any) -> Verdict:

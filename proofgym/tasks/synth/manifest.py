@@ -119,7 +119,7 @@ def task_meta(record: TaskRecord, pin: ProjectPin) -> dict[str, Any]:
             "test_command": f"python -m pytest -q {roots}",
             "fail_to_pass": list(record.fail_to_pass), "pass_to_pass": list(record.pass_to_pass),
             "protected": list(protected_paths(pin)), "project": record.project,
-            "packages": list(pin.packages), "python_path": list(pin.python_path)}
+            "requirements": list(pin.requirements), "python_path": list(pin.python_path)}
 
 
 def pytest_ini(pin: ProjectPin) -> bytes:

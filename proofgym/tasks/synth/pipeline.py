@@ -26,9 +26,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from proofgym.runtimes.sandbox import PYTEST_PACKAGES
 from proofgym.tasks.synth.discover import list_test_files, list_test_functions, source_files
 from proofgym.tasks.synth.hiding import bug_report
+from proofgym.tasks.synth.images import project_image
 from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
 from proofgym.tasks.synth.operators import Site, apply_site, sites
 from proofgym.tasks.synth.patch import make_patch
@@ -87,14 +87,14 @@ class ProjectSynth:
     """The synthesis of one pinned project (see the module docstring)."""
 
     def __init__(self, pin: ProjectPin, *, validate: Validator | None = None,
-                 quiet: bool = False, packages: Sequence[str] | None = None) -> None:
+                 quiet: bool = False) -> None:
         self.pin = pin
         self.validate = validate
         self.quiet = quiet
         self.top = pristine_tree(pin, quiet=quiet)
         self.report = ProjectReport(pin.name)
         self.rng = random.Random(f"{pin.name}:{pin.version}:{pin.seed}")
-        self.packages = tuple(packages) if packages is not None else (*PYTEST_PACKAGES, *pin.packages)
+        self.image = project_image(pin)
         self.seen: set[str] = set()
 
     def run(self, *, max_tasks: int | None = None, time_budget_s: float | None = None) -> ProjectReport:
@@ -102,7 +102,7 @@ class ProjectSynth:
         limit = self.pin.max_tasks if max_tasks is None else max_tasks
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="synth-grade")
         with self.pool, SuiteRunner(self.top, test_roots=self.pin.tests,
-                         python_path=self.pin.python_path, packages=self.packages) as runner:
+                         python_path=self.pin.python_path, image=self.image) as runner:
             self._baseline(runner)
             candidates = self._candidates()
             _say(f"{self.pin.name}: {self.report.stable_tests} stable tests, "
@@ -322,11 +322,10 @@ def _combine(parts: Sequence[Candidate]) -> Candidate | None:
 
 
 def synthesize_project(pin: ProjectPin, *, validate: Validator | None = None, quiet: bool = False,
-                       max_tasks: int | None = None, time_budget_s: float | None = None,
-                       packages: Sequence[str] | None = None) -> ProjectReport:
+                       max_tasks: int | None = None, time_budget_s: float | None = None) -> ProjectReport:
     """Synthesise tasks for ``pin`` (see the module docstring); ``validate`` is the real-grader
     check each kept candidate must pass (``None``: screening only)."""
-    return ProjectSynth(pin, validate=validate, quiet=quiet, packages=packages).run(
+    return ProjectSynth(pin, validate=validate, quiet=quiet).run(
         max_tasks=max_tasks, time_budget_s=time_budget_s)
 
 

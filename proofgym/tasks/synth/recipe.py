@@ -28,8 +28,9 @@ class ProjectPin:
 
     ``tests`` are the test paths (files or directories, relative to the sdist's top directory)
     the suite runs; ``source`` the paths whose ``.py`` files bugs are injected into;
-    ``python_path`` directories put on ``sys.path`` (``src`` for a src layout); ``packages`` the Python
-    packages the tests need besides pytest (the image); ``split`` ``train`` or ``heldout``
+    ``python_path`` directories put on ``sys.path`` (``src`` for a src layout); ``requirements`` the
+    Python packages the tests need besides pytest and ``lock`` their pinned wheels (the image,
+    see :mod:`.images`); ``split`` ``train`` or ``heldout``
     (held-out projects are never in train); ``seed`` and ``max_candidates`` drive the operators.
     """
 
@@ -40,7 +41,8 @@ class ProjectPin:
     tests: tuple[str, ...] = ("tests",)
     source: tuple[str, ...] = ()
     python_path: tuple[str, ...] = ()
-    packages: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()
+    lock: tuple[str, ...] = ()
     deselect: tuple[str, ...] = ()
     split: str = "train"
     seed: int = 0
@@ -62,7 +64,7 @@ class ProjectPin:
         if len(data["sha256"]) != 64:
             raise RecipeError(f"project {data['name']!r}: sha256 must be 64 hex digits")
         values = dict(data)
-        for key in ("tests", "source", "python_path", "packages", "deselect"):
+        for key in ("tests", "source", "python_path", "requirements", "lock", "deselect"):
             if key in values:
                 values[key] = tuple(values[key])
         pin = cls(**values)
@@ -112,6 +114,10 @@ class Recipe:
                 return pin
         raise RecipeError(f"no project {name!r} in the recipe; it has "
                           f"{sorted(p.name for p in self.projects)}")
+
+    def with_project(self, pin: ProjectPin) -> Recipe:
+        """This recipe with ``pin`` in place of the project of its name."""
+        return Recipe(tuple(pin if p.name == pin.name else p for p in self.projects), self.path)
 
     def to_json(self) -> bytes:
         return orjson.dumps({"version": RECIPE_VERSION,

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxHome, SandboxLimits, SandboxSetupError
 
@@ -187,7 +188,7 @@ class SuiteRunner:
     """Runs a checkout's suite in fresh sandboxes, one after another (one home reused)."""
 
     def __init__(self, checkout: Path, *, test_roots: Sequence[str], python_path: Sequence[str] = (),
-                 packages: Sequence[str] = PYTEST_PACKAGES,
+                 packages: Sequence[str] = PYTEST_PACKAGES, image: Any = None,
                  timeout_s: float = 600.0) -> None:
         self.checkout = Path(checkout).resolve()
         self.test_roots = list(test_roots)
@@ -198,7 +199,7 @@ class SuiteRunner:
         self.timeout_s = timeout_s
         limits = SandboxLimits(command_timeout_s=timeout_s, episode_time_s=timeout_s + 60,
                                memory_mb=2048, workspace_mb=512)
-        self.home = SandboxHome(limits, packages=packages, prefix="proofgym-synth-")
+        self.home = SandboxHome(limits, packages=packages, prefix="proofgym-synth-", image=image)
         self.runs = 0
 
     def close(self) -> None:
