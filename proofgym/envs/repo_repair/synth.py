@@ -57,7 +57,7 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
             if recipe_path is not None:
                 recipe_path.write_bytes(recipe.to_json())
 
-        def validate(record: TaskRecord, pin=pin) -> tuple[bool, str | None, float]:
+        def validate(record: TaskRecord, pin=pin) -> tuple[bool, str | None, dict[str, float]]:
             return check_record(record, pin, cache_root=root)
 
         report = synthesize_project(pin, validate=validate if grade else None, quiet=quiet,

@@ -99,25 +99,28 @@ class RepoRepairTask(Task):
 
 
 def check_record(record: TaskRecord, pin: ProjectPin, *,
-                 cache_root: Path | None = None) -> tuple[bool, str | None, float]:
+                 cache_root: Path | None = None) -> tuple[bool, str | None, dict[str, float]]:
     """The synthesis gate on the real grader: the task as given (the bug, hidden tests back)
     must score 0 with every fail-to-pass test failing and every pass-to-pass test passing; the
-    original code must score 1. Returns (ok, problem, seconds of the reference grading)."""
+    original code must score 1. Returns (ok, problem, the reference grading's ``grading_s``
+    wall seconds and, where the sandbox has a CPU cgroup, ``grading_cpu_s``)."""
     task = RepoRepairTask(record, pin, cache_root=cache_root)
     try:
         buggy = task.grade_files({})
     except Exception as exc:  # a task the grader cannot run is rejected, with the reason
-        return False, f"grading the bug raised {type(exc).__name__}: {exc}", 0.0
+        return False, f"grading the bug raised {type(exc).__name__}: {exc}", {}
     if buggy.failure is not None or buggy.mutants == 0:
-        return False, f"the bug's grading: failure={buggy.failure}, mutants={buggy.mutants}", 0.0
+        return False, f"the bug's grading: failure={buggy.failure}, mutants={buggy.mutants}", {}
     f2p_bad = [t for t in record.fail_to_pass if buggy.results.get(t) == "passed"]
     p2p_bad = [t for t in record.pass_to_pass if buggy.results.get(t) != "passed"]
     if f2p_bad or p2p_bad:
-        return False, f"with the bug: fail-to-pass passing {f2p_bad}, pass-to-pass not passing {p2p_bad}", 0.0
+        return False, f"with the bug: fail-to-pass passing {f2p_bad}, pass-to-pass not passing {p2p_bad}", {}
     t0 = time.perf_counter()
     fixed = task.grade_files(files_under(task.root / "solution"))
-    seconds = time.perf_counter() - t0
+    stats = {"grading_s": time.perf_counter() - t0}
+    if "sandbox_cpu_s" in fixed.timings:
+        stats["grading_cpu_s"] = float(fixed.timings["sandbox_cpu_s"])
     verdict = swebench_verdict(fixed, record.fail_to_pass, record.pass_to_pass)
     if verdict.reward != 1.0:
-        return False, f"the original code scores {verdict.reward}: {verdict.reason}", seconds
-    return True, None, seconds
+        return False, f"the original code scores {verdict.reward}: {verdict.reason}", stats
+    return True, None, stats

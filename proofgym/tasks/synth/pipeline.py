@@ -21,7 +21,7 @@ import random
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +41,8 @@ BATCH = 16
 WORKERS = 2
 OTHERS = 3
 
-#: validate(record) -> (ok, problem, grading seconds): the real grader's verdicts on the task.
-Validator = Callable[[TaskRecord], tuple[bool, str | None, float]]
+#: validate(record) -> (ok, problem, timings such as ``grading_s``): the real grader's verdicts.
+Validator = Callable[[TaskRecord], tuple[bool, str | None, Mapping[str, float]]]
 
 
 @dataclass
@@ -64,6 +64,7 @@ class ProjectReport:
     seconds: float = 0.0
     screen_seconds: float = 0.0
     grading_seconds: list[float] = field(default_factory=list)
+    grading_cpu: list[float] = field(default_factory=list)
     load: list[float] = field(default_factory=list)
 
     def reject(self, why: str) -> None:
@@ -74,6 +75,7 @@ class ProjectReport:
                 "tried": self.tried, "kept": len(self.records), "rejected": dict(self.rejected),
                 "seconds": round(self.seconds, 1), "screen_seconds": round(self.screen_seconds, 1),
                 "grading_seconds": [round(s, 2) for s in self.grading_seconds],
+                "grading_cpu_seconds": [round(s, 2) for s in self.grading_cpu],
                 "load": [round(x, 2) for x in self.load]}
 
 
@@ -227,13 +229,15 @@ class ProjectSynth:
 
     def _finish(self, cand: Candidate, record: TaskRecord,
                 future: Future) -> tuple[TaskRecord, Candidate] | None:
-        ok, problem, seconds = future.result()
-        self.report.grading_seconds.append(seconds)
+        ok, problem, timings = future.result()
+        self.report.grading_seconds.append(float(timings.get("grading_s", 0.0)))
+        if "grading_cpu_s" in timings:
+            self.report.grading_cpu.append(float(timings["grading_cpu_s"]))
         if not ok:
             _say(f"{record.id}: rejected by the grader: {problem}", self.quiet)
             self.report.reject("grader_disagrees")
             return None
-        stats = {**record.stats, "grading_s": round(seconds, 3)}
+        stats = {**record.stats, **{k: round(float(v), 3) for k, v in timings.items()}}
         return TaskRecord(**{**record.__dict__, "stats": stats}), cand
 
     def _judge(self, cand: Candidate, patch: str, run: SuiteRun | None,

@@ -36,6 +36,7 @@ def distribution(records: Sequence[TaskRecord],
     tiers = Counter(r.tier for r in records)
     f2p = Counter(len(r.fail_to_pass) for r in records)
     grading = [float(r.stats["grading_s"]) for r in records if "grading_s" in r.stats]
+    cpu = [float(r.stats["grading_cpu_s"]) for r in records if "grading_cpu_s" in r.stats]
     tried = sum(int(v.get("tried", 0)) for v in synth_reports.values())
     kept = sum(int(v.get("kept", 0)) for v in synth_reports.values())
     seconds = sum(float(v.get("seconds", 0.0)) for v in synth_reports.values())
@@ -50,6 +51,7 @@ def distribution(records: Sequence[TaskRecord],
         "validation_rate": round(kept / tried, 3) if tried else None,
         "candidates_per_minute": round(tried / (seconds / 60), 1) if seconds else None,
         "median_grading_s": round(statistics.median(grading), 2) if grading else None,
+        "median_grading_cpu_s": round(statistics.median(cpu), 2) if cpu else None,
     }
 
 
@@ -78,5 +80,6 @@ def format_report(report: Mapping[str, Any]) -> str:
     lines += ["", f"Candidates tried: {report['candidates_tried']}; validation rate: "
               f"{'' if rate is None else f'{rate:.0%}'}; candidates per minute: "
               f"{report['candidates_per_minute']}; median grading time: "
-              f"{report['median_grading_s']} s."]
+              f"{report['median_grading_s']} s (wall; CPU {report['median_grading_cpu_s']} s) "
+              "for the reference's grading."]
     return "\n".join(lines) + "\n"
