@@ -118,7 +118,9 @@ class ProjectSynth:
                 for record, cand in self._screen(runner, candidates[start:start + BATCH], 1, room):
                     tier1.append((record, cand))
                     self.report.records.append(record)
-            self._tier2(runner, tier1, deadline)
+            # tier 2 gets a fifth of the budget of its own, even when tier 1 used all of its
+            extra = deadline and max(deadline, time.perf_counter() + 0.2 * (time_budget_s or 0))
+            self._tier2(runner, tier1, extra)
         self.report.seconds = time.perf_counter() - t0
         _say(f"{self.pin.name}: kept {len(self.report.records)} of {self.report.tried} candidates "
              f"in {self.report.seconds:.0f} s; rejected {self.report.rejected}", self.quiet)
