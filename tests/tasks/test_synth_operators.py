@@ -90,3 +90,12 @@ def test_a_patch_round_trips_and_refuses_a_different_source():
     assert apply_patch({"pkg/mod.py": SOURCE}, patch) == {"pkg/mod.py": mutated}
     with pytest.raises(PatchError, match="differs from the pin"):
         apply_patch({"pkg/mod.py": SOURCE.replace(b"total = len(out)", b"total = len(list(out))")}, patch)
+
+
+def test_a_patch_over_two_files_applies_to_both():
+    # a removed line that itself starts with "--" must not be read as the next file's header
+    one = b"x = 1\n-- not a header\ny = 2\n"
+    two = b"def f():\n    return 1\n"
+    patch = make_patch({"a.py": (one, b"x = 1\ny = 2\n"), "b.py": (two, two.replace(b"1", b"2"))})
+    assert apply_patch({"a.py": one, "b.py": two}, patch) == {
+        "a.py": b"x = 1\ny = 2\n", "b.py": b"def f():\n    return 2\n"}

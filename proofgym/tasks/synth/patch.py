@@ -58,29 +58,39 @@ def apply_patch(files: Mapping[str, bytes], patch: str) -> dict[str, bytes]:
             if m is None:
                 raise PatchError(f"line {i + 1}: malformed hunk header {lines[i]!r}")
             start = int(m.group(1)) - (0 if m.group(2) == "0" else 1)
+            want_old = int(m.group(2) or 1)
+            want_new = int(m.group(4) or 1)
             if start < at:
                 raise PatchError(f"{path}: hunks overlap or are out of order")
             new.extend(old[at:start])
             at = start
             i += 1
-            while i < len(lines) and lines[i][:1] in (" ", "-", "+", "\\"):
+            # the header's counts say where the hunk ends (a removed line may itself start "--")
+            while i < len(lines) and (want_old or want_new or lines[i].startswith("\\")):
                 kind, text = lines[i][:1], lines[i][1:]
                 if kind == "\\":
                     if new and new[-1].endswith("\n") and lines[i - 1][:1] in (" ", "+"):
                         new[-1] = new[-1][:-1]
                     i += 1
                     continue
+                if kind not in (" ", "-", "+"):
+                    raise PatchError(f"{path}: hunk ends early at patch line {i + 1}")
                 if kind in (" ", "-"):
                     have = old[at] if at < len(old) else None
                     if have is None or have.rstrip("\n") != text.rstrip("\n"):
                         raise PatchError(f"{path}: line {at + 1} is {have!r}, the patch expects "
                                          f"{text!r}; the project's source differs from the pin")
                     at += 1
+                    want_old -= 1
                     if kind == " ":
                         new.append(have)
+                        want_new -= 1
                 else:
                     new.append(text)
+                    want_new -= 1
                 i += 1
+            if want_old or want_new:
+                raise PatchError(f"{path}: a hunk is cut short")
         new.extend(old[at:])
         result[path] = "".join(new).encode("utf-8")
     if not result:
