@@ -4,8 +4,9 @@ hidden tests can be recovered.
 The agent's own sandbox runs a search of every readable file of the whole file system (the image:
 ``/usr``, ``/opt/python`` and its ``site-packages``; ``/workspace``; ``/tmp``, ``/home``, any
 cache; ``/sys``) and of ``/proc`` (every process's command line, environment, status, mount
-table and open-file targets) for two canaries: a line of a hidden failing test and a line of the
-original code that the bug replaced. The canaries are passed hex-encoded, so the search itself
+table and open-file targets) for two canaries: a line of a hidden failing test, and the original
+code around the bug (the old side of the bug's patch: the replaced lines with their context, a
+block no other file holds). The canaries are passed hex-encoded, so the search itself
 never puts them on a command line or in a file. The same search over a sandbox whose workspace is
 the task's whole cache directory (``repo/`` with ``hidden/`` and ``solution/``: the cache left
 mounted) must find both: the search is able to see a leak.
@@ -84,8 +85,9 @@ print("SEARCH " + json.dumps({"hits": hits, "files": files, "bytes": nbytes, "ro
 
 
 def _canaries(task) -> tuple[bytes, bytes]:
-    """A line of a hidden failing test, and a line of the original code the bug replaced, each
-    found nowhere in the agent's workspace (so a hit can only be a leak)."""
+    """A line of a hidden failing test, and the original code around the bug (a hunk's old side:
+    its context lines with the line the bug replaced), each found nowhere in the agent's
+    workspace (so a hit can only be a leak)."""
     repo_text = b"\n".join(p.read_bytes() for p in task.inner.repo.rglob("*") if p.is_file())
     node = task.record.fail_to_pass[0]
     path, name = node.split("::", 1)[0], node.rsplit("::", 1)[1]
@@ -93,20 +95,20 @@ def _canaries(task) -> tuple[bytes, bytes]:
     start = next(i for i, line in enumerate(hidden) if re.match(rf"\s*def {name}\(", line))
     body = [ln.strip() for ln in hidden[start + 1:] if ln.strip()]
     test_line = next((ln for ln in body if len(ln) >= 12 and ln.encode() not in repo_text), None)
-    removed = [ln[1:].strip() for ln in task.record.patch.splitlines()
-               if ln.startswith("-") and not ln.startswith("---")]
-    code_line = next((ln for ln in removed if len(ln) >= 8 and ln.encode() not in repo_text), None)
-    if test_line is None or code_line is None:
+    hunk = task.record.patch.split("\n@@", 1)[1].split("\n", 1)[1]
+    old_side = "".join(ln[1:] + "\n" for ln in hunk.splitlines()
+                       if ln[:1] in (" ", "-") and not ln.startswith("---")).strip("\n")
+    if test_line is None or old_side.encode() in repo_text:
         return b"", b""
-    return test_line.encode(), code_line.encode()
+    return test_line.encode(), old_side.encode()
 
 
 def _search(lower, canaries, image) -> dict:
     runtime = SandboxRuntime(lower, image=image)
     try:
-        runtime.execute("write_file", {"path": "/tmp/pg_search.py", "content": _SEARCH})
-        out = runtime.execute("bash", {"command": "python3 /tmp/pg_search.py "
-                                       + " ".join(c.hex() for c in canaries)})
+        # the search runs from a heredoc: it is in no file of the sandbox (and holds no canary)
+        out = runtime.execute("bash", {"command": "python3 - " + " ".join(c.hex() for c in canaries)
+                                       + f" <<'PG_EOF'\n{_SEARCH}\nPG_EOF"})
     finally:
         runtime.close()
     line = next(ln for ln in out.output.splitlines() if ln.startswith("SEARCH "))
