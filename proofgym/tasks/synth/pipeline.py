@@ -8,8 +8,9 @@
    three others drawn by the seed (a mutation inside a function body cannot change a test that
    never calls it). Candidates run in batches, each in a forked process of one sandbox.
 4. A candidate is kept when 1-5 tests go from pass to fail, at least one selected test still
-   passes, and its diff is new; then the real grader must score the bug 0 and the original 1
-   (``validate``, supplied by the caller).
+   passes, its diff is new and fewer than ``max_per_failing_set`` kept tasks break the same
+   tests; then the real grader must score the bug 0 and the original 1 (``validate``, supplied
+   by the caller).
 5. Tier 2 combines 2-3 kept bugs in different functions; the combination goes through 3-4 again.
 """
 
@@ -98,6 +99,7 @@ class ProjectSynth:
         self.rng = random.Random(f"{pin.name}:{pin.version}:{pin.seed}")
         self.image = project_image(pin)
         self.seen: set[str] = set()
+        self.per_failing: dict[frozenset[str], int] = {}
 
     def run(self, *, max_tasks: int | None = None, time_budget_s: float | None = None) -> ProjectReport:
         t0 = time.perf_counter()
@@ -219,6 +221,8 @@ class ProjectSynth:
                 continue
             assert record is not None
             if self.validate is None:
+                self.per_failing[frozenset(record.fail_to_pass)] = \
+                    self.per_failing.get(frozenset(record.fail_to_pass), 0) + 1
                 accepted += 1
                 yield record, cand
                 continue
@@ -239,6 +243,11 @@ class ProjectSynth:
             _say(f"{record.id}: rejected by the grader: {problem}", self.quiet)
             self.report.reject("grader_disagrees")
             return None
+        same = frozenset(record.fail_to_pass)
+        if self.per_failing.get(same, 0) >= self.pin.max_per_failing_set:  # filled meanwhile
+            self.report.reject("same_failing_tests_as_others")
+            return None
+        self.per_failing[same] = self.per_failing.get(same, 0) + 1
         stats = {**record.stats, **{k: round(float(v), 3) for k, v in timings.items()}}
         return TaskRecord(**{**record.__dict__, "stats": stats}), cand
 
@@ -256,6 +265,9 @@ class ProjectSynth:
             return "test_not_run_or_skipped", None
         if len(failing) == len(outcomes):
             return "no_test_still_passes", None
+        same = frozenset(failing)
+        if self.per_failing.get(same, 0) >= self.pin.max_per_failing_set:
+            return "same_failing_tests_as_others", None
         p2p = self._pass_to_pass(cand, set(failing))
         hidden_sources = [self.sources[f] for f in {t.split("::", 1)[0] for t in failing}]
         title, report = bug_report(self.pin.name, failing, hidden_sources, len(p2p))  # type: ignore[arg-type]

@@ -31,7 +31,8 @@ class ProjectPin:
     ``python_path`` directories put on ``sys.path`` (``src`` for a src layout); ``requirements`` the
     Python packages the tests need besides pytest and ``lock`` their pinned wheels (the image,
     see :mod:`.images`); ``split`` ``train`` or ``heldout``
-    (held-out projects are never in train); ``seed`` and ``max_candidates`` drive the operators.
+    (held-out projects are never in train); ``seed`` and ``max_candidates`` drive the operators;
+    ``max_per_failing_set`` caps the tasks that break the very same tests.
     """
 
     name: str
@@ -50,6 +51,8 @@ class ProjectPin:
     max_tasks: int = 60
     tier2: int = 10
     p2p_max: int = 10
+    #: tasks kept per set of fail-to-pass tests (more would be near copies of one task)
+    max_per_failing_set: int = 3
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProjectPin:
