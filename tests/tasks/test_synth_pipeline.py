@@ -89,4 +89,4 @@ def _candidates(synth: ProjectSynth):
             ((1, "clamp"), (9, "chunks"), (16, "title_words"), (20, "mean"))}
     synth.callers = {k: set(tests) for k in keys}
     synth.at_import = frozenset()
-    return synth._candidates()
+    return synth._build(synth._candidates())

@@ -117,7 +117,8 @@ class ProjectSynth:
                 if len(tier1) >= limit or (deadline and time.perf_counter() > deadline):
                     break
                 room = limit - len(tier1)
-                for record, cand in self._screen(runner, candidates[start:start + BATCH], 1, room):
+                batch = self._build(candidates[start:start + BATCH])
+                for record, cand in self._screen(runner, batch, 1, room):
                     tier1.append((record, cand))
                     self.report.records.append(record)
             # tier 2 gets a fifth of the budget of its own, even when tier 1 used all of its
@@ -152,7 +153,8 @@ class ProjectSynth:
                     self.callers.setdefault(key, set()).add(test)
         self.at_import = first.collect
 
-    def _candidates(self) -> list[Candidate]:
+    def _candidates(self) -> list[tuple[str, Site, str]]:
+        """(file, site, function key) of the candidates to try, in the seeded order."""
         out = []
         for path in source_files(self.top, self.pin.source, self.pin.tests):
             source = (self.top / path).read_bytes()
@@ -167,8 +169,13 @@ class ProjectSynth:
                 out.append((path, site, key))
         self.report.sites = len(out)
         self.rng.shuffle(out)
+        return out[:self.pin.max_candidates]
+
+    def _build(self, specs: Sequence[tuple[str, Site, str]]) -> list[Candidate]:
+        """The mutants of ``specs`` (built a batch at a time: parsing a large module for each
+        candidate up front would cost minutes)."""
         cands = []
-        for path, site, key in out[:self.pin.max_candidates]:
+        for path, site, key in specs:
             original = (self.top / path).read_bytes()
             mutated = apply_site(original, site)
             if mutated is None:
