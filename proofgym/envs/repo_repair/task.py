@@ -40,7 +40,8 @@ class RepoRepairTask(Task):
     @cached_property
     def inner(self) -> CodeRepairTask:
         """The materialized task, as the CodeRepair task its directory is."""
-        root = materialize(self.record, self.pin, root=self.cache_root)
+        # the first use of a project downloads its sdist: fetch says so on stderr, with progress
+        root = materialize(self.record, self.pin, root=self.cache_root, quiet=False)
         return CodeRepairTask.load(root)
 
     @property
