@@ -84,6 +84,7 @@ def run_variant(variant, out_fd):
         threading.setprofile(profile)
     code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir=/workspace", "-c",
                         job["config"], "--import-mode=append", "-o", "addopts=", "--tb=no",
+                        "--continue-on-collection-errors",
                         "-W", "ignore", *variant["args"]], plugins=[Recorder()])
     sys.setprofile(None)
     data = json.dumps({"exit": int(code), "results": results,
