@@ -32,7 +32,12 @@ from proofgym.runtimes.sandbox.bwrap import (
 )
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.namespaces import remove_at_exit, removed
-from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, MinimalSystem, SandboxSetupError
+from proofgym.runtimes.sandbox.system import (
+    PYTEST_PACKAGES,
+    MinimalSystem,
+    SandboxSetupError,
+    SandboxSystem,
+)
 
 __all__ = ["Overlay", "SandboxHome", "Spawned"]
 
@@ -44,17 +49,20 @@ _NO_CGROUP_AS_ROOT = (
 
 
 class SandboxHome:
-    """Scratch space and a cgroup for sandboxes with ``limits`` over the minimal system with
-    ``packages``. Raises :class:`SandboxSetupError` (saying what to install or change) when the
-    host cannot run them: no bwrap, no libseccomp, as root no writable cgroups."""
+    """Scratch space and a cgroup for sandboxes with ``limits`` over ``image`` (an environment
+    image, built here if it is not yet) or, by default, the minimal system with ``packages``.
+    Raises :class:`SandboxSetupError` (saying what to install or change) when the host cannot
+    run them: no bwrap, no libseccomp, as root no writable cgroups."""
 
     def __init__(self, limits: SandboxLimits, *, packages: Sequence[str] = PYTEST_PACKAGES,
-                 prefix: str = "proofgym-sandbox-", parent: str | Path | None = None) -> None:
+                 prefix: str = "proofgym-sandbox-", parent: str | Path | None = None,
+                 image: SandboxSystem | None = None) -> None:
         self.limits = limits
         self.bwrap = find_bwrap()
         # built once per process: without libseccomp this fails here, at setup
         seccomp.filter_program()
-        self.system = MinimalSystem.default(tuple(packages))
+        self.system: SandboxSystem = (MinimalSystem.default(tuple(packages)) if image is None
+                                      else _built(image))
         self.root = scratch_dir(prefix=prefix, size_mb=limits.workspace_mb, parent=parent)
         self.cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes, limits.cpus)
         if self.cgroup is None and os.geteuid() == 0:
@@ -116,3 +124,12 @@ class SandboxHome:
                     removed(d)
         remove_scratch(self.root)
         removed(self.root)
+
+
+def _built(image: SandboxSystem) -> SandboxSystem:
+    """``image`` ready to boot: an environment image is built (once; cached) if it is not."""
+    if not isinstance(image, SandboxSystem):
+        raise SandboxSetupError(f"image must be a SandboxSystem (PackagesImage, OciImage or "
+                                f"MinimalSystem); got {type(image).__name__}")
+    build = getattr(image, "build", None)
+    return build() if callable(build) else image

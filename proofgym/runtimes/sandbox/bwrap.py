@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import select
 import shutil
@@ -31,7 +32,7 @@ from proofgym.runtimes.sandbox import ids, namespaces, seccomp
 from proofgym.runtimes.sandbox.cgroups import SandboxCgroup
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.scratch import remove_scratch, remove_tree, scratch_dir, sweep_scratch
-from proofgym.runtimes.sandbox.system import SANDBOX_PYLIB, MinimalSystem, SandboxSetupError
+from proofgym.runtimes.sandbox.system import SandboxSetupError, SandboxSystem
 
 __all__ = ["WORKSPACE", "Overlay", "Spawned", "bwrap_argv", "find_bwrap", "remove_scratch",
            "remove_tree", "scratch_dir", "spawn", "sweep_scratch"]
@@ -91,10 +92,10 @@ class Overlay:
         return cls(lower, *dirs)
 
 
-def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command: Sequence[str], *,
+def bwrap_argv(bwrap: str, system: SandboxSystem, limits: SandboxLimits, command: Sequence[str], *,
                workspace: Path | None, extra_ro: Sequence[tuple[str, str]] = (),
                as_pid_1: bool = False) -> list[str]:
-    """The ``bwrap`` command line: fresh namespaces (no network), the minimal read-only system,
+    """The ``bwrap`` command line: fresh namespaces (no network), the read-only ``system``,
     a private ``/tmp``, and ``workspace`` (the merged overlay) as the only writable host tree.
     With ``as_pid_1`` the command itself is the pid namespace's init (the trusted supervisor)."""
     argv = [bwrap, "--unshare-user", "--uid", "1000", "--gid", "1000", "--disable-userns",
@@ -104,7 +105,7 @@ def bwrap_argv(bwrap: str, system: MinimalSystem, limits: SandboxLimits, command
     if as_pid_1:
         argv.append("--as-pid-1")
     env = {"PATH": system.path, "HOME": "/tmp", "USER": "agent", "LOGNAME": "agent",
-           "LANG": "C.UTF-8", "TERM": "dumb", "LD_LIBRARY_PATH": SANDBOX_PYLIB,
+           "LANG": "C.UTF-8", "TERM": "dumb", **system.env,
            "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "PYTHONUNBUFFERED": "1"}
     for key, value in env.items():
@@ -213,10 +214,11 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
             renames = {}
             if overlay is not None:
                 renames[str(overlay.merged)] = str(publish / "workspace")
-            if system_root is not None:
-                renames.update({f"{system_root}/sys/{top}": str(publish / "system" / top)
-                                for top in ("usr", "opt", "etc")})
             options = [renames.get(a, a) for a in options]
+            if system_root is not None:
+                prefix = f"{system_root}/sys/"
+                options = [str(publish / "system" / a[len(prefix):]) if a.startswith(prefix) else a
+                           for a in options]
         own_dev = privileged and "--dev" in options
         if own_dev:
             # the sandbox's own /dev, made by the child as bwrap's --dev would be but with
@@ -240,6 +242,7 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
             lower=str(overlay.lower) if overlay is not None else None,
             cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits, lease=lease,
             publish=str(publish) if publish else None, system_root=system_root,
+            system_lowers=_system_lowers(system_root) if system_root is not None else None,
             devices=OWN_DEVICES if own_dev else None)
         proc = namespaces.start(plan, stdin=stdin, stdout=stdout, stderr=stderr, keep_fds=keep,
                                 lease=lease)
@@ -265,13 +268,34 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
 
 
 def _system_root(options: Sequence[str]) -> str | None:
-    """The staged :class:`MinimalSystem` behind ``--ro-bind ROOT/sys/usr /usr``, if any."""
+    """The mount root (see :class:`~proofgym.runtimes.sandbox.system.SandboxSystem`) behind
+    ``--ro-bind ROOT/sys/NAME /NAME``, if any."""
     for i in range(len(options) - 2):
-        if options[i] == "--ro-bind" and options[i + 2] == "/usr":
-            root = Path(options[i + 1]).parent.parent
-            if (root / "empty").is_dir() and (root / "sys").is_dir():
+        if options[i] == "--ro-bind" and options[i + 2].count("/") == 1:
+            src, dest = Path(options[i + 1]), options[i + 2]
+            root = src.parent.parent
+            if src.parent.name == "sys" and f"/{src.name}" == dest \
+                    and (root / "empty").is_dir() and (root / "sys").is_dir():
                 return str(root)
     return None
+
+
+#: The lower layers' names a mount root's ``lowerdir`` file may hold (relative, no ``..``).
+_LOWER_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+
+
+def _system_lowers(root: str) -> str:
+    """The overlay lowers of the system at the mount root ``root``: its ``lowerdir`` file, or
+    ``sys:empty`` (the staged minimal system)."""
+    try:
+        text = Path(root, "lowerdir").read_text().strip()
+    except FileNotFoundError:
+        return "sys:empty"
+    names = text.split(":")
+    if not names or not all(_LOWER_NAME.fullmatch(n) and ".." not in n.split("/") for n in names):
+        raise SandboxSetupError(f"{root}/lowerdir must name the system's layers relative to "
+                                f"{root}, separated by ':'; it holds {text!r}")
+    return text
 
 
 @cache

@@ -52,7 +52,7 @@ def overlay_options(userxattr: bool) -> bytes:
 def plan_for(*, argv: Sequence[str], keep_fds: Sequence[int], episode_dir: str | None,
              lower: str | None, cgroup_procs: Sequence[str], rlimits: Sequence[tuple[int, int]],
              lease: ids.IdLease, publish: str | None = None,
-             system_root: str | None = None,
+             system_root: str | None = None, system_lowers: str | None = None,
              devices: dict[str, tuple[int, int]] | None = None) -> dict[str, Any]:
     """What the spawner's child does for this process's privileges (root or not): a dict of
     plain values (it crosses to the spawner with ``marshal``). ``keep_fds`` stay open in the
@@ -78,7 +78,8 @@ def plan_for(*, argv: Sequence[str], keep_fds: Sequence[int], episode_dir: str |
             "publish": os.fsencode(publish) if publish and privileged else None,
             "ns_caps": caps,
             "devices": [(n.encode(), major, minor) for n, (major, minor) in (devices or {}).items()],
-            "system_root": os.fsencode(system_root) if system_root else None}
+            "system_root": os.fsencode(system_root) if system_root else None,
+            "system_lowers": os.fsencode(system_lowers or "sys:empty")}
 
 
 class SandboxProcess:

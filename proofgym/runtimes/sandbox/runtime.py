@@ -19,7 +19,7 @@ from proofgym.runtimes.sandbox.changes import read_changes
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.shell import CommandOutcome, SandboxShell, supervisor_command
 from proofgym.runtimes.sandbox.snapshot_source import SnapshotSource, materialize
-from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, SandboxSetupError
+from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, SandboxSetupError, SandboxSystem
 from proofgym.tools import Tool, ToolError, ToolRegistry, ToolResult, cut_output
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,13 @@ class SandboxRuntime:
             workspace-relative paths to contents (see
             :func:`~proofgym.runtimes.sandbox.snapshot_source.materialize`).
         limits: Per-command and per-episode limits.
-        packages: Python packages bound into the sandbox's ``site-packages``.
+        packages: Python packages bound into the sandbox's ``site-packages`` (of the default
+            minimal system; ignored with ``image``).
+        image: The system the sandbox runs on instead of the minimal system: a
+            :class:`~proofgym.runtimes.sandbox.images.PackagesImage` or
+            :class:`~proofgym.runtimes.sandbox.images.OciImage` (built here if it is not yet).
+            Its ``describe()`` (with its digest) goes into :meth:`config` (so into the rollout
+            contract) and its digest into every snapshot's ``meta["image"]``.
         scratch_dir: Where overlay upper directories live (default: the system temp dir).
         prestart: Boot the next episode's sandbox in the background (see :meth:`reset`).
         tools: The agent's tools. ``None``: the defaults (:data:`DEFAULT_TOOLS`). Otherwise a
@@ -70,14 +76,16 @@ class SandboxRuntime:
 
     def __init__(self, snapshot: SnapshotSource | None = None, *, limits: SandboxLimits | None = None,
                  packages: Sequence[str] = PYTEST_PACKAGES, scratch_dir: str | Path | None = None,
-                 prestart: bool = True, tools: Sequence[str | Tool] | None = None) -> None:
+                 prestart: bool = True, tools: Sequence[str | Tool] | None = None,
+                 image: SandboxSystem | None = None) -> None:
         from proofgym.runtimes.sandbox.tools import select_tools
 
         self.limits = limits or SandboxLimits()
         self.sandbox, chosen = select_tools(self, tools)  # bad tools fail before any setup
         self.tools = ToolRegistry(chosen)
         self._home = SandboxHome(self.limits, packages=packages, prefix="proofgym-sandbox-",
-                                 parent=scratch_dir)
+                                 parent=scratch_dir, image=image)
+        self._image = self._home.system if image is not None else None
         self.bwrap, self.system = self._home.bwrap, self._home.system
         self._root, self._cgroup = self._home.root, self._home.cgroup
         self._empty = self._root / "empty"
@@ -174,10 +182,12 @@ class SandboxRuntime:
             return None
 
     def _boot(self, overlay: Overlay) -> SandboxShell:
-        spawned = self._home.boot(overlay, supervisor_command(), as_pid_1=True)
+        foreign = not self.system.host_python
+        spawned = self._home.boot(overlay, supervisor_command(self.system.python, source=foreign),
+                                  as_pid_1=True)
         shell = SandboxShell(spawned.proc, self._cgroup, self.limits.max_output_bytes,
                              max_frame_bytes=self.limits.max_file_bytes + (1 << 16),
-                             pidns=spawned.pidns)
+                             pidns=spawned.pidns, source=foreign)
         try:
             shell.wait_ready()
         finally:
@@ -364,6 +374,8 @@ class SandboxRuntime:
                                 "shell_restarts": self._shell_restarts}
         if changes.limit_exceeded is not None:
             meta["limit_exceeded"] = changes.limit_exceeded
+        if self._image is not None:
+            meta["image"] = self._image.digest
         return Artifact(self.kind, files=changes.files, meta=meta)
 
     def _freeze(self) -> None:
@@ -381,9 +393,13 @@ class SandboxRuntime:
         return self._overlay.upper
 
     def config(self) -> dict[str, Any]:
-        return {"kind": self.kind, "limits": self.limits.to_dict(), "packages": list(self.system.packages),
-                "workspace": WORKSPACE, "network": False, "cgroup": self._cgroup is not None,
-                "tools": self.tools.schemas()}
+        config = {"kind": self.kind, "limits": self.limits.to_dict(),
+                  "packages": list(getattr(self.system, "packages", ())),
+                  "workspace": WORKSPACE, "network": False, "cgroup": self._cgroup is not None,
+                  "tools": self.tools.schemas()}
+        if self._image is not None:  # the default's config (and contract id) stays as it was
+            config["image"] = self._image.describe()
+        return config
 
 
 def _join(*parts: str) -> str:

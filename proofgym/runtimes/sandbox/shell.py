@@ -40,18 +40,24 @@ _MAGIC = b"PGSV1\n"
 SUPERVISOR_COMMAND = ("/opt/python/bin/python3", "-I", "-S", "-c",
                       "import os, marshal\nn = int(os.read(0, 8))\ns = b''\nwhile len(s) < n:\n"
                       "    s += os.read(0, n - len(s)) or os._exit(1)\nexec(marshal.loads(s))")
+#: On an image whose interpreter is not the host's (another ``marshal`` format), the source.
+_SOURCE_LOADER = SUPERVISOR_COMMAND[4].replace("exec(marshal.loads(s))",
+                                               "exec(compile(s, 'supervisor.py', 'exec'))")
 
 
-def supervisor_command() -> list[str]:
-    return list(SUPERVISOR_COMMAND)
+def supervisor_command(python: str = SUPERVISOR_COMMAND[0], *, source: bool = False) -> list[str]:
+    """The sandbox's pid 1 run by ``python``; ``source``: it reads the supervisor's source,
+    not its code object (an interpreter other than the host's)."""
+    return [python, *SUPERVISOR_COMMAND[1:4], _SOURCE_LOADER if source else SUPERVISOR_COMMAND[4]]
 
 
 @cache
-def supervisor_source() -> bytes:
+def supervisor_source(source: bool = False) -> bytes:
     """What the host writes first to a sandbox started with :func:`supervisor_command`: the
-    length, then the supervisor's code object."""
+    length, then the supervisor's code object (or, with ``source``, its source)."""
     path = Path(__file__).with_name("supervisor.py")
-    code = marshal.dumps(compile(path.read_bytes(), str(path.name), "exec"))
+    code = path.read_bytes() if source else marshal.dumps(compile(path.read_bytes(), str(path.name),
+                                                                  "exec"))
     return b"%08d" % len(code) + code
 
 
@@ -111,7 +117,7 @@ class SandboxShell:
 
     def __init__(self, proc: subprocess.Popen[bytes], cgroup: SandboxCgroup | None,
                  max_output_bytes: int, *, max_frame_bytes: int = 16 << 20,
-                 pidns: str | None = None) -> None:
+                 pidns: str | None = None, source: bool = False) -> None:
         self.proc = proc
         self.cgroup = cgroup
         self.max_output_bytes = max_output_bytes
@@ -129,7 +135,7 @@ class SandboxShell:
             init = self._init_pid()
             with contextlib.suppress(OSError):
                 Path(f"/proc/{init}/oom_score_adj").write_text("-1000")
-        self._send_raw(supervisor_source())
+        self._send_raw(supervisor_source(source))
         # the counters only move while a command runs: each call's "after" is the next "before"
         self._last_counters = self._counters()
         self._counted = False

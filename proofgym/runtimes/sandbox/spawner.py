@@ -215,8 +215,9 @@ def setup(plan, idmap_fd):
         os.chdir(plan["system_root"])
         target = publish + b"/system" if publish else b"sys"
         _check(_libc.mount(b"overlay", target, b"overlay", _MS_RDONLY,
-                           b"lowerdir=sys:empty" + (b"" if privileged else b",userxattr")),
-               "mounting the minimal system")
+                           b"lowerdir=" + plan["system_lowers"]
+                           + (b"" if privileged else b",userxattr")),
+               "mounting the sandbox's system")
     if plan["episode_dir"] is not None and plan["lower"] is not None:
         os.chdir(plan["episode_dir"])
         _attach_lower(plan["lower"], idmap_fd)

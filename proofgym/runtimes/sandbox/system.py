@@ -23,9 +23,11 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from proofgym.core.errors import ProofgymError
 
@@ -60,6 +62,42 @@ _LAYOUT = b"layout 2: sys/ + empty/\n"
 
 class SandboxSetupError(ProofgymError, RuntimeError):
     """The host cannot provide what the sandbox needs (missing tool, package or kernel feature)."""
+
+
+@runtime_checkable
+class SandboxSystem(Protocol):
+    """What a sandbox runs on: :class:`MinimalSystem` (the default), or an environment image
+    (:class:`~proofgym.runtimes.sandbox.images.PackagesImage`,
+    :class:`~proofgym.runtimes.sandbox.images.OciImage`).
+
+    ``bwrap_args()`` binds the system's top-level entries from ``ROOT/sys/NAME`` to ``/NAME``,
+    where ``ROOT`` is a *mount root*: a directory holding ``sys/`` (where the spawner mounts
+    the system, read-only, in the sandbox's own mount namespace), ``empty/``, and optionally a
+    ``lowerdir`` file naming the overlay's lower layers relative to ``ROOT`` (topmost first;
+    without it ``sys:empty``). ``path`` is the sandbox's ``PATH``, ``env`` the other variables
+    the system needs, ``python`` the interpreter the supervisor and the grading runner use;
+    ``host_python`` says whether that is the host's own interpreter (its ``marshal`` format
+    matches); ``digest`` names the content, ``describe()`` is what the rollout contract holds.
+    """
+
+    @property
+    def digest(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    @property
+    def python(self) -> str: ...
+
+    @property
+    def host_python(self) -> bool: ...
+
+    def bwrap_args(self) -> list[str]: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -115,6 +153,26 @@ class MinimalSystem:
     @property
     def path(self) -> str:
         return f"{SANDBOX_PYTHON}/bin:/usr/bin"
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return {"LD_LIBRARY_PATH": SANDBOX_PYLIB}
+
+    @property
+    def python(self) -> str:
+        return f"{SANDBOX_PYTHON}/bin/python3"
+
+    @property
+    def host_python(self) -> bool:
+        return True
+
+    @property
+    def digest(self) -> str:
+        """The staged tree's key (from the host files it holds: their paths, sizes and times)."""
+        return "staged:" + self.root.name.rsplit("-", 1)[-1]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "minimal", "digest": self.digest, "packages": list(self.packages)}
 
 
 def _inputs_key(packages: tuple[str, ...]) -> str:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from proofgym.core import Verdict
-from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError
+from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError, SandboxSystem
 from proofgym.verify.sandboxed.mutants import Layout, TestSourceError, build_layout, list_tests
 from proofgym.verify.sandboxed.runner import BACKSTOP
 from proofgym.verify.sandboxed.warm_runners import WARM, Runner
@@ -121,12 +121,15 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                        test_timeout_s: float | None = None, limits: SandboxLimits | None = None,
                        packages: Sequence[str] = PYTEST_PACKAGES, mutants: bool = True,
                        max_artifact_bytes: int | None = None,
-                       rng: random.Random | None = None) -> TestRun:
+                       rng: random.Random | None = None,
+                       image: SandboxSystem | None = None) -> TestRun:
     """Run the tests ``tests`` (node ids ``file::[Class::]name``, or whole files) and a mutant
     of each in a fresh sandbox holding ``snapshot`` plus the allowed ``changes`` plus ``hidden``
     files; ``timeout_s`` bounds the whole run, ``test_timeout_s`` each test, both in the tests'
     own time (wall time less the time the host kept them waiting for a CPU); in wall time a run
     may take up to ``BACKSTOP`` times ``timeout_s`` (plus the sandbox's start) on a busy host.
+    With ``image`` the sandbox runs on that environment image (its interpreter runs the tests)
+    instead of the minimal system with ``packages``.
 
     Raises :class:`SandboxSetupError` only for host problems (no bwrap, no overlay, a runner
     that could not start); anything the artifact or the code under test does ends in a
@@ -166,8 +169,9 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     manifest = {"run": layout.run, "budget_s": timeout_s,
                 "test_timeout_s": test_timeout_s or timeout_s}
     job = encode_job(manifest, [*allowed.items(), *extra.items()], layout.files)
-    key = (_identity(snapshot), config, limits, tuple(packages))
-    runner = WARM.take(key, lambda: _boot_runner(snapshot, config, limits, packages))
+    key = (_identity(snapshot), config, limits, tuple(packages),
+           image.digest if image is not None else None)
+    runner = WARM.take(key, lambda: _boot_runner(snapshot, config, limits, packages, image))
     t1 = time.perf_counter()
     proc = runner.booted.proc
     cgroup = runner.booted.home.cgroup
@@ -236,15 +240,15 @@ def _identity(snapshot: Path) -> tuple[str, int, int, int]:
 
 
 def _boot_runner(snapshot: Path, config: str | None, limits: SandboxLimits,
-                 packages: Sequence[str]) -> Runner:
+                 packages: Sequence[str], image: SandboxSystem | None = None) -> Runner:
     """A fresh grading sandbox whose runner loads pytest, then waits for its job."""
     report_r, report_w = os.pipe()
     job_r, job_w = os.pipe()
-    argv = ["/opt/python/bin/python3", "-I", "-B", "-c", _RUNNER, str(report_w), str(job_r),
-            config or ""]
+    python = image.python if image is not None else "/opt/python/bin/python3"
+    argv = [python, "-I", "-B", "-c", _RUNNER, str(report_w), str(job_r), config or ""]
     try:
         booted = start_sandbox(snapshot, {}, {}, command=argv, limits=limits, packages=packages,
-                               pass_fds=(report_w, job_r))
+                               pass_fds=(report_w, job_r), image=image)
     except BaseException:
         os.close(report_r)
         os.close(job_w)

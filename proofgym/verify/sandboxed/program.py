@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError
+from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError, SandboxSystem
 from proofgym.verify.sandboxed.isolated import TestRun, run_tests_isolated
 from proofgym.verify.sandboxed.runner import _Proof
 from proofgym.verify.sandboxed.workspace import (
@@ -68,7 +68,8 @@ def run_pytest(snapshot: Any, changes: Mapping[str, bytes | None], *, tests: Seq
                test_timeout_s: float | None = None, mutants: bool = True,
                limits: SandboxLimits | None = None,
                packages: Sequence[str] = PYTEST_PACKAGES,
-               max_artifact_bytes: int | None = None) -> TestRun:
+               max_artifact_bytes: int | None = None,
+               image: SandboxSystem | None = None) -> TestRun:
     """Run the pytest tests ``tests`` (``file::[Class::]name`` or whole files) in a fresh
     sandbox over ``snapshot`` + allowed ``changes`` + ``hidden``.
 
@@ -76,12 +77,14 @@ def run_pytest(snapshot: Any, changes: Mapping[str, bytes | None], *, tests: Seq
     the run: ``failure="tests_timed_out"``). With ``mutants`` each test of a hidden file runs
     with a mutant of itself; one that passes with its test is ``failure="tampering_detected"``.
     ``TestRun.results`` maps each test id to its outcome and ``TestRun.messages`` each test that
-    did not pass to the tail of its failure report.
+    did not pass to the tail of its failure report. ``image``: the environment image the
+    sandbox runs on (default: the minimal system with ``packages``).
     """
     return run_tests_isolated(_snapshot_dir(snapshot), changes, tests=tests, hidden=hidden,
                               protected=protected, timeout_s=timeout_s,
                               test_timeout_s=test_timeout_s, limits=limits, packages=packages,
-                              mutants=mutants, max_artifact_bytes=max_artifact_bytes)
+                              mutants=mutants, max_artifact_bytes=max_artifact_bytes,
+                              image=image)
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,11 @@ def run_program(snapshot: Any, changes: Mapping[str, bytes | None], *, argv: Seq
                 protected: Sequence[str] = DEFAULT_PROTECTED, timeout_s: float = 60.0,
                 limits: SandboxLimits | None = None, packages: Sequence[str] = (),
                 max_artifact_bytes: int | None = None, proof: bool = False,
-                plain_values: bool = False) -> ProgramRun:
+                plain_values: bool = False, image: SandboxSystem | None = None) -> ProgramRun:
     """Run ``argv`` (in ``/workspace``; ``python3`` is the sandbox's interpreter, with
     ``packages`` importable) in a fresh sandbox over ``snapshot`` + allowed ``changes`` +
-    ``hidden``, feeding it ``stdin``; stopped after ``timeout_s``.
+    ``hidden``, feeding it ``stdin``; stopped after ``timeout_s``. ``image``: the environment
+    image the sandbox runs on (default: the minimal system with ``packages``).
 
     ``proof=True`` (``argv`` must then be ``["python3", "file.py", *args]`` or ``["python3",
     "-c", code, *args]``) runs the program under a grader epilogue: once the program's last
@@ -173,7 +177,8 @@ def run_program(snapshot: Any, changes: Mapping[str, bytes | None], *, argv: Seq
         argv[3] = str(theirs.fileno())
     try:
         with grading_sandbox(root, allowed, dict(hidden or {}), command=argv, limits=limits,
-                             packages=packages, stdin=subprocess.PIPE if stdin else
+                             packages=packages, image=image,
+                             stdin=subprocess.PIPE if stdin else
                              subprocess.DEVNULL, stderr=subprocess.PIPE,
                              pass_fds=(theirs.fileno(),) if theirs is not None else ()) as proc:
             if theirs is not None:

@@ -19,6 +19,7 @@ from proofgym.core.errors import ProofgymError
 from proofgym.runtimes.sandbox import (
     SandboxHome,
     SandboxLimits,
+    SandboxSystem,
     Spawned,
     ansi_c_quote,
 )
@@ -125,12 +126,14 @@ def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
                   extra: Mapping[str, bytes], *, command: Sequence[str], limits: SandboxLimits,
                   packages: Sequence[str], pass_fds: Sequence[int] = (),
                   stdin: int | None = subprocess.DEVNULL,
-                  stderr: int | None = subprocess.STDOUT) -> Booted:
+                  stderr: int | None = subprocess.STDOUT,
+                  image: SandboxSystem | None = None) -> Booted:
     """A fresh sandbox over ``snapshot`` plus ``allowed`` then ``extra`` (the grader's files),
-    running ``command``. Raises :class:`ArtifactRejected` when the changes cannot be written
-    (their fault), :class:`SandboxSetupError` for host faults."""
+    running ``command`` (on ``image``, else the minimal system with ``packages``). Raises
+    :class:`ArtifactRejected` when the changes cannot be written (their fault),
+    :class:`SandboxSetupError` for host faults."""
     allowed = _yield_to(allowed, extra)
-    home = SandboxHome(limits, packages=packages, prefix="proofgym-grade-")
+    home = SandboxHome(limits, packages=packages, prefix="proofgym-grade-", image=image)
     try:
         overlay = home.overlay(snapshot, "ep")
         try:
@@ -158,10 +161,12 @@ def grading_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
                     extra: Mapping[str, bytes], *, command: Sequence[str],
                     limits: SandboxLimits, packages: Sequence[str], pass_fds: Sequence[int] = (),
                     stdin: int | None = subprocess.DEVNULL,
-                    stderr: int | None = subprocess.STDOUT) -> Iterator[subprocess.Popen[bytes]]:
+                    stderr: int | None = subprocess.STDOUT,
+                    image: SandboxSystem | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """:func:`start_sandbox` as a context: killed and tidied on exit."""
     booted = start_sandbox(snapshot, allowed, extra, command=command, limits=limits,
-                           packages=packages, pass_fds=pass_fds, stdin=stdin, stderr=stderr)
+                           packages=packages, pass_fds=pass_fds, stdin=stdin, stderr=stderr,
+                           image=image)
     try:
         yield booted.proc
     finally:
