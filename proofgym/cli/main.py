@@ -22,6 +22,7 @@ from proofgym.cli.contract_cmd import contract_app
 from proofgym.cli.envs_cmd import envs_command
 from proofgym.cli.eval_cmd import eval_command
 from proofgym.cli.export_cmd import export_command
+from proofgym.cli.image_cmd import image_app
 from proofgym.cli.report_cmd import report_command
 from proofgym.cli.serve_scripted_cmd import serve_scripted_command
 from proofgym.cli.splits_cmd import splits_app
@@ -35,6 +36,7 @@ app.command("envs")(envs_command)
 app.add_typer(contract_app, name="contract")
 app.command("verify")(verify_command)
 app.add_typer(splits_app, name="splits")
+app.add_typer(image_app, name="image")
 app.command("validate")(validate_command)
 app.command("export")(export_command)
 app.command("report")(report_command)

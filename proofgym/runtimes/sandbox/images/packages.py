@@ -128,7 +128,8 @@ def _pip(args: Sequence[str], progress: Progress | None, what: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
+        tail = " | ".join(line.strip() for line in
+                          (proc.stderr or proc.stdout).strip().splitlines()[-4:])
         raise ImageError(f"{what} failed (pip exit {proc.returncode}): {tail}")
     if progress is not None:
         for line in proc.stdout.splitlines():
