@@ -31,6 +31,7 @@ from tests.runtimes.sandbox.image_helpers import (
     write_layout,
 )
 from tests.sandbox_helpers import FAST_LIMITS, bash
+from tests.security.conftest import process_uids
 
 pytestmark = pytest.mark.sandbox
 
@@ -143,13 +144,13 @@ def on_image(tmp_path_factory) -> Iterator[tuple[SandboxRuntime, OciImage]]:
 
 def test_uid_is_neither_root_nor_the_hosts(on_image):
     rt, _ = on_image
-    r = bash(rt, "id -u; id -g; cat /proc/self/uid_map")
-    uid, gid, mapping = r.output.split("\n", 2)
-    assert uid == gid == "1000", r.output
-    inside, outside, count = mapping.split()
-    assert inside == "1000" and count == "1" and outside != "0"
-    if os.geteuid() == 0:  # as root each sandbox has a leased host uid of its own
-        assert int(outside) != os.getuid()
+    r = bash(rt, "id -u; id -g; grep ^CapEff: /proc/self/status")
+    assert r.output.split("\n") == ["1000", "1000", "CapEff:\t0000000000000000"], r.output
+    pids = [rt._shell.proc.pid, *(host for host, _ in rt._shell._sandbox_processes())]
+    uids = [u for u in map(process_uids, pids) if u is not None]
+    assert len(uids) >= 2 and all(0 not in u for u in uids if os.geteuid() == 0), uids
+    want = rt._shell.proc.lease.uid if os.geteuid() == 0 else os.getuid()
+    assert all(u == [want] * 4 for u in uids), uids  # as root: a leased uid, never the host's
 
 
 def test_no_network(on_image):
