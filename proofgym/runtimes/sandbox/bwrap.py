@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import resource
 import select
 import shutil
@@ -32,7 +31,12 @@ from proofgym.runtimes.sandbox import ids, namespaces, seccomp
 from proofgym.runtimes.sandbox.cgroups import SandboxCgroup
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.scratch import remove_scratch, remove_tree, scratch_dir, sweep_scratch
-from proofgym.runtimes.sandbox.system import SandboxSetupError, SandboxSystem
+from proofgym.runtimes.sandbox.system import (
+    SandboxSetupError,
+    SandboxSystem,
+    mount_root_of,
+    system_lowers,
+)
 
 __all__ = ["WORKSPACE", "Overlay", "Spawned", "bwrap_argv", "find_bwrap", "remove_scratch",
            "remove_tree", "scratch_dir", "spawn", "sweep_scratch"]
@@ -204,7 +208,7 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
         # there); a bwrap_argv always has "--" before the command
         cut = list(argv).index("--")
         options = list(argv[1:cut])
-        system_root = _system_root(options)
+        system_root = mount_root_of(options)
         publish = None
         if privileged:
             # the sandbox user may not be able to enter the directories above the scratch and
@@ -242,7 +246,7 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
             lower=str(overlay.lower) if overlay is not None else None,
             cgroup_procs=cgroup.procs_files() if cgroup else (), rlimits=rlimits, lease=lease,
             publish=str(publish) if publish else None, system_root=system_root,
-            system_lowers=_system_lowers(system_root) if system_root is not None else None,
+            system_lowers=system_lowers(system_root) if system_root is not None else None,
             devices=OWN_DEVICES if own_dev else None)
         proc = namespaces.start(plan, stdin=stdin, stdout=stdout, stderr=stderr, keep_fds=keep,
                                 lease=lease)
@@ -265,37 +269,6 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
     finally:
         for fd in fds:
             os.close(fd)
-
-
-def _system_root(options: Sequence[str]) -> str | None:
-    """The mount root (see :class:`~proofgym.runtimes.sandbox.system.SandboxSystem`) behind
-    ``--ro-bind ROOT/sys/NAME /NAME``, if any."""
-    for i in range(len(options) - 2):
-        if options[i] == "--ro-bind" and options[i + 2].count("/") == 1:
-            src, dest = Path(options[i + 1]), options[i + 2]
-            root = src.parent.parent
-            if src.parent.name == "sys" and f"/{src.name}" == dest \
-                    and (root / "empty").is_dir() and (root / "sys").is_dir():
-                return str(root)
-    return None
-
-
-#: The lower layers' names a mount root's ``lowerdir`` file may hold (relative, no ``..``).
-_LOWER_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
-
-
-def _system_lowers(root: str) -> str:
-    """The overlay lowers of the system at the mount root ``root``: its ``lowerdir`` file, or
-    ``sys:empty`` (the staged minimal system)."""
-    try:
-        text = Path(root, "lowerdir").read_text().strip()
-    except FileNotFoundError:
-        return "sys:empty"
-    names = text.split(":")
-    if not names or not all(_LOWER_NAME.fullmatch(n) and ".." not in n.split("/") for n in names):
-        raise SandboxSetupError(f"{root}/lowerdir must name the system's layers relative to "
-                                f"{root}, separated by ':'; it holds {text!r}")
-    return text
 
 
 @cache

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -173,6 +173,37 @@ class MinimalSystem:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "minimal", "digest": self.digest, "packages": list(self.packages)}
+
+
+def mount_root_of(options: Sequence[str]) -> str | None:
+    """The mount root (see :class:`~proofgym.runtimes.sandbox.system.SandboxSystem`) behind
+    ``--ro-bind ROOT/sys/NAME /NAME``, if any."""
+    for i in range(len(options) - 2):
+        if options[i] == "--ro-bind" and options[i + 2].count("/") == 1:
+            src, dest = Path(options[i + 1]), options[i + 2]
+            root = src.parent.parent
+            if src.parent.name == "sys" and f"/{src.name}" == dest \
+                    and (root / "empty").is_dir() and (root / "sys").is_dir():
+                return str(root)
+    return None
+
+
+#: The lower layers' names a mount root's ``lowerdir`` file may hold (relative, no ``..``).
+_LOWER_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+
+
+def system_lowers(root: str) -> str:
+    """The overlay lowers of the system at the mount root ``root``: its ``lowerdir`` file, or
+    ``sys:empty`` (the staged minimal system)."""
+    try:
+        text = Path(root, "lowerdir").read_text().strip()
+    except FileNotFoundError:
+        return "sys:empty"
+    names = text.split(":")
+    if not names or not all(_LOWER_NAME.fullmatch(n) and ".." not in n.split("/") for n in names):
+        raise SandboxSetupError(f"{root}/lowerdir must name the system's layers relative to "
+                                f"{root}, separated by ':'; it holds {text!r}")
+    return text
 
 
 def _inputs_key(packages: tuple[str, ...]) -> str:

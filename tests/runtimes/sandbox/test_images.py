@@ -187,6 +187,29 @@ def test_docker_save_tarball_is_an_image(cache, tmp_path):
         OciImage(str(tarball), ref="other:1")
 
 
+def test_oci_archive_tarball_with_private_dirs_and_top_level_files(cache, tmp_path):
+    """``podman save --format oci-archive``: a layout in a tar. A directory only its owner may
+    enter stays closed to the sandbox's user, as in a container run as a non-root user."""
+    layout = tmp_path / "layout"
+    extra = layer_tar([entry("root/", kind=tarfile.DIRTYPE, mode=0o700),
+                       entry("root/secret", b"s3cret\n", mode=0o600),
+                       entry("VERSION", b"v1\n")])
+    digest = write_layout(layout, [system_layer(), extra], gzip_layers=[1])
+    archive = tmp_path / "image.oci.tar"
+    with tarfile.open(archive, "w") as tar:
+        for p in sorted(layout.rglob("*")):
+            tar.add(p, arcname=p.relative_to(layout).as_posix(), recursive=False)
+    image = OciImage(str(archive)).build()
+    assert image.digest == digest
+    rt = SandboxRuntime(image=image, limits=FAST_LIMITS, prestart=False)
+    try:
+        r = bash(rt, "cat /VERSION; cat /root/secret 2>/dev/null || echo closed")
+        want = "v1\nclosed" if os.geteuid() == 0 else "v1\ns3cret"  # without root: the owner
+        assert r.output == want, r.output
+    finally:
+        rt.close()
+
+
 def test_a_tampered_layer_is_refused(cache, tmp_path):
     dest = tmp_path / "layout"
     write_layout(dest, [release_layer("tampered?\n")])
