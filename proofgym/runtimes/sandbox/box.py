@@ -39,7 +39,7 @@ from proofgym.runtimes.sandbox.system import (
     SandboxSystem,
 )
 
-__all__ = ["Overlay", "SandboxHome", "Spawned"]
+__all__ = ["Overlay", "SandboxHome", "Spawned", "ready_system"]
 
 _NO_CGROUP_AS_ROOT = (
     "running as root, a sandbox needs a writable cgroup hierarchy (v1 pids and memory "
@@ -61,8 +61,10 @@ class SandboxHome:
         self.bwrap = find_bwrap()
         # built once per process: without libseccomp this fails here, at setup
         seccomp.filter_program()
-        self.system: SandboxSystem = (MinimalSystem.default(tuple(packages)) if image is None
-                                      else _built(image))
+        self.packages = tuple(packages)
+        #: the environment image sandboxes boot on (``None``: the default minimal system)
+        self.image: SandboxSystem | None = ready_system(image) if image is not None else None
+        self.system: SandboxSystem = self.image or MinimalSystem.default(self.packages)
         self.root = scratch_dir(prefix=prefix, size_mb=limits.workspace_mb, parent=parent)
         self.cgroup = cgroups.create(limits.memory_mb << 20, limits.max_processes, limits.cpus)
         if self.cgroup is None and os.geteuid() == 0:
@@ -81,19 +83,28 @@ class SandboxHome:
             raise
         self.closed = False
 
+    def use(self, image: SandboxSystem | None) -> bool:
+        """Boot the next sandboxes on ``image`` (built if it is not yet; ``None``: the minimal
+        system with this home's packages). Whether that changed the system."""
+        system = ready_system(image) if image is not None else MinimalSystem.default(self.packages)
+        if system.digest == self.system.digest and (image is None) == (self.image is None):
+            return False
+        self.system, self.image = system, (system if image is not None else None)
+        return True
+
     def overlay(self, lower: Path, name: str) -> Overlay:
         """A new copy-on-write workspace over ``lower`` in this home (``name`` is its folder)."""
         return Overlay.create(lower, self.root / name)
 
     def boot(self, overlay: Overlay | None, command: Sequence[str], *, as_pid_1: bool = False,
              pass_fds: Sequence[int] = (), stdin: int | None = None, stdout: int | None = None,
-             stderr: int | None = None) -> Spawned:
+             stderr: int | None = None, system: SandboxSystem | None = None) -> Spawned:
         """Start ``command`` in a sandbox over ``overlay`` (``None``: an empty workspace), in this
-        home's cgroup. ``stdin``/``stdout``/``stderr`` as for :class:`subprocess.Popen`
-        (default: pipes, stderr into stdout)."""
+        home's cgroup, on ``system`` (default: the home's). ``stdin``/``stdout``/``stderr`` as
+        for :class:`subprocess.Popen` (default: pipes, stderr into stdout)."""
         import subprocess
 
-        argv = bwrap_argv(self.bwrap, self.system, self.limits, command,
+        argv = bwrap_argv(self.bwrap, system or self.system, self.limits, command,
                           workspace=overlay.merged if overlay is not None else None,
                           as_pid_1=as_pid_1)
         return spawn(argv, overlay=overlay, limits=self.limits, cgroup=self.cgroup,
@@ -126,10 +137,19 @@ class SandboxHome:
         removed(self.root)
 
 
-def _built(image: SandboxSystem) -> SandboxSystem:
-    """``image`` ready to boot: an environment image is built (once; cached) if it is not."""
+#: Images made ready in this process, by value (an unbuilt image equals its built self).
+_READY: dict[SandboxSystem, SandboxSystem] = {}
+
+
+def ready_system(image: SandboxSystem) -> SandboxSystem:
+    """``image`` ready to boot: an environment image is built (once per cache, and looked up
+    once per process) if it is not."""
     if not isinstance(image, SandboxSystem):
         raise SandboxSetupError(f"image must be a SandboxSystem (PackagesImage, OciImage or "
                                 f"MinimalSystem); got {type(image).__name__}")
     build = getattr(image, "build", None)
-    return build() if callable(build) else image
+    if not callable(build):
+        return image
+    if image not in _READY:
+        _READY[image] = build()
+    return _READY[image]

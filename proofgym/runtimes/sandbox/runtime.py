@@ -23,6 +23,8 @@ from proofgym.runtimes.sandbox.system import PYTEST_PACKAGES, SandboxSetupError,
 from proofgym.tools import Tool, ToolError, ToolRegistry, ToolResult, cut_output
 
 log = logging.getLogger(__name__)
+#: ``use_snapshot``'s default: the system stays as it is.
+_KEEP = object()
 
 
 class SandboxRuntime:
@@ -85,7 +87,6 @@ class SandboxRuntime:
         self.tools = ToolRegistry(chosen)
         self._home = SandboxHome(self.limits, packages=packages, prefix="proofgym-sandbox-",
                                  parent=scratch_dir, image=image)
-        self._image = self._home.system if image is not None else None
         self.bwrap, self.system = self._home.bwrap, self._home.system
         self._root, self._cgroup = self._home.root, self._home.cgroup
         self._empty = self._root / "empty"
@@ -97,7 +98,7 @@ class SandboxRuntime:
         self._closed = False
         self.prestart = prestart
         self._background = ThreadPoolExecutor(1, thread_name_prefix="proofgym-sandbox")
-        self._spare: tuple[Overlay, Future[SandboxShell]] | None = None
+        self._spare: tuple[Overlay, Future[SandboxShell], SandboxSystem] | None = None
         self._pending: Future[SandboxShell] | None = None
         self._dirty = False
         # a snapshot taken from another thread waits for the running call (which ends with
@@ -109,17 +110,31 @@ class SandboxRuntime:
             self.use_snapshot(snapshot)
 
     # ------------------------------------------------------------- lifecycle
-    def use_snapshot(self, source: SnapshotSource) -> None:
+    def use_snapshot(self, source: SnapshotSource, *, image: Any = _KEEP) -> None:
         """Base the workspace on the read-only tree ``source`` (a directory, an archive or a
         mapping of paths to contents, see :func:`materialize`) and start a fresh episode on it
-        (a no-op when the episode is already a fresh one on that tree)."""
+        (a no-op when the episode is already a fresh one on that tree). ``image``: also switch
+        to that system first (see :meth:`use_image`), in the same one reset."""
         path = materialize(source)
         if not path.is_dir():
             raise SandboxSetupError(f"sandbox snapshot {path} is not a directory")
-        if path == self._lower and not self._dirty:
+        changed = image is not _KEEP and self._set_image(image)
+        if path == self._lower and not self._dirty and not changed:
             return
         self._lower = path
         self.reset()
+
+    def use_image(self, image: SandboxSystem | None) -> None:
+        """Run the next episodes on ``image`` (built if it is not yet; ``None``: the default
+        minimal system) and start a fresh episode on it (a no-op when it is the current one):
+        a task that brings its own image sets it in its ``setup_runtime``."""
+        if self._set_image(image):
+            self.reset()
+
+    def _set_image(self, image: SandboxSystem | None) -> bool:
+        changed = self._home.use(image)
+        self.system = self._home.system
+        return changed
 
     def reset(self) -> None:
         """A fresh episode: a new overlay over the snapshot and a new shell.
@@ -136,8 +151,8 @@ class SandboxRuntime:
         old_pending = self._pending if old_shell is None else None  # booted but never used
         self._shell = self._pending = None
         spare, self._spare = self._spare, None
-        if spare is not None and spare[0].lower == self._lower:
-            self._overlay, self._pending = spare
+        if spare is not None and spare[0].lower == self._lower and spare[2] is self.system:
+            self._overlay, self._pending, _ = spare
         else:
             if spare is not None:
                 self._retire(spare[1], spare[0])
@@ -148,7 +163,8 @@ class SandboxRuntime:
         self._dirty = False
         if self.prestart:
             overlay = self._home.overlay(self._lower, f"ep{next(self._episodes)}")
-            self._spare = (overlay, self._background.submit(self._boot, overlay))
+            self._spare = (overlay, self._background.submit(self._boot, overlay, self.system),
+                           self.system)
         # after the spare's boot in the queue: the next reset waits on the spare, not on this;
         # the new episode's first call waits for it (see _settle())
         self._retiring = self._retire(old_shell or old_pending, old_overlay)
@@ -181,10 +197,11 @@ class SandboxRuntime:
         except Exception:  # a spare that failed to boot has nothing left to kill
             return None
 
-    def _boot(self, overlay: Overlay) -> SandboxShell:
-        foreign = not self.system.host_python
-        spawned = self._home.boot(overlay, supervisor_command(self.system.python, source=foreign),
-                                  as_pid_1=True)
+    def _boot(self, overlay: Overlay, system: SandboxSystem | None = None) -> SandboxShell:
+        system = system or self.system
+        foreign = not system.host_python
+        spawned = self._home.boot(overlay, supervisor_command(system.python, source=foreign),
+                                  as_pid_1=True, system=system)
         shell = SandboxShell(spawned.proc, self._cgroup, self.limits.max_output_bytes,
                              max_frame_bytes=self.limits.max_file_bytes + (1 << 16),
                              pidns=spawned.pidns, source=foreign)
@@ -374,8 +391,8 @@ class SandboxRuntime:
                                 "shell_restarts": self._shell_restarts}
         if changes.limit_exceeded is not None:
             meta["limit_exceeded"] = changes.limit_exceeded
-        if self._image is not None:
-            meta["image"] = self._image.digest
+        if self._home.image is not None:
+            meta["image"] = self._home.image.digest
         return Artifact(self.kind, files=changes.files, meta=meta)
 
     def _freeze(self) -> None:
@@ -397,8 +414,8 @@ class SandboxRuntime:
                   "packages": list(getattr(self.system, "packages", ())),
                   "workspace": WORKSPACE, "network": False, "cgroup": self._cgroup is not None,
                   "tools": self.tools.schemas()}
-        if self._image is not None:  # the default's config (and contract id) stays as it was
-            config["image"] = self._image.describe()
+        if self._home.image is not None:  # the default's config (and contract id) stays as it was
+            config["image"] = self._home.image.describe()
         return config
 
 

@@ -149,6 +149,28 @@ def test_default_runtime_config_has_no_image(cache):
         rt.close()
 
 
+def test_a_runtime_switches_images_between_episodes(layouts, tmp_path):
+    """Per-task images: spares booted on one image never serve an episode on another."""
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (snap / "f.txt").write_text("task\n")
+    image_a, image_b = (OciImage(str(layouts[n][0])) for n in "AB")
+    rt = SandboxRuntime(limits=FAST_LIMITS)  # prestart: a spare is always booting
+    try:
+        seen = []
+        for image in (image_a, image_b, image_b, None, image_a):
+            rt.use_snapshot(snap, image=image)
+            rt.reset()
+            seen.append(bash(rt, "cat f.txt /etc/image-release 2>/dev/null; true").output)
+            assert rt.config().get("image", {}).get("digest") == (image.digest if image else None)
+        assert seen == ["task\ntiny A", "task\ntiny B", "task\ntiny B", "task", "task\ntiny A"]
+        rt.use_image(image_b)
+        assert bash(rt, "cat /etc/image-release").output == "tiny B"
+        assert rt.snapshot().meta["image"] == image_b.digest
+    finally:
+        rt.close()
+
+
 # ------------------------------------------------------------------ OCI images
 def test_oci_image_runs_with_the_images_path_and_layers(layouts, tmp_path):
     upper = layer_tar([entry("etc/", kind=tarfile.DIRTYPE, mode=0o755),
