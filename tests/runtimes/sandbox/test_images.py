@@ -35,6 +35,7 @@ from proofgym.runtimes.sandbox import (
     list_images,
     lock_packages,
 )
+from proofgym.runtimes.sandbox.images import layers
 from proofgym.verify.sandboxed import run_program, run_pytest
 from tests.conftest import IN_CI, REPO, require_tool
 from tests.runtimes.sandbox.image_helpers import (
@@ -172,7 +173,7 @@ def test_a_runtime_switches_images_between_episodes(layouts, tmp_path):
 
 
 # ------------------------------------------------------------------ OCI images
-def test_oci_image_runs_with_the_images_path_and_layers(layouts, tmp_path):
+def test_oci_image_runs_with_the_images_path_and_layers(layouts, tmp_path, monkeypatch):
     upper = layer_tar([entry("etc/", kind=tarfile.DIRTYPE, mode=0o755),
                        entry("etc/.wh.image-release"),  # deleted by the upper layer
                        entry("opt/extra/", kind=tarfile.DIRTYPE, mode=0o755),
@@ -186,8 +187,13 @@ def test_oci_image_runs_with_the_images_path_and_layers(layouts, tmp_path):
     digest = write_layout(dest, [system_layer(), release_layer("tiny\n"), lower, upper],
                           env=["PATH=/opt:/opt/python/bin:/usr/bin", "LD_LIBRARY_PATH=/opt/python/lib"],
                           gzip_layers=[2, 3])
-    image = OciImage(str(dest)).build()
+    monkeypatch.setattr(layers, "PROGRESS_BYTES", 1)  # a progress line per entry
+    lines: list[str] = []
+    image = OciImage(str(dest)).build(progress=lines.append)
     assert image.digest == digest and image.path.startswith("/opt:")
+    assert lines[0].startswith("layer 1/4") and lines[-1] == f"ready: {digest}"
+    assert any(line.startswith("layer 4/4") for line in lines)
+    assert any("MiB of blobs/sha256/" in line for line in lines), lines
     rt = SandboxRuntime(image=image, limits=FAST_LIMITS, prestart=False)
     try:
         r = bash(rt, "ls /opt/extra; tool-link; echo $PATH; test -e /etc/image-release || echo gone")

@@ -24,6 +24,7 @@ import os
 import stat
 import tarfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -31,6 +32,8 @@ __all__ = ["LayerError", "unpack_layer"]
 
 _OPAQUE = ".wh..wh..opq"
 _WHITEOUT = ".wh."
+#: How often (in bytes of the layer read) :func:`unpack_layer` reports progress.
+PROGRESS_BYTES = 128 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -116,10 +119,12 @@ def _set_opaque(fd: int) -> None:
         os.setxattr(fd, "trusted.overlay.opaque", b"y")
 
 
-def unpack_layer(stream: IO[bytes], dest: Path) -> tuple[str, str]:
+def unpack_layer(stream: IO[bytes], dest: Path,
+                 on_progress: Callable[[int], None] | None = None) -> tuple[str, str]:
     """Unpack the layer tar ``stream`` (plain or gzip) into the empty directory ``dest``.
     Returns ``(digest of the bytes read, digest of the uncompressed tar)``, both
-    ``sha256:HEX``: the caller checks them against the manifest and the image config."""
+    ``sha256:HEX``: the caller checks them against the manifest and the image config.
+    ``on_progress(bytes read)`` is called about every :data:`PROGRESS_BYTES`."""
     outer = _Hashing(stream)
     head = outer.read(4)
     if head.startswith(b"\x28\xb5\x2f\xfd"):
@@ -132,8 +137,12 @@ def unpack_layer(stream: IO[bytes], dest: Path) -> tuple[str, str]:
     try:
         try:
             with tarfile.open(fileobj=inner, mode="r|") as tar:  # type: ignore[call-overload]
+                mark = PROGRESS_BYTES
                 for member in tar:
                     _entry(tar, member, root_fd, modes)
+                    if on_progress is not None and outer.size >= mark:
+                        on_progress(outer.size)
+                        mark = outer.size + PROGRESS_BYTES
         except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise LayerError(f"the layer is not a readable tar archive: {exc}") from None
         inner.drain()

@@ -201,7 +201,7 @@ class OciImage:
                 state = "cached" if dest.exists() else "unpacking"
                 progress(f"layer {n}/{len(self.layers)} {diff_id[:19]}: {state}")
             dirs.append(build_once(dest, lambda tmp, p=path, d=digest, i=diff_id:
-                                   _unpack(src, p, d, i, tmp)))
+                                   _unpack(src, p, d, i, tmp, progress)))
         hexd = self.digest.split(":", 1)[1]
         root = mount_root(hexd[:20], list(reversed(dirs)))  # overlay: topmost first
         write_record(f"oci-{hexd[:20]}", {"kind": "oci", "digest": self.digest,
@@ -254,10 +254,15 @@ class OciImage:
                 "layers": [i for _, _, i in self.layers]}
 
 
-def _unpack(src: _Source, path: str, digest: str | None, diff_id: str, tmp: Path) -> None:
+def _unpack(src: _Source, path: str, digest: str | None, diff_id: str, tmp: Path,
+            progress: Progress | None) -> None:
+    def report(done: int) -> None:
+        if progress is not None:
+            progress(f"  {done >> 20} MiB of {path} unpacked")
+
     with src.open(path) as stream:
         try:
-            got, got_diff = unpack_layer(stream, tmp)
+            got, got_diff = unpack_layer(stream, tmp, report)
         except LayerError as exc:
             raise ImageError(f"{src.path}: layer {path}: {exc}") from None
     if digest is not None and got != digest:
