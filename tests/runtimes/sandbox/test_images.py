@@ -42,6 +42,7 @@ from tests.runtimes.sandbox.image_helpers import (
     entry,
     layer_tar,
     release_layer,
+    sha,
     system_layer,
     write_docker_save,
     write_layout,
@@ -236,6 +237,27 @@ def test_oci_archive_tarball_with_private_dirs_and_top_level_files(cache, tmp_pa
         assert r.output == want, r.output
     finally:
         rt.close()
+
+
+def test_concurrent_builders_share_one_cache_entry(cache, tmp_path):
+    """Three processes building the same image at once all finish with it; the cache holds one
+    entry per layer and no temporary leftover (a failed build leaves nothing: see the tampered
+    layer tests)."""
+    layout = tmp_path / "layout"
+    layers_ = [release_layer(f"line {i}\n" * 20000) for i in range(3)]
+    digest = write_layout(layout, layers_, gzip_layers=[0, 2])
+    fresh = tmp_path / "fresh-cache"
+    code = ("import sys; from proofgym.runtimes.sandbox import OciImage; "
+            "print(OciImage(sys.argv[1]).build().digest)")
+    env = {**os.environ, "PROOFGYM_CACHE": str(fresh), "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(layout)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [o.strip() for o, _ in outs] == [digest] * 3, outs
+    names = sorted(p.name for p in (fresh / "images" / "layers").iterdir())
+    mode = "root" if os.geteuid() == 0 else "user"
+    assert names == sorted({f"{sha(t).split(':')[1]}.{mode}" for t in layers_}), names
 
 
 def test_a_tampered_layer_is_refused(cache, tmp_path):
