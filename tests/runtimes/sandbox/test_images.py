@@ -260,6 +260,31 @@ def test_concurrent_builders_share_one_cache_entry(cache, tmp_path):
     assert names == sorted({f"{sha(t).split(':')[1]}.{mode}" for t in layers_}), names
 
 
+def test_the_images_interpreter_is_looked_up_inside_the_image_only(cache, tmp_path):
+    """Links resolve in the image (never on the host); whiteouts and opaque directories of
+    upper layers hide what lies below, as the overlay will."""
+    base = layer_tar([entry("usr/local/lib/py/bin/python3.9", b"\x7fELF", mode=0o755),
+                      entry("usr/local/lib/py/bin/python3", kind=tarfile.SYMTYPE, link="python3.9"),
+                      entry("usr/local/bin", kind=tarfile.SYMTYPE, link="/usr/local/lib/py/bin"),
+                      entry("opt/hostbin", kind=tarfile.SYMTYPE, link="/usr/bin")])
+    cases = [([], "/usr/local/bin", None),
+             ([], "/opt/hostbin", "no 'python3'"),  # the host's /usr/bin/python3 is not the image's
+             ([entry("usr/local/lib/py/bin/.wh.python3.9")], "/usr/local/bin", "no 'python3'"),
+             ([entry("usr/local/lib/py/.wh..wh..opq")], "/usr/local/bin", "no 'python3'")]
+    assert Path("/usr/bin/python3").exists()
+    for n, (upper, path, error) in enumerate(cases):
+        dest = tmp_path / f"layout{n}"
+        write_layout(dest, [base, *([layer_tar(upper)] if upper else [])], env=[f"PATH={path}"])
+        image = OciImage(str(dest)).build()
+        if error is None:
+            image.check()
+        else:
+            with pytest.raises(ImageError, match=error):
+                image.check()
+            with pytest.raises(ImageError, match=error):  # before any sandbox boots on it
+                SandboxRuntime(image=OciImage(str(dest)), limits=FAST_LIMITS, prestart=False)
+
+
 def test_a_tampered_layer_is_refused(cache, tmp_path):
     dest = tmp_path / "layout"
     write_layout(dest, [release_layer("tampered?\n")])
