@@ -18,7 +18,7 @@ its subclass: 1, a run that failed)::
     │         RetriesExhausted, SlotLostError
     ├── tasks: HeldOutError, SplitManifestError
     ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
-    ├── sandbox: SandboxSetupError > IdBusyError
+    ├── sandbox: SandboxSetupError > IdBusyError, ImageError;  LayerError (ValueError)
     └── verify: PoolClosedError, RegradeError, GraderSpecError, HedgedAnswer, MathCheckStarved,
         JudgeError > JudgeTimeout, UngradedReply; TestSourceError, ArtifactRejected
 """
@@ -50,6 +50,8 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
     from proofgym.rollout.slots import SlotLostError
     from proofgym.runtimes.sandbox import (
         IdBusyError,
+        ImageError,
+        LayerError,
         SandboxSetupError,
         SnapshotSourceError,
         UnknownToolError,
@@ -86,6 +88,8 @@ _WHERE = {
     "RunFailedError": "proofgym.rollout.orchestrator",
     "SlotLostError": "proofgym.rollout.slots",
     "IdBusyError": "proofgym.runtimes.sandbox",
+    "ImageError": "proofgym.runtimes.sandbox",
+    "LayerError": "proofgym.runtimes.sandbox",
     "SnapshotSourceError": "proofgym.runtimes.sandbox",
     "SandboxSetupError": "proofgym.runtimes.sandbox",
     "UnknownToolError": "proofgym.runtimes.sandbox",
@@ -127,8 +131,10 @@ __all__ = [
     "HedgedAnswer",
     "HeldOutError",
     "IdBusyError",
+    "ImageError",
     "JudgeError",
     "JudgeTimeout",
+    "LayerError",
     "MathCheckStarved",
     "MissingExtraError",
     "MultiTurnNotSupported",
