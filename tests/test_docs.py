@@ -79,6 +79,7 @@ _RAY_PAGES = {"scaling-out.md"}
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.xdist_group("ray"))
                                   if p.name in _RAY_PAGES else p for p in DOCS], ids=[p.name for p in DOCS])
+@pytest.mark.slow
 def test_every_example_on_the_page_runs(page, tmp_path):
     (tmp_path / "driver.py").write_text(driver_for(page))
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "COLUMNS": "120"}

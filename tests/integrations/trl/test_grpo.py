@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import pytest
 
 from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.integrations.trl import EnvironmentReward, dataset, environment_factory
@@ -141,6 +142,7 @@ def arith_script(tasks: list[Any]) -> Any:
     return script
 
 
+@pytest.mark.slow
 def test_grpo_trains_on_arith_with_tools_and_grader_errors_do_not_train(tmp_path):
     import torch
 
@@ -207,6 +209,7 @@ def _leftovers(marker: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_grpo_trains_on_code_repair_in_sandboxes_and_leaves_nothing_behind(tmp_path):
     require_tool("bwrap")
     private_tmp = tmp_path / "tmp"
