@@ -1,0 +1,57 @@
+"""What the server says about its env: tools, limits, runtime settings, task ids and splits.
+
+Enough for :class:`~proofgym.remote.RemoteEnv` to stand in for the env (the same rollout
+contract, so the same trajectory ids as a local run), and never a task's content: no prompts,
+answers, tests or references; tasks appear as id, content hash, split and grader version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proofgym.serve.session import EnvSource
+from proofgym.version import __version__
+
+
+def _template(source: EnvSource) -> Any:
+    if source.template is None:
+        source.build().close()  # builds the template (and the shared task set) once
+    return source.template
+
+
+def describe_env(source: EnvSource) -> dict[str, Any]:
+    env = _template(source)
+    out: dict[str, Any] = {
+        "env_id": source.env_id, "env_kwargs": source.env_kwargs, "proofgym_version": __version__,
+        "tools": env.runtime.tools.schemas(), "runtime_config": env.runtime.config(),
+        "limits": env.limits.to_dict(), "render_modes": env.metadata.get("render_modes", []),
+        "taskset": None, "tasks": []}
+    if env.tasks is not None:
+        ts = env.tasks
+        out["taskset"] = {"name": ts.name, "content_hash": ts.content_hash, "manifest": ts.manifest.to_dict()}
+        for task in ts:
+            rubric = getattr(task, "rubric", None)
+            out["tasks"].append({
+                "id": task.id, "content_hash": task.content_hash,
+                "grader_type": f"{type(task).__module__}.{type(task).__qualname__}",
+                "verifier_version": str(task.verifier_version),
+                "rubric": rubric().describe() if callable(rubric) else None})
+    return out
+
+
+def tasks_payload(source: EnvSource) -> dict[str, Any]:
+    env = _template(source)
+    if env.tasks is None:
+        return {"tasks": []}
+    ts = env.tasks
+    return {"taskset": ts.name, "tasks": [{"task_id": t.id, "split": ts.split_of(t.id),
+                                           "content_hash": t.content_hash} for t in ts]}
+
+
+def splits_payload(source: EnvSource) -> dict[str, Any]:
+    env = _template(source)
+    if env.tasks is None:
+        return {"counts": {}, "burned": {}, "burns": []}
+    manifest = env.tasks.manifest
+    return {"taskset": env.tasks.name, "digest": manifest.digest, "counts": manifest.counts(),
+            "burned": manifest.burned, "burns": list(source.burns)}
