@@ -1,0 +1,59 @@
+"""A real ``proofgym serve`` subprocess on a loopback port, for the serving tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+_READY = re.compile(r"on http://([\d.]+):(\d+) ")
+
+
+class Served:
+    """``proofgym serve ENV ARGS`` running; ``url`` once it listens. A context manager that
+    stops it (SIGTERM, then SIGKILL) and keeps its output in ``output``."""
+
+    def __init__(self, env_id: str, *args: str, timeout_s: float = 60.0) -> None:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "proofgym", "serve", env_id, "--port", "0",
+                                      *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=env, text=True, start_new_session=True)
+        self.output = ""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            line = self.proc.stdout.readline() if ready else ""  # type: ignore[union-attr]
+            self.output += line
+            found = _READY.search(line)
+            if found:
+                self.host, self.port = found.group(1), int(found.group(2))
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"proofgym serve did not start:\n{self.output}")
+        self.url = f"http://{self.host}:{self.port}"
+        self.ws_url = f"ws://{self.host}:{self.port}"
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rest = self.proc.stdout.read() if self.proc.stdout else ""
+        self.output += rest or ""
+        return self.proc.returncode
+
+    def __enter__(self) -> Served:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
