@@ -209,8 +209,9 @@ class RemoteEnv(UniversalVerifiableEnv):
         ws_url = urlunsplit(("wss" if self.url.startswith("https") else "ws",
                              urlsplit(self.url).netloc, urlsplit(self.url).path + "/ws", "", ""))
         try:
+            # entered: websockets >= 17.1 wants its connection opened as a context manager
             self._ws = connect(ws_url, additional_headers=_headers(token), max_size=64 * 1024 * 1024,
-                               open_timeout=60.0)
+                               open_timeout=60.0).__enter__()
         except (OSError, ConnectionClosed) as exc:
             raise RemoteError(f"cannot open a session on {ws_url}: {exc}") from None
 

@@ -28,6 +28,9 @@ def serve_command(
     threads: Annotated[int, typer.Option(min=1, help="Threads for blocking runtime calls.")] = 32,
     verifier: Annotated[str, typer.Option(
         help="Where verdicts are graded: process (crash-isolated) | inline.")] = "process",
+    split: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        help="Serve one split only: train (a training server: other tasks are refused) | dev | "
+             "heldout. Default: every task, held-out ones only with allow_heldout (burned).")] = None,
     verdict_detail: Annotated[bool, typer.Option(
         help="Send graders' reasons and error texts with verdicts (they may quote hidden tests "
              "or answers: only for clients you trust with them).")] = False,
@@ -41,7 +44,8 @@ def serve_command(
         raise typer.BadParameter("use 'process' or 'inline'", param_hint="--verifier")
     config = ServeConfig(env_id, parse_env_args(env_id, env_arg), host=host, port=port, token=token,
                          max_sessions=max_sessions, idle_timeout_s=idle_timeout, drain_s=drain,
-                         threads=threads, verifier=verifier, verdict_detail=verdict_detail)
+                         threads=threads, verifier=verifier, verdict_detail=verdict_detail,
+                         split=split)
 
     def ready(bound: int) -> None:
         # one line a supervisor (or a test) can read the port from

@@ -37,6 +37,7 @@ from proofgym.core import (
     TurnCompleteAction,
     Verdict,
 )
+from proofgym.tasks import HeldOutError
 
 log = logging.getLogger("proofgym.serve")
 
@@ -99,6 +100,8 @@ def public_error(exc: BaseException, during: str) -> ServeError:
     """What the client is told about ``exc`` raised while ``during``."""
     if isinstance(exc, ServeError):
         return exc
+    if isinstance(exc, HeldOutError):  # a --split train server asked for another split's task
+        return ServeError(Code.HELD_OUT, str(exc))
     if isinstance(exc, _PUBLIC):
         kind = "episode_state" if isinstance(exc, EpisodeStateError) else "task_not_found"
         return ServeError(Code.EXECUTION_ERROR, f"{during} failed: {exc}", kind=kind)

@@ -40,6 +40,7 @@ class ServeConfig:
     threads: int = 32
     verifier: str = "process"
     verdict_detail: bool = False
+    split: str | None = None
 
     def check(self) -> None:
         if not is_loopback(self.host) and not self.token:
@@ -62,7 +63,9 @@ def is_loopback(host: str) -> bool:
 def build(config: ServeConfig) -> tuple[Any, SessionManager]:
     """The app and its session manager for ``config`` (the env is built on first use)."""
     config.check()
-    source = EnvSource(config.env_id, dict(config.env_kwargs))
+    if config.split not in (None, "train", "dev", "heldout"):
+        raise ConfigError(f"unknown split {config.split!r}; use train, dev or heldout")
+    source = EnvSource(config.env_id, dict(config.env_kwargs), split=config.split)
     source.build().close()  # a bad env id or argument fails now, before the port opens
     pool = VerifierPool(config.verifier)  # type: ignore[arg-type]
     verdicts = VerdictStore(pool, detail=config.verdict_detail)

@@ -31,16 +31,27 @@ class EnvSource:
 
     env_id: str
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Serve one split only (``train``: a training server; sampling draws from it and any other
+    #: task id is refused as held out); ``None``: every task, held-out ones behind the guard.
+    split: str | None = None
     burns: list[dict[str, Any]] = field(default_factory=list)
     _shared: dict[str, Any] | None = None
+    _tasks: Any = None
     template: UniversalVerifiableEnv | None = None
 
     def build(self) -> UniversalVerifiableEnv:
         if self.template is None:
-            self.template = make_env(self.env_id, **self.env_kwargs)
+            template = make_env(self.env_id, **self.env_kwargs)
+            if self.split is not None and template.tasks is not None:
+                template.tasks = template.tasks.split(self.split)
+            self._tasks = template.tasks
             shares = takes_tasks(self.env_id) and "tasks" not in self.env_kwargs
-            self._shared = {"tasks": self.template.tasks} if shares else {}
-        return make_env(self.env_id, **self.env_kwargs, **(self._shared or {}))
+            self._shared = {"tasks": template.tasks} if shares else {}
+            self.template = template
+        env = make_env(self.env_id, **self.env_kwargs, **(self._shared or {}))
+        if self._tasks is not None:
+            env.tasks = self._tasks
+        return env
 
     def close(self) -> None:
         if self.template is not None:
