@@ -19,8 +19,9 @@ class Served:
     """``proofgym serve ENV ARGS`` running; ``url`` once it listens. A context manager that
     stops it (SIGTERM, then SIGKILL) and keeps its output in ``output``."""
 
-    def __init__(self, env_id: str, *args: str, timeout_s: float = 60.0) -> None:
-        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    def __init__(self, env_id: str, *args: str, timeout_s: float = 60.0,
+                 env: dict[str, str] | None = None) -> None:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "proofgym", "serve", env_id, "--port", "0",
                                       *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      env=env, text=True, start_new_session=True)
@@ -57,3 +58,24 @@ class Served:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
