@@ -47,6 +47,9 @@ class EnvSource:
             self._tasks = template.tasks
             shares = takes_tasks(self.env_id) and "tasks" not in self.env_kwargs
             self._shared = {"tasks": template.tasks} if shares else {}
+            # the template only describes the env (tools, limits, tasks): its runtime (a sandbox's
+            # scratch space, say) is let go at once, so only sessions hold runtimes
+            template.close()
             self.template = template
         env = make_env(self.env_id, **self.env_kwargs, **(self._shared or {}))
         if self._tasks is not None:
