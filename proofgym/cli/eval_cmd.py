@@ -71,6 +71,9 @@ def eval_command(
         min=0.0, help="CPUs each env slot reserves on its node (--backend ray).")] = DEFAULTS.cpus_per_slot,
     slots_per_node: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
         min=1, help="At most this many env slots per node (--backend ray).")] = None,
+    record_tokens: Annotated[bool, typer.Option(
+        help="openai:MODEL: ask the server for token ids and log-probabilities (vLLM's "
+             "return_token_ids, logprobs) and record them per call (export --format rl).")] = False,
     env_url: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         help="Run ENV as served by `proofgym serve` at this URL (ws://HOST:PORT): one session per "
              "slot, verdicts from the server.")] = None,
@@ -98,7 +101,7 @@ def eval_command(
     options = {}
     if policy.startswith("openai:"):
         options = {"base_url": base_url, "api_key": api_key, "system_prompt": system_prompt,
-                   "version": policy_version, "timeout_s": client_timeout}
+                   "version": policy_version, "timeout_s": client_timeout, "record_tokens": record_tokens}
     elif base_url is not None:
         raise typer.BadParameter("--base-url is for --policy openai:MODEL", param_hint="--base-url")
     env_kwargs = parse_env_args(env_id, env_arg)  # before anything is started or written
