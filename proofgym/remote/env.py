@@ -17,7 +17,6 @@ num_envs=4, vectorization_mode="sync", url=...)``.
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any, SupportsFloat
 from urllib.parse import urlsplit, urlunsplit
 
@@ -29,144 +28,25 @@ from websockets.sync.client import connect
 
 from proofgym.core import (
     AgentAction,
-    ConfigError,
     EpisodeStateError,
     Limits,
-    ProofgymError,
-    Task,
     TaskNotFoundError,
     TaskSpec,
     ToolCallAction,
     Trace,
     TurnCompleteAction,
-    Verdict,
 )
 from proofgym.env import UniversalVerifiableEnv, VerificationJob, transcript_lines
+from proofgym.remote.served import (
+    RemoteError,
+    RemoteRuntime,
+    RemoteTask,
+    http_base,
+    request_headers,
+)
 from proofgym.runtimes import Artifact
 from proofgym.serve.protocol import Code, action_payload
 from proofgym.tasks import HeldOutError, SplitManifest, TaskSet
-
-
-class RemoteError(ProofgymError, RuntimeError):
-    """The server refused a request or could not be reached; the message says which and why."""
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def http_base(url: str) -> str:
-    """``http://host:port`` from ``ws://host:port[/ws]`` or ``http://host:port``."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("ws", "wss", "http", "https") or not parts.netloc:
-        raise ConfigError(f"env url {url!r} must be ws://HOST:PORT or http://HOST:PORT (proofgym serve "
-                          "prints it)")
-    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
-    path = parts.path[:-3] if parts.path.endswith("/ws") else parts.path
-    return urlunsplit((scheme, parts.netloc, path.rstrip("/"), "", ""))
-
-
-def _headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-class RemoteTask(Task):
-    """A served task as the client knows it: id, content hash, grader version. Its grade is the
-    server's verdict for the episode named in the artifact (the server grades what it saw)."""
-
-    def __init__(self, entry: dict[str, Any], server: str, token: str | None) -> None:
-        self._id = entry["id"]
-        self._hash = entry["content_hash"]
-        self.grader_type = entry["grader_type"]
-        self.verifier_version = entry["verifier_version"]
-        self._rubric = entry.get("rubric")
-        self.server, self.token = server, token
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def content_hash(self) -> str:  # type: ignore[override]
-        return self._hash
-
-    @property
-    def rubric(self) -> Any:
-        """The served rubric's description (``None`` for a task graded without one), as a
-        ``rubric()`` callable: what the rollout contract reads."""
-        if self._rubric is None:
-            return None
-        described = self._rubric
-        return lambda: _Described(described)
-
-    def get_spec(self) -> TaskSpec:
-        raise ProofgymError(f"task {self._id!r} is served: its prompt arrives with reset() "
-                            "(RemoteEnv.current_spec)")
-
-    def content(self) -> dict[str, Any]:
-        return {"id": self._id, "served_content_hash": self._hash}
-
-    def verify(self, trace: Trace, runtime: Any) -> Verdict:
-        meta = runtime.artifact.meta
-        return fetch_verdict(meta["server"], meta["trajectory_id"], self.token)
-
-
-def fetch_verdict(server: str, trajectory_id: str, token: str | None, *, timeout_s: float = 600.0) -> Verdict:
-    """The server's verdict for ``trajectory_id``, waiting while it is pending."""
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(headers=_headers(token), timeout=70.0) as client:
-        while True:
-            response = client.get(f"{server}/verdicts/{trajectory_id}", params={"wait": 60})
-            if response.status_code != 200:
-                raise RemoteError(f"the server has no verdict for {trajectory_id}: {response.text[:300]}")
-            record = response.json()
-            if record["status"] != "pending":
-                return Verdict.from_dict(record["verdict"])
-            if time.monotonic() > deadline:
-                raise RemoteError(f"the verdict for {trajectory_id} was still pending after {timeout_s:g} s")
-
-
-class _Described:
-    def __init__(self, described: Any) -> None:
-        self._described = described
-
-    def describe(self) -> Any:
-        return self._described
-
-
-class _Tools:
-    def __init__(self, schemas: list[dict[str, Any]]) -> None:
-        self._schemas = schemas
-
-    def schemas(self) -> list[dict[str, Any]]:
-        return orjson.loads(orjson.dumps(self._schemas))
-
-
-class RemoteRuntime:
-    """The server's runtime as the client sees it: its tools and settings. Tool calls run on
-    the server, inside the env's own runtime; this one only describes it."""
-
-    kind = "remote"
-    cheap = False
-
-    def __init__(self, described: dict[str, Any]) -> None:
-        self.tools = _Tools(described["tools"])
-        self._config = described["runtime_config"]
-
-    def config(self) -> dict[str, Any]:
-        return orjson.loads(orjson.dumps(self._config))
-
-    def reset(self) -> None:
-        return None
-
-    def execute(self, tool_name: str, tool_input: Any) -> Any:
-        raise ProofgymError("a RemoteEnv's tools run on the server: use env.step()")
-
-    def snapshot(self) -> Artifact:
-        raise ProofgymError("a RemoteEnv's final state stays on the server, which grades it")
-
-    def close(self) -> None:
-        return None
 
 
 class RemoteEnv(UniversalVerifiableEnv):
@@ -187,7 +67,7 @@ class RemoteEnv(UniversalVerifiableEnv):
         self.allow_heldout = allow_heldout
         self.timeout_s = timeout_s
         try:
-            response = httpx.get(f"{self.url}/describe", headers=_headers(token), timeout=60.0)
+            response = httpx.get(f"{self.url}/describe", headers=request_headers(token), timeout=60.0)
         except httpx.HTTPError as exc:
             raise RemoteError(f"cannot reach the env server at {self.url}: {exc}") from None
         if response.status_code != 200:
@@ -210,7 +90,7 @@ class RemoteEnv(UniversalVerifiableEnv):
                              urlsplit(self.url).netloc, urlsplit(self.url).path + "/ws", "", ""))
         try:
             # entered: websockets >= 17.1 wants its connection opened as a context manager
-            self._ws = connect(ws_url, additional_headers=_headers(token), max_size=64 * 1024 * 1024,
+            self._ws = connect(ws_url, additional_headers=request_headers(token), max_size=64 * 1024 * 1024,
                                open_timeout=60.0).__enter__()
         except (OSError, ConnectionClosed) as exc:
             raise RemoteError(f"cannot open a session on {ws_url}: {exc}") from None
@@ -304,5 +184,3 @@ class RemoteEnv(UniversalVerifiableEnv):
             self._ws = None
         gymnasium.Env.close(self)
 
-
-gymnasium.register("Remote-v0", entry_point=RemoteEnv)
