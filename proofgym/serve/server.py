@@ -19,6 +19,7 @@ import uvicorn
 
 from proofgym.core import ConfigError
 from proofgym.serve.app import build_app
+from proofgym.serve.episodes import EpisodeTier
 from proofgym.serve.session import EnvSource
 from proofgym.serve.sessions import SessionManager
 from proofgym.serve.verdicts import VerdictStore
@@ -71,7 +72,9 @@ def build(config: ServeConfig) -> tuple[Any, SessionManager]:
     verdicts = VerdictStore(pool, detail=config.verdict_detail)
     manager = SessionManager(source, verdicts, max_sessions=config.max_sessions,
                              idle_timeout_s=config.idle_timeout_s, threads=config.threads)
-    return build_app(manager, token=config.token), manager
+    episodes = EpisodeTier(source, verdicts)
+    return build_app(manager, token=config.token, extra_routes=episodes.routes(),
+                     on_shutdown=[episodes.shutdown]), manager
 
 
 class _DrainingServer(uvicorn.Server):

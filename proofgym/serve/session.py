@@ -134,24 +134,9 @@ class Session:
         return step_payload(obs, False, False, info, self._metadata())
 
     def _guard(self, task_id: str, allow: bool, *, before: bool) -> None:
-        """The held-out guard: a held-out task is served only when the request says so
-        (``allow_heldout``), and then it is burned: it leaves the held-out pool for good."""
-        tasks = self.env.tasks
-        if tasks is None or task_id not in tasks.manifest.tasks:
-            return
-        if tasks.split_of(task_id) != "heldout":
-            return
-        if not allow:
-            if not before:
-                self.done, self.episode_id = True, None
-            raise ServeError(Code.HELD_OUT, f"task {task_id!r} is held out; a held-out task is served "
-                             "only with allow_heldout=true in the reset, and serving it burns it "
-                             "(it leaves the held-out pool: its numbers are no longer clean)")
-        if not before:
-            reason = f"served to session {self.id[:12]} by proofgym serve"
-            tasks.manifest.burn(task_id, reason)
-            self.source.burns.append({"task_id": task_id, "reason": reason, "split": BURNED,
-                                      "at": time.time()})
+        if not before and not allow:
+            self.done, self.episode_id = True, None  # a refused episode is no episode
+        held_out_guard(self.env, self.source, task_id, allow, f"session {self.id[:12]}", burn=not before)
 
     # ------------------------------------------------------------------ step
     async def _step(self, data: Any) -> dict[str, Any]:
@@ -197,3 +182,21 @@ class Session:
                 return
             self.closed = True
             await self._call(self.env.close)
+
+
+def held_out_guard(env: UniversalVerifiableEnv, source: EnvSource, task_id: str, allow: bool, who: str, *,
+                   burn: bool) -> None:
+    """The held-out guard: a held-out task is served only when the request says so
+    (``allow_heldout``), and then (``burn``) it is burned: it leaves the held-out pool for good,
+    and the server's burn log says who it was served to."""
+    tasks = env.tasks
+    if tasks is None or task_id not in tasks.manifest.tasks or tasks.split_of(task_id) != "heldout":
+        return
+    if not allow:
+        raise ServeError(Code.HELD_OUT, f"task {task_id!r} is held out; a held-out task is served only "
+                         "with allow_heldout=true, and serving it burns it (it leaves the held-out "
+                         "pool: its numbers are no longer clean)")
+    if burn:
+        reason = f"served to {who} by proofgym serve"
+        tasks.manifest.burn(task_id, reason)
+        source.burns.append({"task_id": task_id, "reason": reason, "split": BURNED, "at": time.time()})
