@@ -38,6 +38,8 @@ def serve_command(
     """Serve ENV: OpenEnv's WebSocket protocol on /ws, HTTP /reset and /step with a session
     header, verdicts out of band on /verdicts. SIGTERM drains."""
     from proofgym.cli.env_args import parse_env_args
+
+    require_serve_extra()
     from proofgym.serve import ServeConfig, serve
 
     if verifier not in ("process", "inline"):
@@ -54,3 +56,14 @@ def serve_command(
         sys.stdout.flush()
 
     serve(config, on_ready=ready)
+
+
+def require_serve_extra() -> None:
+    """A one-line usage error naming the install command when the server's stack is missing."""
+    import importlib.util
+
+    from proofgym.tasks import MissingExtraError
+
+    missing = [m for m in ("starlette", "uvicorn", "websockets") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingExtraError(f"proofgym serve needs {', '.join(missing)}: pip install 'proofgym[serve]'")

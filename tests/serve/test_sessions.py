@@ -166,3 +166,15 @@ def test_a_token_is_required_when_set():
             assert env.reset(seed=0)[0]["type"] == "turn_init"
         finally:
             env.close()
+
+
+def test_a_missing_serve_extra_names_the_install_command(monkeypatch):
+    import sys
+
+    from proofgym.cli.serve_cmd import require_serve_extra
+    from proofgym.tasks import MissingExtraError
+
+    require_serve_extra()  # installed here
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if it were not
+    with pytest.raises(MissingExtraError, match=r"needs uvicorn: pip install 'proofgym\[serve\]'"):
+        require_serve_extra()
