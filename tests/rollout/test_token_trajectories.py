@@ -17,6 +17,8 @@ import pytest
 from proofgym import make_env
 from proofgym.eval import evaluate
 from proofgym.eval.export import export_records
+from proofgym.eval.metrics import summarize
+from proofgym.eval.report import write_report
 from proofgym.rollout.openai_policy import OpenAIPolicy
 from proofgym.testing import ReferenceScript, ScriptedServer
 from proofgym.testing import tokens as scripted_tokens
@@ -118,7 +120,7 @@ def test_drift_between_calls_is_reported_not_papered_over():
     assert len(record["calls"]) == 2 and record["calls"][1]["prompt_ids"]  # the calls stay exact
 
 
-def test_max_off_policy_steps_filters_stale_episodes():
+def test_max_off_policy_steps_filters_stale_episodes(tmp_path):
     with ScriptedServer(ReferenceScript(make_env("proofgym/Arith-v0").tasks)) as server:
         old = _run("proofgym/Arith-v0", server, version="1", episodes=2)
         new = _run("proofgym/Arith-v0", server, version="10", episodes=2)
@@ -126,6 +128,11 @@ def test_max_off_policy_steps_filters_stale_episodes():
     assert [(r["policy_version"], r["age"]) for r in records] == [("10", 0), ("10", 0)]
     aged = list(export_records(old + new, "rl", current_version=12))
     assert sorted(r["age"] for r in aged) == [2, 2, 11, 11]
+    # the summary (and report.html) give the run's versions and ages against its newest
+    assert summarize(old + new)["policy_versions"] == {"versions": {"1": 2, "10": 2}, "current": 10,
+                                                       "max_age": 9, "mean_age": 4.5}
+    page = write_report(tmp_path, trajectories=old + new, summary=summarize(old + new)).read_text()
+    assert "age vs 10: max 9, mean 4.5 steps" in page
     from proofgym.core import ConfigError
 
     with pytest.raises(ConfigError, match="training step"):
