@@ -41,6 +41,7 @@ from proofgym.remote.served import (
     RemoteError,
     RemoteRuntime,
     RemoteTask,
+    ServedSpecs,
     http_base,
     request_headers,
 )
@@ -79,7 +80,8 @@ class RemoteEnv(UniversalVerifiableEnv):
         tasks = None
         if self.described.get("taskset"):
             info = self.described["taskset"]
-            tasks = TaskSet([RemoteTask(t, self.url, token) for t in self.described["tasks"]],
+            specs = ServedSpecs(self.url, token)
+            tasks = TaskSet([RemoteTask(t, self.url, token, specs) for t in self.described["tasks"]],
                             name=info["name"], manifest=SplitManifest.from_dict(info["manifest"]))
         super().__init__(RemoteRuntime(self.described), tasks=tasks,
                          limits=Limits(**self.described["limits"]), render_mode=render_mode)

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
+import pydantic
 
 from proofgym.core import ConfigError, ProofgymError, Task, TaskSpec, Trace, Verdict
 from proofgym.runtimes import Artifact
@@ -44,8 +45,11 @@ class RemoteTask(Task):
     """A served task as the client knows it: id, content hash, grader version. Its grade is the
     server's verdict for the episode named in the artifact (the server grades what it saw)."""
 
-    def __init__(self, entry: dict[str, Any], server: str, token: str | None) -> None:
+    def __init__(self, entry: dict[str, Any], server: str, token: str | None,
+                 specs: ServedSpecs | None = None) -> None:
         self._id = entry["id"]
+        self.multi_turn: bool = bool(entry.get("multi_turn", False))
+        self._specs = specs or ServedSpecs(server, token)
         self._hash = entry["content_hash"]
         self.grader_type = entry["grader_type"]
         self.verifier_version = entry["verifier_version"]
@@ -70,8 +74,8 @@ class RemoteTask(Task):
         return lambda: _Described(described)
 
     def get_spec(self) -> TaskSpec:
-        raise ProofgymError(f"task {self._id!r} is served: its prompt arrives with reset() "
-                            "(RemoteEnv.current_spec)")
+        """What the task shows the agent, as the server states it (``GET /prompts``)."""
+        return self._specs.get(self._id)
 
     def content(self) -> dict[str, Any]:
         return {"id": self._id, "served_content_hash": self._hash}
@@ -105,12 +109,77 @@ class _Described:
         return self._described
 
 
+_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
+                               "array": list, "object": dict}
+
+
+class RemoteTool:
+    """A served tool as the client sees it: its name, description and parameters as the server
+    states them, and a pydantic ``model`` of its arguments (what adapters that build typed
+    methods, such as the TRL one, read). Calls go through ``env.step``."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        function = schema.get("function", schema)
+        self.name: str = function["name"]
+        self.description: str = function.get("description", "")
+        self.parameters: dict[str, Any] = function.get("parameters", {})
+        required = set(self.parameters.get("required", []))
+        fields: dict[str, Any] = {}
+        for key, prop in self.parameters.get("properties", {}).items():
+            kind = prop.get("type")
+            annotation = _JSON_TYPES.get(kind[0] if isinstance(kind, list) else kind, Any)
+            fields[key] = (annotation, ... if key in required else prop.get("default"))
+        self.model = pydantic.create_model(f"{self.name}_arguments", **fields)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+    def docstring(self) -> str:
+        """As :meth:`proofgym.tools.Tool.docstring`: the description and one line per argument."""
+        lines = [self.description]
+        props = self.parameters.get("properties", {})
+        if props:
+            lines += ["", "Args:"]
+            lines += [f"    {name}: {' '.join(str(prop.get('description') or name).split())}"
+                      for name, prop in props.items()]
+        return "\n".join(lines)
+
+
 class _Tools:
     def __init__(self, schemas: list[dict[str, Any]]) -> None:
         self._schemas = schemas
+        self._tools = [RemoteTool(s) for s in schemas]
 
     def schemas(self) -> list[dict[str, Any]]:
         return orjson.loads(orjson.dumps(self._schemas))
+
+    def __iter__(self) -> Any:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+class ServedSpecs:
+    """The specs the server's tasks show the agent (``GET /prompts``), fetched once, on first use."""
+
+    def __init__(self, server: str, token: str | None) -> None:
+        self.server, self.token = server, token
+        self._specs: dict[str, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"server": self.server, "token": self.token, "_specs": None}
+
+    def get(self, task_id: str) -> TaskSpec:
+        if self._specs is None:
+            response = httpx.get(f"{self.server}/prompts", headers=request_headers(self.token), timeout=120)
+            if response.status_code != 200:
+                raise RemoteError(f"the server refused /prompts ({response.status_code}): "
+                                  f"{response.text[:300]}")
+            self._specs = response.json()["prompts"]
+        entry = self._specs[task_id]
+        return TaskSpec(entry["prompt"], metadata=entry.get("metadata"))
 
 
 class RemoteRuntime:

@@ -6,8 +6,9 @@
   names one; the response carries the id in that header and in ``metadata.session_id``),
   ``POST /step``, ``GET /state``, ``POST /close``, with the session in the header.
 * ``GET /health``; ``GET /tasks`` and ``GET /splits`` (ids, splits, content hashes: no task
-  content); ``GET /describe`` (what :class:`~proofgym.remote.RemoteEnv` needs to stand in for the
-  env); ``GET /verdicts/{trajectory_id}`` (``?wait=SECONDS``, ``?version=V``).
+  content); ``GET /prompts`` (each task's spec as the agent is shown it); ``GET /describe``
+  (what :class:`~proofgym.remote.RemoteEnv` needs to stand in for the env);
+  ``GET /verdicts/{trajectory_id}`` (``?wait=SECONDS``, ``?version=V``).
 * The episode tier (:mod:`proofgym.serve.episodes`) under ``/episodes``.
 * With a token (required when bound beyond loopback), every route but ``/health`` needs
   ``Authorization: Bearer TOKEN``.
@@ -26,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from proofgym.serve.describe import describe_env, splits_payload, tasks_payload
+from proofgym.serve.describe import describe_env, prompts_payload, splits_payload, tasks_payload
 from proofgym.serve.protocol import (
     HTTP_STATUS,
     SESSION_HEADER,
@@ -120,6 +121,9 @@ def build_app(manager: SessionManager, *, token: str | None = None,
     async def splits(request: Request) -> Response:
         return _json(splits_payload(manager.source))
 
+    async def prompts(request: Request) -> Response:
+        return _json(prompts_payload(manager.source))
+
     async def describe(request: Request) -> Response:
         return _json(describe_env(manager.source))
 
@@ -198,6 +202,7 @@ def build_app(manager: SessionManager, *, token: str | None = None,
         Route("/tasks", guarded(tasks)),
         Route("/splits", guarded(splits)),
         Route("/describe", guarded(describe)),
+        Route("/prompts", guarded(prompts)),
         Route("/verdicts/{trajectory_id:path}", guarded(verdict)),
         WebSocketRoute("/ws", websocket),
         *[Route(path, guarded(fn), methods=methods) for path, fn, methods in (extra_routes or [])],

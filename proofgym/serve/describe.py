@@ -1,14 +1,17 @@
 """What the server says about its env: tools, limits, runtime settings, task ids and splits.
 
 Enough for :class:`~proofgym.remote.RemoteEnv` to stand in for the env (the same rollout
-contract, so the same trajectory ids as a local run), and never a task's content: no prompts,
-answers, tests or references; tasks appear as id, content hash, split and grader version.
+contract, so the same trajectory ids as a local run), and never what a grader keeps: no answers,
+tests or references. ``/describe`` and ``/tasks`` show tasks as id, content hash, split and
+grader version; ``/prompts`` the specs the agent is shown anyway (prompt, metadata), for
+training datasets built on the client.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from proofgym.core import Task
 from proofgym.serve.session import EnvSource
 from proofgym.version import __version__
 
@@ -35,6 +38,7 @@ def describe_env(source: EnvSource) -> dict[str, Any]:
                 "id": task.id, "content_hash": task.content_hash,
                 "grader_type": f"{type(task).__module__}.{type(task).__qualname__}",
                 "verifier_version": str(task.verifier_version),
+                "multi_turn": type(task).on_turn_complete is not Task.on_turn_complete,
                 "rubric": rubric().describe() if callable(rubric) else None})
     return out
 
@@ -55,3 +59,16 @@ def splits_payload(source: EnvSource) -> dict[str, Any]:
     manifest = env.tasks.manifest
     return {"taskset": env.tasks.name, "digest": manifest.digest, "counts": manifest.counts(),
             "burned": manifest.burned, "burns": list(source.burns)}
+
+
+def prompts_payload(source: EnvSource) -> dict[str, Any]:
+    """Each task's spec as the agent is shown it (its prompt and metadata: what a reset on it
+    returns, nothing a grader keeps), for building training datasets on the client."""
+    env = _template(source)
+    if env.tasks is None:
+        return {"prompts": {}}
+    out = {}
+    for task in env.tasks:
+        spec = task.get_spec()
+        out[task.id] = {"prompt": spec.prompt, "metadata": spec.metadata or {}}
+    return {"prompts": out}
