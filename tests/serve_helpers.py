@@ -8,6 +8,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,8 +39,15 @@ class Served:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise AssertionError(f"proofgym serve did not start:\n{self.output}")
+        # the rest of its output is read as it comes: a full pipe would stall the server
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
         self.url = f"http://{self.host}:{self.port}"
         self.ws_url = f"ws://{self.host}:{self.port}"
+
+    def _drain(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            self.output += line
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
         if self.proc.poll() is None:
@@ -49,8 +57,7 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        rest = self.proc.stdout.read() if self.proc.stdout else ""
-        self.output += rest or ""
+        self._reader.join(10)
         return self.proc.returncode
 
     def __enter__(self) -> Served:
