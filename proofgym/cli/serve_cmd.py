@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -31,6 +32,9 @@ def serve_command(
     split: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         help="Serve one split only: train (a training server: other tasks are refused) | dev | "
              "heldout. Default: every task, held-out ones only with allow_heldout (burned).")] = None,
+    splits: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
+        help="Split manifest (`proofgym splits freeze`) to serve the splits of; burns of held-out "
+             "tasks are written back into it.")] = None,
     verdict_detail: Annotated[bool, typer.Option(
         help="Send graders' reasons and error texts with verdicts (they may quote hidden tests "
              "or answers: only for clients you trust with them).")] = False,
@@ -47,7 +51,7 @@ def serve_command(
     config = ServeConfig(env_id, parse_env_args(env_id, env_arg), host=host, port=port, token=token,
                          max_sessions=max_sessions, idle_timeout_s=idle_timeout, drain_s=drain,
                          threads=threads, verifier=verifier, verdict_detail=verdict_detail,
-                         split=split)
+                         split=split, splits=splits)
 
     def ready(bound: int) -> None:
         # one line a supervisor (or a test) can read the port from

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -42,6 +43,7 @@ class ServeConfig:
     verifier: str = "process"
     verdict_detail: bool = False
     split: str | None = None
+    splits: Path | None = None
 
     def check(self) -> None:
         if not is_loopback(self.host) and not self.token:
@@ -66,7 +68,11 @@ def build(config: ServeConfig) -> tuple[Any, SessionManager]:
     config.check()
     if config.split not in (None, "train", "dev", "heldout"):
         raise ConfigError(f"unknown split {config.split!r}; use train, dev or heldout")
-    source = EnvSource(config.env_id, dict(config.env_kwargs), split=config.split)
+    if config.splits is not None and not Path(config.splits).is_file():
+        raise ConfigError(f"split manifest {config.splits} does not exist; write one with "
+                          "`proofgym splits freeze ENV --out FILE`")
+    source = EnvSource(config.env_id, dict(config.env_kwargs), split=config.split,
+                       splits=Path(config.splits) if config.splits is not None else None)
     source.build().close()  # a bad env id or argument fails now, before the port opens
     pool = VerifierPool(config.verifier)  # type: ignore[arg-type]
     verdicts = VerdictStore(pool, detail=config.verdict_detail)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import logging
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from proofgym.core import TraceStep
@@ -21,7 +23,9 @@ from proofgym.env import UniversalVerifiableEnv
 from proofgym.make import make_env, takes_tasks
 from proofgym.serve.protocol import Code, ServeError, parse_action, step_payload
 from proofgym.serve.verdicts import VerdictStore
-from proofgym.tasks import BURNED
+from proofgym.tasks import BURNED, SplitManifest
+
+log = logging.getLogger("proofgym.serve")
 
 
 @dataclass
@@ -34,6 +38,9 @@ class EnvSource:
     #: Serve one split only (``train``: a training server; sampling draws from it and any other
     #: task id is refused as held out); ``None``: every task, held-out ones behind the guard.
     split: str | None = None
+    #: A frozen split manifest file (``proofgym splits freeze``) to serve the splits of; every
+    #: burn is written back into it, so it outlives the server.
+    splits: Path | None = None
     burns: list[dict[str, Any]] = field(default_factory=list)
     _shared: dict[str, Any] | None = None
     _tasks: Any = None
@@ -42,6 +49,8 @@ class EnvSource:
     def build(self) -> UniversalVerifiableEnv:
         if self.template is None:
             template = make_env(self.env_id, **self.env_kwargs)
+            if self.splits is not None and template.tasks is not None:
+                template.tasks = template.tasks.with_splits(SplitManifest.load(self.splits))
             if self.split is not None and template.tasks is not None:
                 template.tasks = template.tasks.split(self.split)
             self._tasks = template.tasks
@@ -200,3 +209,6 @@ def held_out_guard(env: UniversalVerifiableEnv, source: EnvSource, task_id: str,
         reason = f"served to {who} by proofgym serve"
         tasks.manifest.burn(task_id, reason)
         source.burns.append({"task_id": task_id, "reason": reason, "split": BURNED, "at": time.time()})
+        log.warning("burned held-out task %s: %s", task_id, reason)
+        if source.splits is not None:
+            tasks.manifest.save(source.splits)
