@@ -7,7 +7,8 @@
   ``POST /step``, ``GET /state``, ``POST /close``, with the session in the header.
 * ``GET /health``; ``GET /tasks`` and ``GET /splits`` (ids, splits, content hashes: no task
   content); ``GET /prompts`` (each task's spec as the agent is shown it); ``GET /describe``
-  (what :class:`~proofgym.remote.RemoteEnv` needs to stand in for the env);
+  (what :class:`~proofgym.remote.RemoteEnv` needs to stand in for the env); OpenEnv's
+  ``GET /schema`` and ``GET /metadata``;
   ``GET /verdicts/{trajectory_id}`` (``?wait=SECONDS``, ``?version=V``).
 * The episode tier (:mod:`proofgym.serve.episodes`) under ``/episodes``.
 * With a token (required when bound beyond loopback), every route but ``/health`` needs
@@ -27,7 +28,14 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from proofgym.serve.describe import describe_env, prompts_payload, splits_payload, tasks_payload
+from proofgym.serve.describe import (
+    describe_env,
+    metadata_payload,
+    prompts_payload,
+    schema_payload,
+    splits_payload,
+    tasks_payload,
+)
 from proofgym.serve.protocol import (
     HTTP_STATUS,
     SESSION_HEADER,
@@ -121,6 +129,12 @@ def build_app(manager: SessionManager, *, token: str | None = None,
     async def splits(request: Request) -> Response:
         return _json(splits_payload(manager.source))
 
+    async def schema(request: Request) -> Response:
+        return _json(schema_payload(manager.source))
+
+    async def metadata(request: Request) -> Response:
+        return _json(metadata_payload(manager.source))
+
     async def prompts(request: Request) -> Response:
         return _json(prompts_payload(manager.source))
 
@@ -203,6 +217,8 @@ def build_app(manager: SessionManager, *, token: str | None = None,
         Route("/splits", guarded(splits)),
         Route("/describe", guarded(describe)),
         Route("/prompts", guarded(prompts)),
+        Route("/schema", guarded(schema)),
+        Route("/metadata", guarded(metadata)),
         Route("/verdicts/{trajectory_id:path}", guarded(verdict)),
         WebSocketRoute("/ws", websocket),
         *[Route(path, guarded(fn), methods=methods) for path, fn, methods in (extra_routes or [])],

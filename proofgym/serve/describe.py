@@ -72,3 +72,31 @@ def prompts_payload(source: EnvSource) -> dict[str, Any]:
         spec = task.get_spec()
         out[task.id] = {"prompt": spec.prompt, "metadata": spec.metadata or {}}
     return {"prompts": out}
+
+
+def schema_payload(source: EnvSource) -> dict[str, Any]:
+    """OpenEnv's ``GET /schema`` (its ``SchemaResponse``): JSON schemas of the actions (a call of
+    one of the env's tools, or the end of the turn), the observations and the state."""
+    env = _template(source)
+    names = [t["function"]["name"] for t in env.runtime.tools.schemas()]
+    call = {"type": "object", "required": ["tool_name"], "properties": {
+        "tool_name": {"type": "string", **({"enum": names} if names else {})},
+        "tool_input": {"type": "object", "description": "the tool's arguments (see its schema in "
+                                                        "the reset's info.tools)"}}}
+    turn = {"type": "object", "required": ["message"], "properties": {"message": {"type": "string"}}}
+    observation = {"type": "object", "required": ["turn", "observation", "type"], "properties": {
+        "turn": {"type": "integer"}, "observation": {"type": "string"},
+        "type": {"enum": ["turn_init", "tool_output", "tool_error", "turn_transition", "episode_end"]}}}
+    state = {"type": "object", "properties": {
+        "episode_id": {"type": ["string", "null"]}, "step_count": {"type": "integer"},
+        "session_id": {"type": "string"}, "task_id": {"type": ["string", "null"]},
+        "done": {"type": "boolean"}, "verdict_status": {"type": ["string", "null"]}}}
+    return {"action": {"anyOf": [call, turn]}, "observation": observation, "state": state}
+
+
+def metadata_payload(source: EnvSource) -> dict[str, Any]:
+    """OpenEnv's ``GET /metadata`` (its ``EnvironmentMetadata``)."""
+    env = _template(source)
+    return {"name": source.env_id, "description": (type(env).__doc__ or "").strip().split("\n")[0],
+            "version": __version__, "readme_content": None, "author": None,
+            "documentation_url": None}

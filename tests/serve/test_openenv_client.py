@@ -124,3 +124,14 @@ def test_openenv_client_plays_code_repair_and_the_verdicts_equal_local():
             record = httpx.get(f"{served.url}/verdicts/{episode}").json()
             assert _grade(record["verdict"]) == _grade(local_verdict)
         assert local_verdict["reward"] == 0.0  # the control fails; the reference passed above
+
+
+def test_schema_and_metadata_have_openenv_shapes(arith):
+    from openenv.core.env_server.types import EnvironmentMetadata, SchemaResponse
+
+    schema = SchemaResponse(**httpx.get(f"{arith.url}/schema").json())  # OpenEnv's own models
+    assert schema.action["anyOf"][0]["properties"]["tool_name"]["enum"] == ["calculator"]
+    metadata = EnvironmentMetadata(**httpx.get(f"{arith.url}/metadata").json())
+    assert metadata.name == "proofgym/Arith-v0"
+    health = httpx.get(f"{arith.url}/health").json()
+    assert health["status"] == "healthy"
