@@ -78,9 +78,18 @@ def test_capacity_is_a_typed_error_and_frees_when_a_session_ends(small):
     assert _ask(c, {"type": "reset", "data": {"seed": 3}})["type"] == "observation"
     c.close()
     b.close()
+    _free(small)  # the next test finds room
+
+
+def _free(served: Served) -> None:
+    deadline = time.monotonic() + 10
+    while httpx.get(f"{served.url}/health").json()["active_sessions"]:
+        assert time.monotonic() < deadline, "closed sessions were never freed"
+        time.sleep(0.05)
 
 
 def test_an_idle_http_session_is_reaped(small):
+    _free(small)
     reset = httpx.post(f"{small.url}/reset", json={"seed": 4})
     session = reset.headers[SESSION_HEADER]
     before = httpx.get(f"{small.url}/health").json()["reaped"]
@@ -93,6 +102,7 @@ def test_an_idle_http_session_is_reaped(small):
 
 
 def test_the_held_out_guard_needs_the_flag_and_burns_the_task(small):
+    _free(small)
     tasks = make_env(ENV).tasks
     held = next(t for t in tasks.ids if tasks.split_of(t) == "heldout")
     env = RemoteEnv(small.url)
@@ -178,3 +188,20 @@ def test_a_missing_serve_extra_names_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if it were not
     with pytest.raises(MissingExtraError, match=r"needs uvicorn: pip install 'proofgym\[serve\]'"):
         require_serve_extra()
+
+
+def test_burns_are_written_into_the_served_split_manifest(tmp_path, cli):
+    manifest = tmp_path / "splits.json"
+    cli("splits", "freeze", ENV, "--out", str(manifest))
+    entries = orjson.loads(manifest.read_bytes())["tasks"]
+    held = next(t for t, e in entries.items() if e["split"] == "heldout")
+    with Served(ENV, "--verifier", "inline", "--splits", str(manifest)) as served:
+        env = RemoteEnv(served.url, allow_heldout=True)
+        try:
+            env.reset(options={"task_id": held})
+        finally:
+            env.close()
+    burned = orjson.loads(manifest.read_bytes())["burned"]
+    assert list(burned) == [held] and burned[held]["was"] == "heldout"  # it outlives the server
+    assert f"burned held-out task {held}" in served.output
+    assert held in cli("splits", "show", str(manifest)).stdout
