@@ -99,6 +99,11 @@ def test_sigterm_drains_the_call_in_flight_then_closes_every_sandbox():
         sandbox = descendants(pid)
         assert sandbox
         served.proc.send_signal(signal.SIGTERM)
+        # draining: new sessions are refused, with a code that says so
+        _wait(lambda: httpx.get(f"{served.url}/health").json()["status"] == "draining",
+              "SIGTERM did not start a drain")
+        late = httpx.post(f"{served.url}/reset", json={})
+        assert late.status_code == 503 and late.json()["error"]["code"] == "DRAINING"
         worker.join(30)
         assert result and "slow-done" in result[0][0]["observation"]  # finished, not cut off
         assert served.proc.wait(30) == 0
