@@ -87,6 +87,7 @@ def _records(path) -> list[dict]:
     return [orjson.loads(line) for line in (path / "trajectories.jsonl").read_bytes().splitlines()]
 
 
+@pytest.mark.slow
 def test_100_arith_episodes_through_remote_env_equal_the_local_run(served, model, tmp_path):
     runs = {}
     for name, factory in (("local", None), ("remote", functools.partial(RemoteEnv, served.ws_url))):
@@ -106,6 +107,7 @@ def test_100_arith_episodes_through_remote_env_equal_the_local_run(served, model
     assert {r["status"] for r in remote} == {"ok"} and all(r["reward"] == 1.0 for r in remote)
 
 
+@pytest.mark.slow
 def test_eval_env_url_runs_the_served_env_with_the_local_ids(served, model, tmp_path, cli):
     base = ["--policy", "openai:scripted", "--base-url", model.base_url, "-n", "6", "--split", "dev",
             "-c", "2"]

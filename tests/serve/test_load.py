@@ -13,6 +13,7 @@ import time
 
 import httpx
 import orjson
+import pytest
 from websockets.sync.client import connect
 
 from tests.conftest import REPO
@@ -42,6 +43,7 @@ def _wait(check, what: str, timeout_s: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_256_concurrent_sessions_none_lost_and_no_leak_after_a_kill():
     # a training server: sampled resets draw train tasks (none refused by the held-out guard)
     with Served("proofgym/Arith-v0", "--verifier", "inline", "--split", "train",

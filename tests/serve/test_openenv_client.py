@@ -108,6 +108,7 @@ def test_openenv_client_errors_are_openenv_error_frames(arith):
         assert client.step({"message": "\\boxed{1}"}).done
 
 
+@pytest.mark.slow
 @pytest.mark.sandbox
 def test_openenv_client_plays_code_repair_and_the_verdicts_equal_local():
     require_tool("bwrap")

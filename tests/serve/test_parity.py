@@ -16,6 +16,7 @@ def served():
         yield server
 
 
+@pytest.mark.slow
 def test_local_and_served_search_qa_are_at_parity(served, cli):
     proc = cli("parity", ENV, served.ws_url)
     assert "probed 4 tools (find_in_document, open, search, wait) x 5 probes" in proc.stdout
@@ -25,6 +26,7 @@ def test_local_and_served_search_qa_are_at_parity(served, cli):
         assert "0 difference(s)" in cli("parity", served.url, other.ws_url).stdout
 
 
+@pytest.mark.slow
 def test_a_changed_tool_schema_fails_naming_the_tool(cli, tmp_path):
     with Served("tests.serve.parity_envs:SchemaChanged-v0", "--verifier", "inline") as changed:
         proc = cli("parity", ENV, changed.ws_url, check=False)
