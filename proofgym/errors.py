@@ -18,6 +18,7 @@ its subclass: 1, a run that failed)::
     │         RetriesExhausted, SlotLostError
     ├── tasks: HeldOutError, SplitManifestError
     ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
+    ├── serving: ServeError > CapacityError; RemoteError
     ├── sandbox: SandboxSetupError > IdBusyError, ImageError;  LayerError (ValueError)
     └── verify: PoolClosedError, RegradeError, GraderSpecError, HedgedAnswer, MathCheckStarved,
         JudgeError > JudgeTimeout, UngradedReply; TestSourceError, ArtifactRejected
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
     from proofgym.integrations.trl.environment import MultiTurnNotSupported
     from proofgym.record.contract import ContractError
     from proofgym.record.rundir import RunStoreError
+    from proofgym.remote import RemoteError
     from proofgym.rollout.openai_policy import PolicyInfrastructureError
     from proofgym.rollout.orchestrator import RolloutError, RunFailedError
     from proofgym.rollout.slots import SlotLostError
@@ -56,6 +58,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
         SnapshotSourceError,
         UnknownToolError,
     )
+    from proofgym.serve import CapacityError, ServeError
     from proofgym.tasks.loaders import MissingExtraError, TaskRecordError
     from proofgym.tasks.splits import HeldOutError, SplitManifestError
     from proofgym.testing.scripts import UnknownPrompt
@@ -81,6 +84,9 @@ _WHERE = {
     "MultiTurnNotSupported": "proofgym.integrations.trl.environment",
     "ContractError": "proofgym.record.contract",
     "RunStoreError": "proofgym.record.rundir",
+    "RemoteError": "proofgym.remote",
+    "ServeError": "proofgym.serve",
+    "CapacityError": "proofgym.serve",
     "TransportError": "proofgym.chat_client",
     "RetriesExhausted": "proofgym.chat_client",
     "PolicyInfrastructureError": "proofgym.rollout.openai_policy",
@@ -120,6 +126,7 @@ def __getattr__(name: str) -> type[ProofgymError]:
 
 __all__ = [
     "ArtifactRejected",
+    "CapacityError",
     "ComparisonError",
     "ConfigError",
     "ContractError",
@@ -142,12 +149,14 @@ __all__ = [
     "PoolClosedError",
     "ProofgymError",
     "RegradeError",
+    "RemoteError",
     "RetriesExhausted",
     "RolloutError",
     "RunFailedError",
     "RunStoreError",
     "SandboxSetupError",
     "SearchError",
+    "ServeError",
     "SlotLostError",
     "SnapshotSourceError",
     "SplitManifestError",

@@ -114,7 +114,7 @@ def test_no_module_level_import_circles():
 LAYERS = [
     ("core", "version"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",), ("tasks",),
     ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",),
-    ("cli", "envs", "integrations", "testing", "errors", "__init__", "__main__"),
+    ("cli", "serve", "remote", "envs", "integrations", "testing", "errors", "__init__", "__main__"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

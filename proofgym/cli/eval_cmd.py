@@ -71,6 +71,14 @@ def eval_command(
         min=0.0, help="CPUs each env slot reserves on its node (--backend ray).")] = DEFAULTS.cpus_per_slot,
     slots_per_node: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
         min=1, help="At most this many env slots per node (--backend ray).")] = None,
+    record_tokens: Annotated[bool, typer.Option(
+        help="openai:MODEL: ask the server for token ids and log-probabilities (vLLM's "
+             "return_token_ids, logprobs) and record them per call (export --format rl).")] = False,
+    env_url: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        help="Run ENV as served by `proofgym serve` at this URL (ws://HOST:PORT): one session per "
+             "slot, verdicts from the server.")] = None,
+    env_token: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        envvar="PROOFGYM_SERVE_TOKEN", show_envvar=True, help="Bearer token for --env-url.")] = None,
 ) -> None:
     """Run a policy on an environment and report rewards."""
     from proofgym.cli.env_args import parse_env_args
@@ -93,10 +101,13 @@ def eval_command(
     options = {}
     if policy.startswith("openai:"):
         options = {"base_url": base_url, "api_key": api_key, "system_prompt": system_prompt,
-                   "version": policy_version, "timeout_s": client_timeout}
+                   "version": policy_version, "timeout_s": client_timeout, "record_tokens": record_tokens}
     elif base_url is not None:
         raise typer.BadParameter("--base-url is for --policy openai:MODEL", param_hint="--base-url")
     env_kwargs = parse_env_args(env_id, env_arg)  # before anything is started or written
+    env_factory = None
+    if env_url is not None:
+        env_factory, env_kwargs = _served(env_id, env_url, env_token, env_arg)
     pol = make_policy(policy, seed=seed, **options)  # an unknown policy is a ConfigError (exit 2)
     if split not in (None, "train", "dev", "heldout"):
         raise typer.BadParameter(f"unknown split {split!r}; use train, dev or heldout", param_hint="--split")
@@ -118,7 +129,7 @@ def eval_command(
                           timeout_s=grader_timeout, ray_address=ray_address) as pool:
             trajectories, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
                                              progress=RunProgress(title, console=console), backend=slots,
-                                             **common)
+                                             env_factory=env_factory, **common)
     except BaseException:
         if claimed and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # the run never started: leave no empty default directory behind
@@ -159,6 +170,27 @@ def _slots(backend: str, address: str | None, cpus_per_slot: float, slots_per_no
 
     require_ray()  # a one-line usage error naming the install command when Ray is missing
     return RaySlots(address=address, cpus_per_slot=cpus_per_slot, slots_per_node=slots_per_node)
+
+
+def _served(env_id: str, url: str, token: str | None,
+            env_arg: list[str] | None) -> tuple[Any, dict[str, Any]]:
+    """The factory of RemoteEnvs over ``url`` and the served env's arguments (for the contract),
+    after checking the server serves ``env_id``."""
+    import functools
+
+    from proofgym.core import ConfigError
+    from proofgym.remote import RemoteEnv
+
+    if env_arg:
+        raise typer.BadParameter("a served env was built by its server: drop --env-arg (pass it to "
+                                 "`proofgym serve`)", param_hint="--env-arg")
+    probe = RemoteEnv(url, token=token)
+    try:
+        if probe.served_env_id != env_id:
+            raise ConfigError(f"the server at {url} serves {probe.served_env_id}, not {env_id}")
+        return functools.partial(RemoteEnv, url, token=token), dict(probe.served_env_kwargs)
+    finally:
+        probe.close()
 
 
 def _first_line(text: str | None) -> str:

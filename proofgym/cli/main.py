@@ -23,7 +23,9 @@ from proofgym.cli.envs_cmd import envs_command
 from proofgym.cli.eval_cmd import eval_command
 from proofgym.cli.export_cmd import export_command
 from proofgym.cli.image_cmd import image_app
+from proofgym.cli.parity_cmd import parity_command
 from proofgym.cli.report_cmd import report_command
+from proofgym.cli.serve_cmd import serve_command
 from proofgym.cli.serve_scripted_cmd import serve_scripted_command
 from proofgym.cli.splits_cmd import splits_app
 from proofgym.cli.validate_cmd import validate_command
@@ -42,6 +44,8 @@ app.command("export")(export_command)
 app.command("report")(report_command)
 app.command("compare")(compare_command)
 app.command("serve-scripted")(serve_scripted_command)
+app.command("serve")(serve_command)
+app.command("parity")(parity_command)
 
 
 def main() -> None:

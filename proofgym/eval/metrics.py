@@ -204,7 +204,8 @@ def compute_metrics(trajectories: Iterable[Trajectory], *, seed: int = 0, confid
     ``truncated_rate``, ``truncation_reasons`` (counts) and ``truncation_rates``, ``end_reasons``
     (rates of terminated / truncated:REASON / error), ``tool_calls``, ``tool_errors`` (counts by
     kind) and ``tool_error_rates`` (per tool call), ``verify_errors`` (grader errors),
-    ``episode_errors``, ``steps``, ``tokens``, ``time``, ``tasks`` and ``per_task``.
+    ``episode_errors``, ``steps``, ``tokens``, ``time``, ``tasks``, ``per_task`` and
+    ``policy_versions`` (:func:`policy_versions`: trajectory age in training steps).
     """
     trajs = list(trajectories)
     n = len(trajs)
@@ -232,6 +233,7 @@ def compute_metrics(trajectories: Iterable[Trajectory], *, seed: int = 0, confid
     components, metrics = rubric_means(trajs)
     return {
         "episodes": n,
+        "policy_versions": policy_versions(trajs),
         "scored": len(scored),
         "unscored": n - len(scored),
         "mean_reward": sum(scored) / len(scored) if scored else None,
@@ -261,6 +263,21 @@ def compute_metrics(trajectories: Iterable[Trajectory], *, seed: int = 0, confid
         "attempts_per_task": _attempt_counts(groups),
         "per_task": per_task(groups, threshold=threshold),
     }
+
+
+def policy_versions(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """The policy versions a run's episodes were sampled with (``versions``: counts), and when
+    they are training steps (integers) the trajectory age against the newest (``current``):
+    ``max_age`` and ``mean_age``, in steps (async training's off-policy lag)."""
+    counts = Counter(str(t.policy.get("version")) for t in trajectories
+                     if isinstance(t.policy, dict) and t.policy.get("version") is not None)
+    out: dict[str, Any] = {"versions": dict(sorted(counts.items())), "current": None,
+                           "max_age": None, "mean_age": None}
+    if counts and all(v.lstrip("-").isdigit() for v in counts):
+        current = max(int(v) for v in counts)
+        ages = [current - int(v) for v, n in counts.items() for _ in range(n)]
+        out.update(current=current, max_age=max(ages), mean_age=sum(ages) / len(ages))
+    return out
 
 
 def summarize(trajectories: Iterable[Trajectory], fields: Mapping[str, Any] | None = None, *,

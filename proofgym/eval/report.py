@@ -113,11 +113,20 @@ def _headline(s: dict[str, Any]) -> str:
         _card("tokens in / out", f"{tokens['in']:,} / {tokens['out']:,}" if tokens else "—",
               f"{tokens['episodes_with_usage']} episodes reported usage" if tokens
               else "the policy reported no usage"),
+        _card("policy versions", ", ".join((s.get("policy_versions") or {}).get("versions") or {}) or "—",
+              _age_note(s.get("policy_versions") or {})),
         _card("time, summed over episodes", plots.seconds(time.get("total_s", 0.0)),
               f"model {plots.seconds(time.get('policy_s', 0.0))} · tools "
               f"{plots.seconds(time.get('env_s', 0.0))} · verify {plots.seconds(time.get('verify_s', 0.0))}"),
     ]
     return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _age_note(versions: dict[str, Any]) -> str:
+    if versions.get("current") is None:
+        return "trajectory age needs integer versions (training steps)"
+    return (f"age vs {versions['current']}: max {versions['max_age']}, "
+            f"mean {versions['mean_age']:.1f} steps")
 
 
 def _figure(fig_id: str, caption: str, svg: str) -> str:

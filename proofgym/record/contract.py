@@ -89,7 +89,9 @@ class RolloutContract:
                          split_manifest=ts.manifest.digest)
             rubrics: dict[bytes, Any] = {}
             for task in ts:
-                name = f"{type(task).__module__}.{type(task).__qualname__}"
+                # a served task (proofgym.remote) names the grader class the server runs
+                name = (getattr(task, "grader_type", None)
+                        or f"{type(task).__module__}.{type(task).__qualname__}")
                 graders.setdefault(name, set()).add(str(task.verifier_version))
                 # a task graded by a Rubric (duck-typed: ``task.rubric()``) adds its components,
                 # so a judge's model and prompt version are part of the contract too

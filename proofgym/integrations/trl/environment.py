@@ -47,7 +47,9 @@ def is_multi_turn(env: UniversalVerifiableEnv) -> bool:
     """True when a task of ``env`` can answer a finished turn with a new message."""
     if env.max_turns <= 1 or env.tasks is None:
         return False
-    return any(type(t).on_turn_complete is not Task.on_turn_complete for t in env.tasks)
+    # a served task (proofgym.remote) says so itself: its class is the client's stand-in
+    return any(getattr(t, "multi_turn", type(t).on_turn_complete is not Task.on_turn_complete)
+               for t in env.tasks)
 
 
 # --------------------------------------------------------------- the generated class
