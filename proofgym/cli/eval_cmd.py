@@ -109,6 +109,8 @@ def eval_command(
     if verifier not in ("process", "inline", "ray"):
         raise typer.BadParameter(f"{verifier!r}; use 'process', 'ray' or 'inline'", param_hint="--verifier")
     slots = _slots(backend, ray_address, cpus_per_slot, slots_per_node, verifier=verifier)
+    if backend == "ray":
+        concurrency = _fit_local_cluster(slots, concurrency, ray_address)
     options = {}
     sampled = {"--temperature": temperature, "--top-p": top_p, "--max-tokens": max_tokens,
                "--sampling": sampling, "--sampling-file": sampling_file}
@@ -187,6 +189,24 @@ def _slots(backend: str, address: str | None, cpus_per_slot: float, slots_per_no
 
     require_ray()  # a one-line usage error naming the install command when Ray is missing
     return RaySlots(address=address, cpus_per_slot=cpus_per_slot, slots_per_node=slots_per_node)
+
+
+def _fit_local_cluster(slots: Any, concurrency: int, address: str | None) -> int:
+    """A cluster of this machine (no address given) runs at most the slots it has room for, with
+    a warning; a cluster named by an address keeps refusing (the run would not be the one asked for)."""
+    import os
+
+    if address is not None or os.environ.get("RAY_ADDRESS"):
+        return concurrency
+    room = slots.room()
+    if 0 < room < concurrency:
+        console.print(f"[yellow]warning:[/] the local Ray cluster has room for {room} env slots "
+                      f"({slots.cpus_per_slot:g} CPUs per slot); running -c {room} instead of "
+                      f"-c {concurrency} "
+                      "(lower --cpus-per-slot for more, or pass --ray-address of a larger cluster)",
+                      highlight=False)
+        return room
+    return concurrency
 
 
 def _first_line(text: str | None) -> str:

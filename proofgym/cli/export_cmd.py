@@ -9,13 +9,15 @@ from typing import Annotated, Optional
 import typer
 
 from proofgym.cli.console import console
+from proofgym.cli.numbers import number
 
 
 def export_command(
     run: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory (or its trajectories.jsonl).")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="sft | preferences")] = "sft",
     min_reward: Annotated[Optional[float], typer.Option(  # noqa: UP045 - typer
-        "--min-reward", help="sft: export trajectories with at least this reward (default 1.0); "
+        "--min-reward", parser=number(),
+        help="sft: export trajectories with at least this reward (default 1.0); "
                              "preferences: the chosen attempt must reach it.")] = None,
     out: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
         "--out", "-o", help="File to write (default: RUN/export-FORMAT.jsonl).")] = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import gc
 import os
 import sys
@@ -88,9 +89,16 @@ def _run() -> None:
         sys.exit(exc.exit_code)
     except OSError as exc:  # a path that cannot be written or read: name it, no traceback
         where = f" {exc.filename}" if exc.filename else ""
-        err_console.print(f"[bold red]error:[/]{where}: {exc.strerror or exc}", highlight=False,
+        # a path the user gave that cannot be used is a usage error (2); a full disk is not (1)
+        usage = exc.filename is not None and exc.errno in _PATH_ERRNOS
+        hint = "; choose a path you can write (or create its directory)" if usage else ""
+        err_console.print(f"[bold red]error:[/]{where}: {exc.strerror or exc}{hint}", highlight=False,
                           soft_wrap=True)
-        sys.exit(1)
+        sys.exit(2 if usage else 1)
+
+
+_PATH_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR,
+                errno.EEXIST, errno.ENAMETOOLONG}
 
 
 if __name__ == "__main__":
