@@ -26,6 +26,7 @@ from proofgym.cli.export_cmd import export_command
 from proofgym.cli.image_cmd import image_app
 from proofgym.cli.report_cmd import report_command
 from proofgym.cli.serve_scripted_cmd import serve_scripted_command
+from proofgym.cli.show_cmd import show_command
 from proofgym.cli.splits_cmd import splits_app
 from proofgym.cli.validate_cmd import validate_command
 from proofgym.cli.verify_cmd import verify_command
@@ -43,6 +44,7 @@ app.command("export")(export_command)
 app.command("report")(report_command)
 app.command("compare")(compare_command)
 app.command("serve-scripted")(serve_scripted_command)
+app.command("show")(show_command)
 
 
 def main() -> None:
