@@ -18,6 +18,7 @@ import threading
 import typer
 
 import proofgym  # noqa: F401 - registers the bundled environments with Gymnasium
+from proofgym.cli.audit_cmd import audit_command
 from proofgym.cli.compare_cmd import compare_command
 from proofgym.cli.contract_cmd import contract_app
 from proofgym.cli.envs_cmd import envs_command
@@ -45,6 +46,7 @@ app.command("report")(report_command)
 app.command("compare")(compare_command)
 app.command("serve-scripted")(serve_scripted_command)
 app.command("show")(show_command)
+app.command("audit")(audit_command)
 
 
 def main() -> None:
