@@ -76,9 +76,10 @@ def audit_run(run: str | Path | RunRecord, *, min_reward: float = DEFAULT_MIN_RE
                             "reward": traj.reward, "families": sorted({f.family for f in findings}),
                             "findings": [f.to_dict() for f in findings]})
     families = Counter(fam for entry in flagged for fam in entry["families"])
+    used = {r.name for rs in cache.values() for r in rs} if cache else {r.name for r in base}
     return {"run": str(record.path), "min_reward": min_reward, "trajectories": len(record.trajectories),
             "audited": len(audited), "flagged": len(flagged), "families": dict(sorted(families.items())),
-            "rules": sorted({r.name for rs in cache.values() for r in rs} or {r.name for r in base}),
+            "rules": sorted(used),
             "trajectories_flagged": flagged}
 
 
