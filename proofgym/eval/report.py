@@ -116,7 +116,9 @@ def _headline(s: dict[str, Any]) -> str:
               else "the policy reported no usage"),
         _card("time, summed over episodes", plots.seconds(time.get("total_s", 0.0)),
               f"model {plots.seconds(time.get('policy_s', 0.0))} · tools "
-              f"{plots.seconds(time.get('env_s', 0.0))} · verify {plots.seconds(time.get('verify_s', 0.0))}"),
+              f"{plots.seconds(time.get('env_s', 0.0))} · verify {plots.seconds(time.get('verify_s', 0.0))}"
+              + (f" · grader start-up {plots.seconds(time['verifier_startup_s'])} (once per run, apart)"
+                 if time.get("verifier_startup_s") is not None else "")),
     ]
     return f'<div class="cards">{"".join(cards)}</div>'
 
@@ -133,6 +135,8 @@ def _plots(s: dict[str, Any], rewards: list[float]) -> str:
     time = s.get("time") or {}
     parts = [(n, time.get(k, 0.0)) for n, k in (("model", "policy_s"), ("tools", "env_s"),
                                                ("verification", "verify_s"))]
+    if time.get("verifier_startup_s") is not None:  # once per run: its own bar, not "verification"
+        parts.append(("grader start-up", time["verifier_startup_s"]))
     spent = sum(v for _, v in parts) or 1.0
     errors = s.get("tool_errors") or {}
     calls = s.get("tool_calls", 0)
