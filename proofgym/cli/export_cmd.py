@@ -55,6 +55,12 @@ def export_command(
     if left_out:
         reasons = ", ".join(f"{n} with {why}" for why, n in sorted(left_out.items()))
         console.print(f"never exported: {reasons}")
+    if fmt == "sft":
+        threshold = 1.0 if min_reward is None else min_reward
+        below = sum(1 for t in loaded.trajectories if exportable(t, include_heldout=include_heldout)
+                    and t.reward is not None and t.reward < threshold)
+        if below:
+            console.print(f"left out: {below} scored below --min-reward {threshold:g}", highlight=False)
 
 
 def _why_not(traj) -> str:

@@ -93,7 +93,8 @@ def burn_command(
 
 def _print(manifest, path: Path) -> None:
     grouped = f" · grouped by {manifest.group_by}" if manifest.group_by else ""
-    table = Table(title=f"{manifest.taskset} · splits {manifest.digest}{grouped} · {path}", show_header=False)
+    console.print(f"{manifest.taskset} · splits {manifest.digest}{grouped} · {path}", highlight=False)
+    table = Table(show_header=False)
     for name, count in manifest.counts().items():
         table.add_row(name, str(count))
     console.print(table)
