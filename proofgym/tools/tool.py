@@ -40,12 +40,10 @@ class Tool:
 
     A tool also reads as the plain function it wraps: ``__name__`` is its name, ``__doc__`` a
     Google-style docstring of its description and parameters, ``__signature__`` its parameters
-    (without an injected :class:`ToolContext`), ``__annotations__`` their types. It pickles by
-    reference when it is what its module's attribute names (the ``@tool`` decorator's result), else
-    with the function it wraps. transformers' ``get_json_schema`` (what TRL's
-    ``GRPOTrainer(tools=...)`` and chat templates use) reads a tool as a function; calling a tool
-    calls the function it wraps as is, while :meth:`as_function` gives a function that validates
-    its arguments like the registry and returns the output text.
+    (without an injected :class:`ToolContext`). It pickles by reference when it is what its
+    module's attribute names (the ``@tool`` decorator's result), else with the function it wraps.
+    Frameworks that accept only real functions (TRL's ``GRPOTrainer(tools=...)``, transformers'
+    chat templates) take :meth:`as_function`.
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None,
@@ -78,12 +76,6 @@ class Tool:
         self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
         self.__doc__ = self.docstring()
         self.__signature__ = self.signature()
-        # what typing.get_type_hints reads: with it, transformers' get_json_schema (and so
-        # GRPOTrainer(tools=[tool]) and chat templates) take a Tool as they take a function
-        self.__annotations__ = {p.name: p.annotation for p in self.__signature__.parameters.values()}
-        returns = inspect.signature(fn).return_annotation
-        if returns is not inspect.Signature.empty and not isinstance(returns, str):
-            self.__annotations__["return"] = returns
 
     def signature(self) -> inspect.Signature:
         """The parameters the agent passes (keyword-only, typed, with defaults)."""
