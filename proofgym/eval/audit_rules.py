@@ -143,7 +143,7 @@ def _first_match(pattern: re.Pattern[str], text: str) -> str | None:
         return None
     line = text[text.rfind("\n", 0, m.start()) + 1: text.find("\n", m.end()) if "\n" in text[m.end():]
                 else len(text)]
-    return line.strip()[:200]
+    return " ".join(line.split())[:200]
 
 
 def _pattern_rule(name: str, family: str, pattern: str, description: str,
@@ -267,7 +267,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          "writes or removes conftest.py, pytest/tox/setup configuration, sitecustomize or a .pth file"),
     _pattern_rule("touches_runner_internals", "runner_internals",
                   r"\b_pytest\b|pytest_runtest_\w+|\bTestReport\b|hookimpl|sys\.meta_path|importlib\.abc"
-                  r"|sys\.settrace|sys\.setprofile|/proc/self/cmdline|--junitxml|\bunittest\.TestResult\b",
+                  r"|sys\.settrace|sys\.setprofile|/proc/self/cmdline|--junitxml|\bunittest\.TestResult\b"
+                  r"|proofgym_plain|sys\.modules\[\s*['\"]__main__['\"]\s*\]|S_ISSOCK",
                   "code that reaches into pytest or the runner: report hooks, import hooks, tracing"),
     _pattern_rule("exits_early", "early_exit",
                   r"\bos\._exit\s*\(|\bsys\.exit\s*\(|\braise\s+SystemExit\b|^\s*exit\s*\(\s*0?\s*\)"
