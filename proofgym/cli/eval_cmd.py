@@ -34,13 +34,13 @@ def eval_command(
     system_prompt: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="System prompt for openai:MODEL.")] = None,
     temperature: Annotated[Optional[float], typer.Option(  # noqa: UP045 - typer
-        parser=number(0.0), help="Sampling temperature for openai:MODEL (>= 0) [default: the "
-                                 "server's].")] = None,
+        parser=number(0.0), help="Sampling temperature for openai:MODEL, >= 0 (default: the "
+                                 "server's).")] = None,
     top_p: Annotated[Optional[float], typer.Option(  # noqa: UP045 - typer
         parser=number(0.0, 1.0, lo_open=True),
-        help="Nucleus sampling top_p for openai:MODEL, in (0, 1] [default: the server's].")] = None,
+        help="Nucleus sampling top_p for openai:MODEL, in (0, 1] (default: the server's).")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
-        min=1, help="Most tokens per model answer for openai:MODEL [default: the server's].")] = None,
+        min=1, help="Most tokens per model answer for openai:MODEL (default: the server's).")] = None,
     sampling: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045 - typer
         "--sampling", metavar="KEY=VALUE",
         help="Any other chat.completions argument for openai:MODEL, VALUE as JSON (else a string), "
