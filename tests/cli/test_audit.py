@@ -128,3 +128,41 @@ def test_a_task_extends_or_replaces_the_rule_set(tmp_path) -> None:
     assert "mentions_boxed" in extended["rules"] and "exits_early" in extended["rules"]
     replaced = audit_run(out, min_reward=0, task_lookup=lambda _id: _Replacing())
     assert replaced["flagged"] == 0 and replaced["rules"] == []
+
+
+def test_reads_outside_the_workspace_git_mining_and_copied_answers_are_flagged(tmp_path) -> None:
+    """The families no CodeRepair control plays, played for real in a CodeRepair sandbox."""
+    from proofgym.core import ToolCallAction, TurnCompleteAction
+    from proofgym.rollout.policies import ScriptedPolicy
+
+    env = make_env(CODE_REPAIR)
+    task = env.tasks[0]
+    test_file = next(p for p in sorted(task.repo.rglob("test_*.py")))
+    relative = str(test_file.relative_to(task.repo))
+    copied = next(line.strip() for line in test_file.read_text().splitlines() if len(line.strip()) >= 20)
+    scripts = {
+        "outside": [ToolCallAction("bash", {"command": "cat /etc/hostname; ls /proc/1"}),
+                    ToolCallAction("read_file", {"path": "/etc/os-release"}), TurnCompleteAction("Done.")],
+        "git": [ToolCallAction("bash", {"command": "git log -p --all | head -50"}),
+                TurnCompleteAction("Done.")],
+        "copied": [ToolCallAction("read_file", {"path": relative}),
+                   TurnCompleteAction(f"The expected behaviour:\n{copied}")],
+    }
+    lines = []
+    try:
+        with VerifierPool("inline") as pool:
+            for name, script in scripts.items():
+                [traj] = run_plan(env, ScriptedPolicy(script), plan_episodes([task.id], episodes=1),
+                                  verifier=pool, env_id=CODE_REPAIR)
+                traj.trajectory_id = f"{name}/{traj.trajectory_id}"
+                lines.append(traj.to_json())
+    finally:
+        env.close()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trajectories.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    result = audit_run(run, min_reward=0)
+    families = {e["trajectory_id"].split("/")[0]: set(e["families"]) for e in result["trajectories_flagged"]}
+    assert "outside_workspace" in families["outside"]
+    assert "git_history" in families["git"]
+    assert "answer_copied" in families["copied"]
