@@ -67,3 +67,19 @@ def test_a_sandboxed_env_refuses_pickling_by_name() -> None:
                 clone(env)
     finally:
         env.close()
+
+
+def test_chat_templates_take_as_function_not_the_tool_itself() -> None:
+    """What the page says: transformers (and so GRPOTrainer(tools=)) takes only real functions."""
+    from tests.trl_fixtures import require_module
+
+    require_module("transformers")
+    from proofgym.envs.arith.calculator import calculator
+    from tests.trl_tiny import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    messages = [{"role": "user", "content": "6 * 7?"}]
+    with pytest.raises(ValueError, match="callable function with type hints"):
+        tokenizer.apply_chat_template(messages, tools=[calculator], tokenize=False)
+    text = tokenizer.apply_chat_template(messages, tools=[calculator.as_function()], tokenize=False)
+    assert '"name": "calculator"' in text and "expression" in text
