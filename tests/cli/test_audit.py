@@ -19,6 +19,8 @@ from proofgym.make import make_env
 from proofgym.rollout import ControlPolicy, ReferencePolicy
 from proofgym.verify.pool import VerifierPool
 
+pytestmark = pytest.mark.slow  # real sandboxes: every CodeRepair control and four reference runs
+
 CODE_REPAIR = "proofgym/CodeRepair-v0"
 #: The family each CodeRepair hack control must be flagged with (it may be flagged with more).
 EXPECTED = {
