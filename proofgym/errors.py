@@ -11,7 +11,7 @@ its subclass: 1, a run that failed)::
     ProofgymError
     ├── ConfigError (ValueError): a bad argument or setting
     │   ├── EnvBuildError > EnvNotFoundError, EnvArgError;  ComparisonError, SnapshotSourceError,
-    │   │   UnknownToolError, TaskRecordError, MissingExtraError (ImportError)
+    │   │   UnknownToolError, TaskRecordError, MissingExtraError (ImportError), SamplingError
     ├── TaskNotFoundError (KeyError), EpisodeStateError
     ├── records: ContractError, RunStoreError
     ├── runs: RolloutError > RunFailedError; PolicyInfrastructureError, TransportError,
@@ -41,6 +41,7 @@ from proofgym.core.errors import (
 if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported on first use
     from proofgym.chat_client import RetriesExhausted, TransportError
     from proofgym.cli.env_args import EnvArgError
+    from proofgym.cli.sampling_args import SamplingError
     from proofgym.envs.search_qa.corpus import SearchError
     from proofgym.eval.compare import ComparisonError
     from proofgym.integrations.trl.environment import MultiTurnNotSupported
@@ -79,6 +80,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
 #: where each class is defined (imported on first use: some layers take seconds to load)
 _WHERE = {
     "EnvArgError": "proofgym.cli.env_args",
+    "SamplingError": "proofgym.cli.sampling_args",
     "SearchError": "proofgym.envs.search_qa.corpus",
     "ComparisonError": "proofgym.eval.compare",
     "MultiTurnNotSupported": "proofgym.integrations.trl.environment",
@@ -154,6 +156,7 @@ __all__ = [
     "RolloutError",
     "RunFailedError",
     "RunStoreError",
+    "SamplingError",
     "SandboxSetupError",
     "SearchError",
     "ServeError",

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from proofgym.cli.console import console
+from proofgym.cli.numbers import number
 
 
 def export_command(
@@ -16,7 +17,8 @@ def export_command(
     fmt: Annotated[str, typer.Option("--format", "-f", help="sft | preferences | rl (token ids, "
                                      "log-probabilities, loss mask, reward, policy version)")] = "sft",
     min_reward: Annotated[Optional[float], typer.Option(  # noqa: UP045 - typer
-        "--min-reward", help="sft: export trajectories with at least this reward (default 1.0); "
+        "--min-reward", parser=number(),
+        help="sft: export trajectories with at least this reward (default 1.0); "
                              "preferences: the chosen attempt must reach it.")] = None,
     out: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
         "--out", "-o", help="File to write (default: RUN/export-FORMAT.jsonl).")] = None,
@@ -63,6 +65,12 @@ def export_command(
     if left_out:
         reasons = ", ".join(f"{n} with {why}" for why, n in sorted(left_out.items()))
         console.print(f"never exported: {reasons}")
+    if fmt == "sft":
+        threshold = 1.0 if min_reward is None else min_reward
+        below = sum(1 for t in loaded.trajectories if exportable(t, include_heldout=include_heldout)
+                    and t.reward is not None and t.reward < threshold)
+        if below:
+            console.print(f"left out: {below} scored below --min-reward {threshold:g}", highlight=False)
 
 
 def _why_not(traj) -> str:

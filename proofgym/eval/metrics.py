@@ -164,10 +164,18 @@ def _first_int(usage: Mapping[str, Any], keys: Sequence[str]) -> int:
 def time_split(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """Seconds spent in the model (``policy_s``), the tools (``env_s``) and verification
     (``verify_s``), summed over episodes, plus the sum of the episodes' own durations
-    (``total_s``). Sums, not the run's wall time: concurrent episodes and out-of-band grading
+    (``total_s``), and the CPU seconds of the grading sandboxes (``sandbox_cpu_s``) when the
+    graders measured them. Sums, not the run's wall time: concurrent episodes and out-of-band grading
     overlap, so the sum can exceed the time the run took."""
     keys = ("policy_s", "env_s", "verify_s", "total_s")
-    return {k: float(sum(t.timings.get(k, 0.0) for t in trajectories)) for k in keys}
+    out = {k: float(sum(t.timings.get(k, 0.0) for t in trajectories)) for k in keys}
+    # CPU of the sandboxes that graded (a grader's ``sandbox_cpu_s`` metric): getrusage of this
+    # process never sees it, the sandboxes are children of a spawner it does not reap
+    cpu = [t.verdict.metrics["sandbox_cpu_s"] for t in trajectories
+           if t.verdict is not None and "sandbox_cpu_s" in t.verdict.metrics]
+    if cpu:
+        out["sandbox_cpu_s"] = float(sum(cpu))
+    return out
 
 
 def per_task(groups: Mapping[str, Sequence[Trajectory]], *,
@@ -291,7 +299,13 @@ def summarize(trajectories: Iterable[Trajectory], fields: Mapping[str, Any] | No
     The one computation of a summary: ``evaluate`` writes it, and ``report`` and ``compare`` get
     it through :func:`summary_of`.
     """
-    return {**(fields or {}), **compute_metrics(trajectories, seed=seed)}
+    metrics = compute_metrics(trajectories, seed=seed)
+    # the run's own timings (its grader pool's start-up) are in no episode: kept from ``fields``
+    recorded = (fields or {}).get("time")
+    if isinstance(recorded, Mapping):
+        own = {k: v for k, v in recorded.items() if k not in metrics["time"]}
+        metrics["time"] = {**metrics["time"], **own}
+    return {**(fields or {}), **metrics}
 
 
 def summary_of(run: RunRecord) -> dict[str, Any]:

@@ -188,6 +188,13 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
         return f"{type(self).__name__}(tools={list(self._pg_tool_names)})"
 
 
+def close_environment(instance: ProofgymEnvironment) -> None:
+    """Close one instance of an :func:`environment_factory` class now (its env; for a sandbox,
+    its processes and mounts). Idempotent. A function, not a method: TRL offers every public
+    method of the class to the model as a tool. Instances still open are closed at exit."""
+    instance._close()
+
+
 def environment_factory(env: EnvSource, *, allow_heldout: bool = False,
                         **options: Any) -> type[ProofgymEnvironment]:
     """A class for ``GRPOTrainer(environment_factory=...)`` running the proofgym env ``env``.

@@ -223,6 +223,14 @@ class SandboxRuntime:
             self._shell.kill()
             self._shell = None
 
+    def __reduce__(self) -> Any:
+        # refused by name: pickle's own error names a local tool function, not the cause
+        raise TypeError(
+            "a sandboxed env (SandboxRuntime) does not pickle or copy: it owns a live sandbox "
+            "(processes and mounts on this machine). Build the env in each process instead "
+            "(make_env(ENV_ID)); for TRL pass environment_factory(ENV_ID), whose instances pickle "
+            "as fresh ones; a grading job (env.verification_job(...)) pickles")
+
     def close(self) -> None:
         if self._closed:
             return
