@@ -16,6 +16,7 @@ import pydantic
 
 from proofgym.core import ConfigError, ProofgymError, Task, TaskSpec, Trace, Verdict
 from proofgym.runtimes import Artifact
+from proofgym.tools import schema_docstring
 
 
 class RemoteError(ProofgymError, RuntimeError):
@@ -137,13 +138,7 @@ class RemoteTool:
 
     def docstring(self) -> str:
         """As :meth:`proofgym.tools.Tool.docstring`: the description and one line per argument."""
-        lines = [self.description]
-        props = self.parameters.get("properties", {})
-        if props:
-            lines += ["", "Args:"]
-            lines += [f"    {name}: {' '.join(str(prop.get('description') or name).split())}"
-                      for name, prop in props.items()]
-        return "\n".join(lines)
+        return schema_docstring(self.description, self.parameters)
 
 
 class _Tools:
