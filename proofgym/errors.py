@@ -11,14 +11,15 @@ its subclass: 1, a run that failed)::
     ProofgymError
     ├── ConfigError (ValueError): a bad argument or setting
     │   ├── EnvBuildError > EnvNotFoundError, EnvArgError;  ComparisonError, SnapshotSourceError,
-    │   │   UnknownToolError, TaskRecordError, MissingExtraError (ImportError)
+    │   │   UnknownToolError, TaskRecordError, MissingExtraError (ImportError), SamplingError
     ├── TaskNotFoundError (KeyError), EpisodeStateError
     ├── records: ContractError, RunStoreError
     ├── runs: RolloutError > RunFailedError; PolicyInfrastructureError, TransportError,
     │         RetriesExhausted, SlotLostError
     ├── tasks: HeldOutError, SplitManifestError
     ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
-    ├── sandbox: SandboxSetupError > IdBusyError
+    ├── serving: ServeError > CapacityError; RemoteError
+    ├── sandbox: SandboxSetupError > IdBusyError, ImageError;  LayerError (ValueError)
     └── verify: PoolClosedError, RegradeError, GraderSpecError, HedgedAnswer, MathCheckStarved,
         JudgeError > JudgeTimeout, UngradedReply; TestSourceError, ArtifactRejected
 """
@@ -40,20 +41,25 @@ from proofgym.core.errors import (
 if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported on first use
     from proofgym.chat_client import RetriesExhausted, TransportError
     from proofgym.cli.env_args import EnvArgError
+    from proofgym.cli.sampling_args import SamplingError
     from proofgym.envs.search_qa.corpus import SearchError
     from proofgym.eval.compare import ComparisonError
     from proofgym.integrations.trl.environment import MultiTurnNotSupported
     from proofgym.record.contract import ContractError
     from proofgym.record.rundir import RunStoreError
+    from proofgym.remote import RemoteError
     from proofgym.rollout.openai_policy import PolicyInfrastructureError
     from proofgym.rollout.orchestrator import RolloutError, RunFailedError
     from proofgym.rollout.slots import SlotLostError
     from proofgym.runtimes.sandbox import (
         IdBusyError,
+        ImageError,
+        LayerError,
         SandboxSetupError,
         SnapshotSourceError,
         UnknownToolError,
     )
+    from proofgym.serve import CapacityError, ServeError
     from proofgym.tasks.loaders import MissingExtraError, TaskRecordError
     from proofgym.tasks.splits import HeldOutError, SplitManifestError
     from proofgym.testing.scripts import UnknownPrompt
@@ -74,11 +80,15 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
 #: where each class is defined (imported on first use: some layers take seconds to load)
 _WHERE = {
     "EnvArgError": "proofgym.cli.env_args",
+    "SamplingError": "proofgym.cli.sampling_args",
     "SearchError": "proofgym.envs.search_qa.corpus",
     "ComparisonError": "proofgym.eval.compare",
     "MultiTurnNotSupported": "proofgym.integrations.trl.environment",
     "ContractError": "proofgym.record.contract",
     "RunStoreError": "proofgym.record.rundir",
+    "RemoteError": "proofgym.remote",
+    "ServeError": "proofgym.serve",
+    "CapacityError": "proofgym.serve",
     "TransportError": "proofgym.chat_client",
     "RetriesExhausted": "proofgym.chat_client",
     "PolicyInfrastructureError": "proofgym.rollout.openai_policy",
@@ -86,6 +96,8 @@ _WHERE = {
     "RunFailedError": "proofgym.rollout.orchestrator",
     "SlotLostError": "proofgym.rollout.slots",
     "IdBusyError": "proofgym.runtimes.sandbox",
+    "ImageError": "proofgym.runtimes.sandbox",
+    "LayerError": "proofgym.runtimes.sandbox",
     "SnapshotSourceError": "proofgym.runtimes.sandbox",
     "SandboxSetupError": "proofgym.runtimes.sandbox",
     "UnknownToolError": "proofgym.runtimes.sandbox",
@@ -116,6 +128,7 @@ def __getattr__(name: str) -> type[ProofgymError]:
 
 __all__ = [
     "ArtifactRejected",
+    "CapacityError",
     "ComparisonError",
     "ConfigError",
     "ContractError",
@@ -127,8 +140,10 @@ __all__ = [
     "HedgedAnswer",
     "HeldOutError",
     "IdBusyError",
+    "ImageError",
     "JudgeError",
     "JudgeTimeout",
+    "LayerError",
     "MathCheckStarved",
     "MissingExtraError",
     "MultiTurnNotSupported",
@@ -136,12 +151,15 @@ __all__ = [
     "PoolClosedError",
     "ProofgymError",
     "RegradeError",
+    "RemoteError",
     "RetriesExhausted",
     "RolloutError",
     "RunFailedError",
     "RunStoreError",
+    "SamplingError",
     "SandboxSetupError",
     "SearchError",
+    "ServeError",
     "SlotLostError",
     "SnapshotSourceError",
     "SplitManifestError",

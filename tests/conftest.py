@@ -45,3 +45,10 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300,
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` first (a stable sort: the order is otherwise unchanged, and the same
+    in every pytest-xdist worker): the long tests start while there is other work to run beside
+    them, so no core idles at the end waiting for one."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -114,7 +114,7 @@ def test_speed_quick_measures_a_row_in_a_fresh_process_and_lists_every_row(tmp_p
 
 
 BENCHES = ("harness.py", "cputime.py", "speed.py", "workload.py", "throughput.py", "sandbox.py",
-           "peers.py", "sandboxed_grading.py", "report_scale.py")
+           "peers.py", "sandboxed_grading.py", "report_scale.py", "serve_latency.py")
 
 
 @pytest.mark.parametrize("name", BENCHES)

@@ -1,9 +1,15 @@
-"""Every example in docs/ runs.
+"""Every example in docs/ runs, as a reader follows the guide: every page in ONE directory, in the
+order of docs/index.md (index.md first), so a page that writes what an earlier page wrote (a run
+directory, a file) fails here as it would for the reader.
 
-Per page, in a fresh directory and in document order: ```python blocks are executed in one shared
-namespace (a page is a tutorial); ```python file=NAME blocks are written to NAME; the ``$`` lines of
-```console blocks are run in a shell (``proofgym`` is this checkout's CLI). Blocks whose info string
-says ``no-run`` need a GPU or a model server and are skipped; any other fence language fails the test.
+Per page, in document order: ```python blocks are executed in one namespace of the page's own (a
+page is a tutorial, read in a fresh Python session); ```python file=NAME blocks are written to NAME;
+the ``$`` lines of ```console blocks are run in a shell (``proofgym`` is this checkout's CLI).
+Blocks whose info string says ``no-run`` need a GPU or a model server and are skipped; any other
+fence language fails the test. Every page must be linked from the index.
+
+While editing one page: ``DOCS_PAGES=index.md,comparing-runs.md pytest tests/test_docs.py`` runs only
+those pages (still in index order, in one directory).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import pytest
 from tests.conftest import REPO
 
 DOCS = sorted((REPO / "docs").glob("*.md"))
+LINK = re.compile(r"\]\(([\w.-]+\.md)\)")
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```\s*$", re.M | re.S)
 
 DRIVER = r'''
@@ -73,16 +80,37 @@ def test_the_docs_exist_and_have_runnable_examples():
     assert len(runnable) >= 15 and len(skipped) <= 3
 
 
-#: pages that start a local Ray cluster run on the test worker that runs tests/rollout/test_ray.py
-_RAY_PAGES = {"scaling-out.md"}
+def index_order() -> list[Path]:
+    """index.md, then the pages in the order the index first links them."""
+    order = ["index.md"]
+    for name in LINK.findall((REPO / "docs" / "index.md").read_text()):
+        if name not in order:
+            order.append(name)
+    return [REPO / "docs" / name for name in order]
 
 
-@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.xdist_group("ray"))
-                                  if p.name in _RAY_PAGES else p for p in DOCS], ids=[p.name for p in DOCS])
-def test_every_example_on_the_page_runs(page, tmp_path):
-    (tmp_path / "driver.py").write_text(driver_for(page))
+def test_the_index_links_every_page_and_only_pages_that_exist():
+    ordered = index_order()
+    assert {p.name for p in ordered} == {p.name for p in DOCS}, (
+        "docs/index.md must link every page of docs/ (the docs test follows the guide in its order): "
+        f"unlinked {sorted({p.name for p in DOCS} - {p.name for p in ordered})}, "
+        f"missing {sorted({p.name for p in ordered} - {p.name for p in DOCS})}")
+
+
+# A page that starts a local Ray cluster runs on the test worker that runs
+# tests/rollout/test_ray.py, so the whole guide does (it is one walk through one directory).
+@pytest.mark.xdist_group("ray")
+@pytest.mark.slow
+def test_every_page_runs_in_one_directory_in_index_order(tmp_path):
+    chosen = {n.strip() for n in os.environ.get("DOCS_PAGES", "").split(",") if n.strip()}
+    pages = [p for p in index_order() if not chosen or p.name in chosen]
+    assert pages, f"DOCS_PAGES={os.environ['DOCS_PAGES']!r} names no page of docs/"
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "COLUMNS": "120"}
-    proc = subprocess.run([sys.executable, "driver.py"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, (f"{page.name}\nstdout:\n{proc.stdout[-4000:]}\n"
-                                  f"stderr:\n{proc.stderr[-4000:]}")
+    for page in pages:
+        driver = tmp_path / f".driver-{page.stem}.py"
+        driver.write_text(driver_for(page))
+        proc = subprocess.run([sys.executable, driver.name], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, (f"{page.name} (after {[p.name for p in pages[:pages.index(page)]]} "
+                                      f"in the same directory)\nstdout:\n{proc.stdout[-4000:]}\n"
+                                      f"stderr:\n{proc.stderr[-4000:]}")

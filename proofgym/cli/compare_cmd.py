@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from proofgym.cli.console import console
+from proofgym.cli.numbers import number
 
 
 def compare_command(
@@ -23,8 +24,9 @@ def compare_command(
                                     "or env (shown as warnings).")] = False,
     parity: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
         help="TOML file of allowed contract differences ([[allow]] path = '...' reason = '...').")] = None,
-    threshold: Annotated[float, typer.Option(help="A reward at or above this is a pass.")] = 1.0,
-    confidence: Annotated[float, typer.Option(min=0.5, max=0.999,
+    threshold: Annotated[float, typer.Option(
+        parser=number(), help="A reward at or above this is a pass.")] = 1.0,
+    confidence: Annotated[float, typer.Option(parser=number(0.5, 0.999),
                                               help="Confidence of the paired bootstrap interval.")] = 0.95,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
 ) -> None:

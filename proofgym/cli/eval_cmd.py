@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from proofgym.cli.console import console
+from proofgym.cli.numbers import number
 from proofgym.core.defaults import DEFAULTS
 
 
@@ -32,6 +33,21 @@ def eval_command(
         envvar="OPENAI_API_KEY", show_envvar=True, help="API key for openai:MODEL.")] = None,
     system_prompt: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="System prompt for openai:MODEL.")] = None,
+    temperature: Annotated[Optional[float], typer.Option(  # noqa: UP045 - typer
+        parser=number(0.0), help="Sampling temperature for openai:MODEL, >= 0 (default: the "
+                                 "server's).")] = None,
+    top_p: Annotated[Optional[float], typer.Option(  # noqa: UP045 - typer
+        parser=number(0.0, 1.0, lo_open=True),
+        help="Nucleus sampling top_p for openai:MODEL, in (0, 1] (default: the server's).")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
+        min=1, help="Most tokens per model answer for openai:MODEL (default: the server's).")] = None,
+    sampling: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045 - typer
+        "--sampling", metavar="KEY=VALUE",
+        help="Any other chat.completions argument for openai:MODEL, VALUE as JSON (else a string), "
+             "e.g. --sampling seed=7 (repeatable); recorded in contract.json.")] = None,
+    sampling_file: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
+        help="JSON (or .toml) object of sampling settings for openai:MODEL; the flags above "
+             "override it.")] = None,
     policy_version: Annotated[str, typer.Option(
         help="Version recorded on every trajectory (a checkpoint or training step)."),
     ] = DEFAULTS.policy_version,
@@ -50,12 +66,14 @@ def eval_command(
         min=1, help="Grading jobs in flight at once [default: the CPU count; raise it for graders "
                     "that mostly wait, e.g. an LLM judge].")] = None,
     grader_timeout: Annotated[float, typer.Option(
-        help="Seconds a grading job may take.")] = DEFAULTS.grader_timeout_s,
+        parser=number(0.0, lo_open=True), help="Seconds a grading job may take."),
+    ] = DEFAULTS.grader_timeout_s,
     max_error_rate: Annotated[float, typer.Option(
-        min=0.0, max=1.0, help="Largest share of unscored episodes (grader or episode errors) a "
+        parser=number(0.0, 1.0), help="Largest share of unscored episodes (grader or episode errors) a "
                                "run may have; above it the command exits with status 3."),
     ] = DEFAULTS.max_error_rate,
     client_timeout: Annotated[float, typer.Option(
+        parser=number(0.0, lo_open=True),
         help="Seconds one model call (openai:MODEL) may take before it is retried."),
     ] = DEFAULTS.client_timeout_s,
     env_arg: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045 - typer
@@ -68,9 +86,18 @@ def eval_command(
         help="Ray cluster to use with --backend ray (default: $RAY_ADDRESS, a local `ray start` "
              "cluster, else a new local one).")] = None,
     cpus_per_slot: Annotated[float, typer.Option(
-        min=0.0, help="CPUs each env slot reserves on its node (--backend ray).")] = DEFAULTS.cpus_per_slot,
+        parser=number(0.0), help="CPUs each env slot reserves on its node (--backend ray)."),
+    ] = DEFAULTS.cpus_per_slot,
     slots_per_node: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
         min=1, help="At most this many env slots per node (--backend ray).")] = None,
+    record_tokens: Annotated[bool, typer.Option(
+        help="openai:MODEL: ask the server for token ids and log-probabilities (vLLM's "
+             "return_token_ids, logprobs) and record them per call (export --format rl).")] = False,
+    env_url: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        help="Run ENV as served by `proofgym serve` at this URL (ws://HOST:PORT): one session per "
+             "slot, verdicts from the server.")] = None,
+    env_token: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        envvar="PROOFGYM_SERVE_TOKEN", show_envvar=True, help="Bearer token for --env-url.")] = None,
 ) -> None:
     """Run a policy on an environment and report rewards."""
     from proofgym.cli.env_args import parse_env_args
@@ -90,13 +117,27 @@ def eval_command(
     if verifier not in ("process", "inline", "ray"):
         raise typer.BadParameter(f"{verifier!r}; use 'process', 'ray' or 'inline'", param_hint="--verifier")
     slots = _slots(backend, ray_address, cpus_per_slot, slots_per_node, verifier=verifier)
+    if backend == "ray":
+        concurrency = _fit_local_cluster(slots, concurrency, ray_address)
     options = {}
+    sampled = {"--temperature": temperature, "--top-p": top_p, "--max-tokens": max_tokens,
+               "--sampling": sampling, "--sampling-file": sampling_file}
     if policy.startswith("openai:"):
+        from proofgym.cli.sampling_args import parse_sampling
+
         options = {"base_url": base_url, "api_key": api_key, "system_prompt": system_prompt,
-                   "version": policy_version, "timeout_s": client_timeout}
+                   "version": policy_version, "timeout_s": client_timeout, "record_tokens": record_tokens,
+                   "sampling": parse_sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                                              pairs=sampling, file=sampling_file)}
     elif base_url is not None:
         raise typer.BadParameter("--base-url is for --policy openai:MODEL", param_hint="--base-url")
+    elif given := [name for name, value in sampled.items() if value not in (None, [])]:
+        raise typer.BadParameter(f"{', '.join(given)} set the sampling of a model; they are for --policy "
+                                 f"openai:MODEL, and --policy {policy} samples nothing", param_hint=given[0])
     env_kwargs = parse_env_args(env_id, env_arg)  # before anything is started or written
+    env_factory = None
+    if env_url is not None:
+        env_factory, env_kwargs = _served(env_id, env_url, env_token, env_arg)
     pol = make_policy(policy, seed=seed, **options)  # an unknown policy is a ConfigError (exit 2)
     if split not in (None, "train", "dev", "heldout"):
         raise typer.BadParameter(f"unknown split {split!r}; use train, dev or heldout", param_hint="--split")
@@ -118,7 +159,7 @@ def eval_command(
                           timeout_s=grader_timeout, ray_address=ray_address) as pool:
             trajectories, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
                                              progress=RunProgress(title, console=console), backend=slots,
-                                             **common)
+                                             env_factory=env_factory, **common)
     except BaseException:
         if claimed and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # the run never started: leave no empty default directory behind
@@ -159,6 +200,45 @@ def _slots(backend: str, address: str | None, cpus_per_slot: float, slots_per_no
 
     require_ray()  # a one-line usage error naming the install command when Ray is missing
     return RaySlots(address=address, cpus_per_slot=cpus_per_slot, slots_per_node=slots_per_node)
+
+
+def _served(env_id: str, url: str, token: str | None,
+            env_arg: list[str] | None) -> tuple[Any, dict[str, Any]]:
+    """The factory of RemoteEnvs over ``url`` and the served env's arguments (for the contract),
+    after checking the server serves ``env_id``."""
+    import functools
+
+    from proofgym.core import ConfigError
+    from proofgym.remote import RemoteEnv
+
+    if env_arg:
+        raise typer.BadParameter("a served env was built by its server: drop --env-arg (pass it to "
+                                 "`proofgym serve`)", param_hint="--env-arg")
+    probe = RemoteEnv(url, token=token)
+    try:
+        if probe.served_env_id != env_id:
+            raise ConfigError(f"the server at {url} serves {probe.served_env_id}, not {env_id}")
+        return functools.partial(RemoteEnv, url, token=token), dict(probe.served_env_kwargs)
+    finally:
+        probe.close()
+
+
+def _fit_local_cluster(slots: Any, concurrency: int, address: str | None) -> int:
+    """A cluster of this machine (no address given) runs at most the slots it has room for, with
+    a warning; a cluster named by an address keeps refusing (the run would not be the one asked for)."""
+    import os
+
+    if address is not None or os.environ.get("RAY_ADDRESS"):
+        return concurrency
+    room = slots.room()
+    if 0 < room < concurrency:
+        console.print(f"[yellow]warning:[/] the local Ray cluster has room for {room} env slots "
+                      f"({slots.cpus_per_slot:g} CPUs per slot); running -c {room} instead of "
+                      f"-c {concurrency} "
+                      "(lower --cpus-per-slot for more, or pass --ray-address of a larger cluster)",
+                      highlight=False)
+        return room
+    return concurrency
 
 
 def _first_line(text: str | None) -> str:

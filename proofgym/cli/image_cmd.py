@@ -59,6 +59,10 @@ def build_command(
                          "(an OCI image)")
     if oci is not None:
         image = OciImage(str(oci), ref=ref, python=python).build(progress=_progress)
+        try:
+            image.check()
+        except ImageError as exc:  # built and cached, but no sandbox can boot on it as it is
+            _progress(f"warning: {exc}")
     else:
         assert lock is not None
         image = PackagesImage(WheelLock.load(lock), tuple(str(p) for p in find_links or ())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import gc
 import os
 import sys
@@ -17,14 +18,18 @@ import threading
 import typer
 
 import proofgym  # noqa: F401 - registers the bundled environments with Gymnasium
+from proofgym.cli.audit_cmd import audit_command
 from proofgym.cli.compare_cmd import compare_command
 from proofgym.cli.contract_cmd import contract_app
 from proofgym.cli.envs_cmd import envs_command
 from proofgym.cli.eval_cmd import eval_command
 from proofgym.cli.export_cmd import export_command
 from proofgym.cli.image_cmd import image_app
+from proofgym.cli.parity_cmd import parity_command
 from proofgym.cli.report_cmd import report_command
+from proofgym.cli.serve_cmd import serve_command
 from proofgym.cli.serve_scripted_cmd import serve_scripted_command
+from proofgym.cli.show_cmd import show_command
 from proofgym.cli.splits_cmd import splits_app
 from proofgym.cli.tasks_cmd import tasks_app
 from proofgym.cli.validate_cmd import validate_command
@@ -44,6 +49,10 @@ app.command("export")(export_command)
 app.command("report")(report_command)
 app.command("compare")(compare_command)
 app.command("serve-scripted")(serve_scripted_command)
+app.command("serve")(serve_command)
+app.command("parity")(parity_command)
+app.command("show")(show_command)
+app.command("audit")(audit_command)
 
 
 def main() -> None:
@@ -90,9 +99,16 @@ def _run() -> None:
         sys.exit(exc.exit_code)
     except OSError as exc:  # a path that cannot be written or read: name it, no traceback
         where = f" {exc.filename}" if exc.filename else ""
-        err_console.print(f"[bold red]error:[/]{where}: {exc.strerror or exc}", highlight=False,
+        # a path the user gave that cannot be used is a usage error (2); a full disk is not (1)
+        usage = exc.filename is not None and exc.errno in _PATH_ERRNOS
+        hint = "; choose a path you can write (or create its directory)" if usage else ""
+        err_console.print(f"[bold red]error:[/]{where}: {exc.strerror or exc}{hint}", highlight=False,
                           soft_wrap=True)
-        sys.exit(1)
+        sys.exit(2 if usage else 1)
+
+
+_PATH_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR,
+                errno.EEXIST, errno.ENAMETOOLONG}
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -25,8 +25,12 @@ def freeze_command(
     out: Annotated[Path, typer.Option(help="Manifest file to write.")],
     ratios: Annotated[str, typer.Option(help="train,dev,heldout fractions summing to 1.")] = "0.8,0.1,0.1",
     salt: Annotated[str, typer.Option(help="Changes every assignment (a new, independent split).")] = "",
+    group_by: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        metavar="KEY", help="Split by this task metadata key (e.g. template, level): the tasks of "
+                            "one value share a split.")] = None,
 ) -> None:
-    """Assign every task of ENV to a split by a hash of its id and write the manifest."""
+    """Assign every task of ENV to a split by a hash of its id (or of its --group-by value) and
+    write the manifest."""
     from proofgym.core import ProofgymError
     from proofgym.make import make_env
 
@@ -46,7 +50,7 @@ def freeze_command(
             _fail(ValueError(f"{env_id!r} has no task set"))
         try:
             split_ratios = dict(zip(("train", "dev", "heldout"), values, strict=True))
-            tasks = env.tasks.with_splits(ratios=split_ratios, salt=salt)
+            tasks = env.tasks.with_splits(ratios=split_ratios, salt=salt, group_by=group_by)
         except ProofgymError as exc:
             _fail(exc)
         tasks.manifest.save(out)
@@ -88,7 +92,9 @@ def burn_command(
 
 
 def _print(manifest, path: Path) -> None:
-    table = Table(title=f"{manifest.taskset} · splits {manifest.digest} · {path}", show_header=False)
+    grouped = f" · grouped by {manifest.group_by}" if manifest.group_by else ""
+    console.print(f"{manifest.taskset} · splits {manifest.digest}{grouped} · {path}", highlight=False)
+    table = Table(show_header=False)
     for name, count in manifest.counts().items():
         table.add_row(name, str(count))
     console.print(table)

@@ -55,7 +55,9 @@ def summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
             ("model", "policy_s"), ("tools", "env_s"), ("verify", "verify_s"), ("episodes", "total_s")))),
     ]
     if time.get("verifier_startup_s") is not None:  # once per run, not in any episode's time
-        rows.append(("grader start-up", f"{time['verifier_startup_s']:.2f} s"))
+        rows.append(("grader start-up", f"{time['verifier_startup_s']:.2f} s (once per run, not in verify)"))
+    if time.get("sandbox_cpu_s") is not None:  # invisible to getrusage(RUSAGE_CHILDREN) here
+        rows.append(("sandbox CPU", f"{time['sandbox_cpu_s']:.2f} s (grading sandboxes, summed)"))
     return rows
 
 

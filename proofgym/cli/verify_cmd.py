@@ -26,6 +26,9 @@ def verify_command(
              "is an error verdict) | inline (threads here).")] = "process",
     grader_processes: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
         min=1, help="Grader worker processes [default: the CPU count].")] = None,
+    allow_mixed_versions: Annotated[bool, typer.Option(
+        help="Re-grade even when the verdicts (new, or the run's originals) come from more than one "
+             "verifier version; each version's count and mean are shown apart.")] = False,
 ) -> None:
     """Re-grade every finished trajectory of RUN into RUN/verdicts.jsonl (one per episode and version)."""
     from proofgym.core import ConfigError, ProofgymError
@@ -38,7 +41,8 @@ def verify_command(
         raise typer.BadParameter(f"{verifier!r}; use 'process' or 'inline'", param_hint="--verifier")
     try:
         with VerifierPool(verifier, processes=grader_processes, timeout_s=grader_timeout) as pool:  # type: ignore[arg-type]
-            report = regrade_run(run, verifier_version=verifier_version, verifier=pool)
+            report = regrade_run(run, verifier_version=verifier_version, verifier=pool,
+                                 allow_mixed_versions=allow_mixed_versions)
     except ProofgymError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
@@ -47,6 +51,14 @@ def verify_command(
     for key, value in report.to_dict().items():
         if key == "verifier_version" and value is None:
             value = "current (each task's own)"
+        if key == "versions":
+            for version, entry in value.items():
+                mean = entry["new_mean"]
+                table.add_row(f"version {version}", f"{entry['regraded']} re-graded, new mean "
+                              + (f"{mean:.4f}" if mean is not None else "—"))
+            continue
+        if key == "previous_versions":
+            value = ", ".join(f"{v} ({n})" for v, n in value.items()) or "—"
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     console.print(table)
     failed = [r for r in report.records if r["verdict"]["status"] == "error"]

@@ -259,6 +259,11 @@ def _breakdown(key: str, rows: list[dict[str, Any]], episode_pairs: list[tuple[T
             groups[value] = ([], [])
             groups[value][0].extend({"a": None, "b": None} for _ in range(n))
     else:
+        if key != "split" and rows and all(
+                metadata(r["task_id"]).get(key, _extra_value(ta[r["task_id"]], key)) is None for r in rows):
+            known = sorted({k for r in rows for k in metadata(r["task_id"])})
+            raise ComparisonError(f"--by {key}: no task of these runs has a metadata key {key!r}; use "
+                                  f"split, end_reason or one of: {', '.join(known) or '(none: no metadata)'}")
         for row in rows:
             tid = row["task_id"]
             if key == "split":

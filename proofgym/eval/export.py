@@ -24,7 +24,7 @@ from proofgym.eval.metrics import attempts_by_task
 from proofgym.record import Trajectory
 from proofgym.record.rundir import contract_id_of, split_of
 
-FORMATS = ("sft", "preferences")
+FORMATS = ("sft", "preferences", "rl")
 
 #: Splits whose episodes are not exported unless the caller includes them explicitly.
 PROTECTED_SPLITS = frozenset({"heldout"})
@@ -149,8 +149,17 @@ def _pair(task_id: str, better: Trajectory, worse: Trajectory, system: str | Non
 
 
 def export_records(trajectories: Iterable[Trajectory], fmt: str, *, min_reward: float | None = None,
-                   system: str | None = None, include_heldout: bool = False) -> Iterator[dict[str, Any]]:
-    """``sft`` records (``min_reward`` defaults to 1.0) or ``preferences`` pairs."""
+                   system: str | None = None, include_heldout: bool = False,
+                   current_version: int | None = None, max_off_policy_steps: int | None = None,
+                   ) -> Iterator[dict[str, Any]]:
+    """``sft`` records (``min_reward`` defaults to 1.0), ``preferences`` pairs, or token-exact
+    ``rl`` records (:mod:`proofgym.eval.export_rl`)."""
+    if fmt == "rl":
+        from proofgym.eval.export_rl import rl_records
+
+        return rl_records(trajectories, exportable=exportable, provenance=_provenance,
+                          current_version=current_version, max_off_policy_steps=max_off_policy_steps,
+                          include_heldout=include_heldout)
     if fmt == "sft":
         return sft_records(trajectories, min_reward=1.0 if min_reward is None else min_reward,
                            system=system, include_heldout=include_heldout)

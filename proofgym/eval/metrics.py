@@ -164,10 +164,18 @@ def _first_int(usage: Mapping[str, Any], keys: Sequence[str]) -> int:
 def time_split(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """Seconds spent in the model (``policy_s``), the tools (``env_s``) and verification
     (``verify_s``), summed over episodes, plus the sum of the episodes' own durations
-    (``total_s``). Sums, not the run's wall time: concurrent episodes and out-of-band grading
+    (``total_s``), and the CPU seconds of the grading sandboxes (``sandbox_cpu_s``) when the
+    graders measured them. Sums, not the run's wall time: concurrent episodes and out-of-band grading
     overlap, so the sum can exceed the time the run took."""
     keys = ("policy_s", "env_s", "verify_s", "total_s")
-    return {k: float(sum(t.timings.get(k, 0.0) for t in trajectories)) for k in keys}
+    out = {k: float(sum(t.timings.get(k, 0.0) for t in trajectories)) for k in keys}
+    # CPU of the sandboxes that graded (a grader's ``sandbox_cpu_s`` metric): getrusage of this
+    # process never sees it, the sandboxes are children of a spawner it does not reap
+    cpu = [t.verdict.metrics["sandbox_cpu_s"] for t in trajectories
+           if t.verdict is not None and "sandbox_cpu_s" in t.verdict.metrics]
+    if cpu:
+        out["sandbox_cpu_s"] = float(sum(cpu))
+    return out
 
 
 def per_task(groups: Mapping[str, Sequence[Trajectory]], *,
@@ -204,7 +212,8 @@ def compute_metrics(trajectories: Iterable[Trajectory], *, seed: int = 0, confid
     ``truncated_rate``, ``truncation_reasons`` (counts) and ``truncation_rates``, ``end_reasons``
     (rates of terminated / truncated:REASON / error), ``tool_calls``, ``tool_errors`` (counts by
     kind) and ``tool_error_rates`` (per tool call), ``verify_errors`` (grader errors),
-    ``episode_errors``, ``steps``, ``tokens``, ``time``, ``tasks`` and ``per_task``.
+    ``episode_errors``, ``steps``, ``tokens``, ``time``, ``tasks``, ``per_task`` and
+    ``policy_versions`` (:func:`policy_versions`: trajectory age in training steps).
     """
     trajs = list(trajectories)
     n = len(trajs)
@@ -232,6 +241,7 @@ def compute_metrics(trajectories: Iterable[Trajectory], *, seed: int = 0, confid
     components, metrics = rubric_means(trajs)
     return {
         "episodes": n,
+        "policy_versions": policy_versions(trajs),
         "scored": len(scored),
         "unscored": n - len(scored),
         "mean_reward": sum(scored) / len(scored) if scored else None,
@@ -263,6 +273,21 @@ def compute_metrics(trajectories: Iterable[Trajectory], *, seed: int = 0, confid
     }
 
 
+def policy_versions(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """The policy versions a run's episodes were sampled with (``versions``: counts), and when
+    they are training steps (integers) the trajectory age against the newest (``current``):
+    ``max_age`` and ``mean_age``, in steps (async training's off-policy lag)."""
+    counts = Counter(str(t.policy.get("version")) for t in trajectories
+                     if isinstance(t.policy, dict) and t.policy.get("version") is not None)
+    out: dict[str, Any] = {"versions": dict(sorted(counts.items())), "current": None,
+                           "max_age": None, "mean_age": None}
+    if counts and all(v.lstrip("-").isdigit() for v in counts):
+        current = max(int(v) for v in counts)
+        ages = [current - int(v) for v, n in counts.items() for _ in range(n)]
+        out.update(current=current, max_age=max(ages), mean_age=sum(ages) / len(ages))
+    return out
+
+
 def summarize(trajectories: Iterable[Trajectory], fields: Mapping[str, Any] | None = None, *,
               seed: int = 0) -> dict[str, Any]:
     """The summary of a run (the body of ``summary.json``): ``fields``, what the run recorded about
@@ -274,7 +299,13 @@ def summarize(trajectories: Iterable[Trajectory], fields: Mapping[str, Any] | No
     The one computation of a summary: ``evaluate`` writes it, and ``report`` and ``compare`` get
     it through :func:`summary_of`.
     """
-    return {**(fields or {}), **compute_metrics(trajectories, seed=seed)}
+    metrics = compute_metrics(trajectories, seed=seed)
+    # the run's own timings (its grader pool's start-up) are in no episode: kept from ``fields``
+    recorded = (fields or {}).get("time")
+    if isinstance(recorded, Mapping):
+        own = {k: v for k, v in recorded.items() if k not in metrics["time"]}
+        metrics["time"] = {**metrics["time"], **own}
+    return {**(fields or {}), **metrics}
 
 
 def summary_of(run: RunRecord) -> dict[str, Any]:

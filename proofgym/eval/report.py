@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
@@ -113,11 +114,22 @@ def _headline(s: dict[str, Any]) -> str:
         _card("tokens in / out", f"{tokens['in']:,} / {tokens['out']:,}" if tokens else "—",
               f"{tokens['episodes_with_usage']} episodes reported usage" if tokens
               else "the policy reported no usage"),
+        _card("policy versions", ", ".join((s.get("policy_versions") or {}).get("versions") or {}) or "—",
+              _age_note(s.get("policy_versions") or {})),
         _card("time, summed over episodes", plots.seconds(time.get("total_s", 0.0)),
               f"model {plots.seconds(time.get('policy_s', 0.0))} · tools "
-              f"{plots.seconds(time.get('env_s', 0.0))} · verify {plots.seconds(time.get('verify_s', 0.0))}"),
+              f"{plots.seconds(time.get('env_s', 0.0))} · verify {plots.seconds(time.get('verify_s', 0.0))}"
+              + (f" · grader start-up {plots.seconds(time['verifier_startup_s'])} (once per run, apart)"
+                 if time.get("verifier_startup_s") is not None else "")),
     ]
     return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _age_note(versions: dict[str, Any]) -> str:
+    if versions.get("current") is None:
+        return "trajectory age needs integer versions (training steps)"
+    return (f"age vs {versions['current']}: max {versions['max_age']}, "
+            f"mean {versions['mean_age']:.1f} steps")
 
 
 def _figure(fig_id: str, caption: str, svg: str) -> str:
@@ -132,6 +144,8 @@ def _plots(s: dict[str, Any], rewards: list[float]) -> str:
     time = s.get("time") or {}
     parts = [(n, time.get(k, 0.0)) for n, k in (("model", "policy_s"), ("tools", "env_s"),
                                                ("verification", "verify_s"))]
+    if time.get("verifier_startup_s") is not None:  # once per run: its own bar, not "verification"
+        parts.append(("grader start-up", time["verifier_startup_s"]))
     spent = sum(v for _, v in parts) or 1.0
     errors = s.get("tool_errors") or {}
     calls = s.get("tool_calls", 0)
@@ -183,6 +197,35 @@ def _contract(run: RunRecord, trajectories: list[Trajectory]) -> str:
             f"<details><summary>contract.json</summary><pre>{escape(pretty)}</pre></details>")
 
 
+def _audit(run: RunRecord) -> str:
+    """The Audit section, from ``RUN/audit.json`` (written by ``proofgym audit``): each flagged
+    trajectory, its families and findings, linked to its transcript."""
+    path = Path(run.path) / "audit.json"
+    if not path.is_file():
+        return ""
+    try:
+        audit = orjson.loads(path.read_bytes())
+        flagged = list(audit["trajectories_flagged"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return '<section id="audit"><h2>Audit</h2><p class="warning">audit.json is unreadable; run ' \
+               "<code>proofgym audit</code> again</p></section>"
+    rows = []
+    for entry in flagged:
+        tid = str(entry.get("trajectory_id", ""))
+        findings = "<br>".join(f"{escape(str(f.get('family')))}: {escape(str(f.get('where')))}: "
+                               f"<code>{escape(str(f.get('evidence')))}</code>"
+                               for f in entry.get("findings", []))
+        anchor = quote(tid, safe="")
+        rows.append(f'<tr><td><a href="#traj={anchor}">{escape(tid)}</a></td>'
+                    f"<td class=num>{_fmt(entry.get('reward'))}</td><td>{findings}</td></tr>")
+    head = (f"<p>{audit.get('audited')} of {audit.get('trajectories')} trajectories audited (reward &ge; "
+            f"{escape(str(audit.get('min_reward')))}), {len(flagged)} flagged. A flag is a signature to "
+            "read, not a verdict.</p>")
+    table = ("<table><thead><tr><th>trajectory</th><th class=num>reward</th><th>findings</th></tr></thead>"
+             f"<tbody>{''.join(rows)}</tbody></table>") if rows else ""
+    return f'<section id="audit"><h2>Audit</h2>{head}{table}</section>'
+
+
 def render_report(run: RunRecord, summary: dict[str, Any] | None = None) -> str:
     """The report page of ``run`` as a string (``summary`` defaults to :func:`summary_of` it)."""
     trajs = run.trajectories
@@ -204,13 +247,16 @@ def render_report(run: RunRecord, summary: dict[str, Any] | None = None) -> str:
               for _ in [0] if run.skipped_lines]
     banner = "".join(f'<p class="warning">{escape(n)}</p>' for n in notes)
     split = f" · split {escape(str(s['split']))}" if s.get("split") else ""
+    audit = _audit(run)
+    audit_link = '<a href="#audit">Audit</a>' if audit else ""
     return page_head(f"{title} · proofgym report", css, js) + f"""<header><h1>{escape(title)}</h1>
 <p class="sub">{len(trajs)} episodes{split} · {escape(str(run.path))}
  · tools: {escape(", ".join(tools) or "none")}
  · policy <code>{escape(orjson.dumps(policy, default=repr).decode())}</code>
  · proofgym {escape(__version__)} · report generated {generated}</p>
 <nav><a href="#headline">Numbers</a><a href="#contract">Contract</a><a href="#plots">Plots</a>
-<a href="#rubric">Rubric</a><a href="#tasks">Tasks</a><a href="#transcripts">Transcripts</a></nav></header>
+<a href="#rubric">Rubric</a><a href="#tasks">Tasks</a>{audit_link}
+<a href="#transcripts">Transcripts</a></nav></header>
 <main>{banner}
 <section id="headline"><h2>Headline numbers</h2>{_headline(s)}</section>
 <section id="contract"><h2>Contract</h2>{_contract(run, trajs)}</section>
@@ -221,6 +267,7 @@ def render_report(run: RunRecord, summary: dict[str, Any] | None = None) -> str:
 <th class=num>successes</th><th class=num>mean reward</th><th class=num>best</th><th class=num>errors</th>
 <th class=num>truncated</th></tr></thead><tbody></tbody></table>
 <div id="task-pager" class="pager"></div></section>
+{audit}
 <section id="transcripts"><h2>Transcripts</h2><div id="traj-controls" class="controls"></div>
 <div id="traj-list"></div><div id="traj-pager" class="pager"></div>
 <noscript><p>Transcripts are rendered by the page's inline script; enable JavaScript for this file,

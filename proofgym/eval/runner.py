@@ -121,6 +121,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
              verifier: str | VerifierPool | None = None, progress: bool | RunProgress = False,
              resume: Path | None = None, split: str | None = None, splits: Path | None = None,
              backend: str | SlotBackend = "local", ray_address: str | None = None,
+             env_factory: Callable[[], UniversalVerifiableEnv] | None = None,
              ) -> tuple[list[Trajectory], dict[str, Any]]:
     """Run a policy on ``env_id`` and summarise.
 
@@ -143,13 +144,17 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     cluster at ``ray_address``; placement options through a
     :class:`~proofgym.rollout.ray_slots.RaySlots` passed as ``backend``). The backend is not part
     of the run's contract: a run resumed on another backend continues the same run.
+
+    ``env_factory`` builds the envs instead of ``make_env(env_id, **env_kwargs)`` (one per slot),
+    e.g. a :class:`~proofgym.remote.RemoteEnv` over ``proofgym serve``; ``env_id`` and
+    ``env_kwargs`` are still what the contract records.
     """
     slots = _slot_backend(backend, ray_address)
     if verifier is None and slots.name == "ray":
         verifier = "ray"  # graders on the cluster too
     if verifier is None:
         verifier = "process" if concurrency > 1 or is_async_policy(policy) else "inline"
-    env = make_env(env_id, **(env_kwargs or {}))
+    env = make_env(env_factory) if env_factory is not None else make_env(env_id, **(env_kwargs or {}))
     pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
     pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:
@@ -161,7 +166,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
             trajectories = _run(env, env_id, policy, plan, sink=run.store, on_episode=on_episode,
                                 concurrency=concurrency, verifier=pool, group_size=repeats,
                                 env_kwargs=env_kwargs or {}, progress=progress,
-                                contract_id=run.contract.id, slots=slots)
+                                contract_id=run.contract.id, slots=slots, env_factory=env_factory)
         finally:
             run.close()
     finally:
@@ -178,17 +183,22 @@ def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncP
          plan: list[EpisodeSpec], *, sink: TrajectorySink | None,
          on_episode: Callable[[Trajectory], None] | None, concurrency: int,
          verifier: VerifierPool, group_size: int, env_kwargs: dict[str, Any],
-         progress: bool | RunProgress, contract_id: str, slots: SlotBackend) -> list[Trajectory]:
+         progress: bool | RunProgress, contract_id: str, slots: SlotBackend,
+         env_factory: Callable[[], UniversalVerifiableEnv] | None = None) -> list[Trajectory]:
     spare = [first_env]  # the env built to plan the run serves as the first slot's env
     # Task sets are built once per run: a factory that takes `tasks=` gets the first env's.
-    shared = {"tasks": first_env.tasks} if takes_tasks(env_id) and "tasks" not in env_kwargs else {}
+    shared = ({"tasks": first_env.tasks} if env_factory is None and takes_tasks(env_id)
+              and "tasks" not in env_kwargs else {})
+    given = env_factory
 
     def local_factory() -> UniversalVerifiableEnv:
-        return spare.pop() if spare else make_env(env_id, **env_kwargs, **shared)
+        if spare:
+            return spare.pop()
+        return make_env(given) if given is not None else make_env(env_id, **env_kwargs, **shared)
 
     # Remote slots build their envs where they run, from a factory that pickles by reference.
     env_factory = (local_factory if isinstance(slots, LocalSlots)
-                   else functools.partial(make_env, env_id, **env_kwargs, **shared))
+                   else given or functools.partial(make_env, env_id, **env_kwargs, **shared))
 
     orchestrator = Orchestrator(env_factory, policy, concurrency=concurrency, verifier=verifier,
                                 group_size=group_size, env_id=env_id, progress=progress,

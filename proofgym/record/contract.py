@@ -89,7 +89,9 @@ class RolloutContract:
                          split_manifest=ts.manifest.digest)
             rubrics: dict[bytes, Any] = {}
             for task in ts:
-                name = f"{type(task).__module__}.{type(task).__qualname__}"
+                # a served task (proofgym.remote) names the grader class the server runs
+                name = (getattr(task, "grader_type", None)
+                        or f"{type(task).__module__}.{type(task).__qualname__}")
                 graders.setdefault(name, set()).add(str(task.verifier_version))
                 # a task graded by a Rubric (duck-typed: ``task.rubric()``) adds its components,
                 # so a judge's model and prompt version are part of the contract too
@@ -124,6 +126,10 @@ class RolloutContract:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RolloutContract:
+        if not isinstance(data, Mapping):
+            raise ContractError(f"a rollout contract is a JSON object of settings, not a "
+                                f"{type(data).__name__}: the file was edited by hand or corrupted "
+                                "(restore it from a copy: `proofgym eval` writes it once, when a run starts)")
         body = {k: v for k, v in data.items() if k != "contract_id"}
         contract = cls(body)
         stated = data.get("contract_id")
@@ -144,6 +150,8 @@ class RolloutContract:
             return cls.from_dict(orjson.loads(file.read_bytes()))
         except orjson.JSONDecodeError as exc:
             raise ContractError(f"{file}: not valid JSON ({exc})") from None
+        except ContractError as exc:
+            raise ContractError(f"{file}: {exc}") from None
 
 
 # ------------------------------------------------------------------- diff

@@ -252,6 +252,9 @@ def load_run(path: str | Path) -> RunRecord:
         raise RunStoreError(f"{path} is not a run: no {TRAJECTORIES} in it (write one with "
                             "`proofgym eval ENV --out DIR`)")
     trajectories, skipped = read_trajectories(jsonl)
+    if not trajectories and jsonl.stat().st_size:  # a file that is not a run's JSONL
+        raise RunStoreError(f"{jsonl} is not a run: it holds no trajectory record (give a run "
+                            f"directory written by `proofgym eval ENV --out DIR`, or its {TRAJECTORIES})")
     summary = read_json(root / SUMMARY)
     planned = summary.get("planned") if summary else None
     missing = max(0, int(planned) - len(trajectories)) if isinstance(planned, int) else 0

@@ -56,6 +56,9 @@ class OpenAITransport:
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         body = dict(body)
+        if "return_token_ids" in body:  # vLLM's, not the SDK's: sent as an extra body field
+            extra = {**body.get("extra_body", {}), "return_token_ids": body.pop("return_token_ids")}
+            body["extra_body"] = extra
         try:
             raw = await self._client.chat.completions.with_raw_response.create(
                 model=body.pop("model"), messages=body.pop("messages"), **body)

@@ -67,6 +67,9 @@ class OpenAIPolicy:
         backoff_s: First retry delay; doubles per retry up to ``max_backoff_s``, with jitter.
         timeout_s: Per-call timeout.
         parse_text_tool_calls: Also read ``<tool_call>{...}</tool_call>`` from the content.
+        record_tokens: Ask the server for token ids and log-probabilities (vLLM's
+            ``return_token_ids`` and ``logprobs``) and record them per model call (see
+            :func:`call_tokens`). Whatever this says, tokens a server returns are recorded.
         transport: ``openai`` (the official SDK client), ``aiohttp`` (lean, for self-hosted
             servers at high concurrency) or ``auto`` (the default: ``aiohttp`` for a
             ``base_url`` other than OpenAI's own API, else ``openai``); see
@@ -79,7 +82,8 @@ class OpenAIPolicy:
                  backoff_s: float = DEFAULTS.client_backoff_s,
                  max_backoff_s: float = DEFAULTS.client_max_backoff_s,
                  timeout_s: float = DEFAULTS.client_timeout_s,
-                 parse_text_tool_calls: bool = True, transport: str = "auto") -> None:
+                 parse_text_tool_calls: bool = True, transport: str = "auto",
+                 record_tokens: bool = False) -> None:
         if max_retries < 0 or backoff_s < 0 or timeout_s <= 0:
             raise ConfigError("max_retries and backoff_s must be >= 0 and timeout_s > 0")
         self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
@@ -94,15 +98,19 @@ class OpenAIPolicy:
         self.max_retries, self.backoff_s, self.max_backoff_s = max_retries, backoff_s, max_backoff_s
         self.timeout_s = timeout_s
         self.parse_text_tool_calls = parse_text_tool_calls
+        self.record_tokens = record_tokens
         self._transport: ChatTransport | None = None
         self._transport_loop: asyncio.AbstractEventLoop | None = None
 
     def describe(self) -> dict[str, Any]:
         system = (hashlib.sha256(self.system_prompt.encode()).hexdigest()[:16]
                   if self.system_prompt is not None else None)
-        return {"name": "openai", "model": self.model, "version": self.version,
-                "base_url": self.base_url, "transport": self.transport_name,
-                "sampling": dict(self.sampling), "system_prompt_sha": system}
+        described = {"name": "openai", "model": self.model, "version": self.version,
+                     "base_url": self.base_url, "transport": self.transport_name,
+                     "sampling": dict(self.sampling), "system_prompt_sha": system}
+        if self.record_tokens:  # only when on: runs without it keep their contract ids
+            described["record_tokens"] = True
+        return described
 
     async def start_episode(self, task: Task, observation: Mapping[str, Any], info: Mapping[str, Any],
                             action_space: spaces.Space) -> OpenAISession:
@@ -126,6 +134,8 @@ class OpenAIPolicy:
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
         """One chat completion with retries: the response JSON and its usage record."""
         body: dict[str, Any] = {**self.sampling, "model": self.model, "messages": messages}
+        if self.record_tokens:
+            body.update(logprobs=True, return_token_ids=True)
         if tools:
             body["tools"] = tools
         transport = self.transport()
@@ -156,7 +166,31 @@ class OpenAIPolicy:
         }
         if failures:
             record["failures"] = failures
+        tokens = call_tokens(response)
+        if tokens is not None:
+            record["tokens"] = tokens
         return response, record
+
+
+def call_tokens(response: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One model call's tokens as the server returned them (vLLM's ``prompt_token_ids``, the
+    first choice's ``token_ids`` and ``logprobs.content``), or ``None`` when it returned none.
+
+    ``loss_mask`` covers ``prompt_ids + completion_ids``: 1 for each token the policy generated
+    (the completion), 0 for the prompt. The ids are kept as sent, never re-tokenised.
+    """
+    choice = (response.get("choices") or [{}])[0]
+    prompt, completion = response.get("prompt_token_ids"), choice.get("token_ids")
+    content = (choice.get("logprobs") or {}).get("content")
+    if prompt is None and completion is None and content is None:
+        return None
+    values = [float(entry["logprob"]) for entry in content] if content else None
+    out: dict[str, Any] = {"prompt_ids": list(prompt) if prompt is not None else None,
+                           "completion_ids": list(completion) if completion is not None else None,
+                           "logprobs": values}
+    if prompt is not None and completion is not None:
+        out["loss_mask"] = [0] * len(prompt) + [1] * len(completion)
+    return out
 
 
 class OpenAISession:

@@ -143,6 +143,12 @@ class RaySlots:
         self._closing: list[Any] = []
         self._shape: dict[str, Any] = {}
 
+    def room(self) -> int:
+        """Slots the cluster has room for now (connecting to it first)."""
+        self.ray = connect(self.address)
+        self._shape = cluster_shape()
+        return sum(self._rooms().values())
+
     def start(self, env_factory: EnvFactory, *, concurrency: int, runtime_threads: int) -> None:
         self.ray = ray = connect(self.address)
         self._shape = cluster_shape()

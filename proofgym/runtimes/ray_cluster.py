@@ -8,6 +8,7 @@ backend is asked for, and asking without it installed is a :class:`~proofgym.cor
 from __future__ import annotations
 
 import os
+import socket
 from types import ModuleType
 from typing import Any
 
@@ -18,6 +19,9 @@ INSTALL_HINT = "pip install 'proofgym[ray]'"
 # The dashboard and usage reporting are of no use to a proofgym run and cost start-up time and
 # memory; a cluster the user started (`ray start`) keeps its own settings.
 _QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
+#: Seconds a cluster address may take to accept a TCP connection: ``ray.init`` itself retries
+#: an address where nothing answers for minutes, with no message.
+PROBE_TIMEOUT_S = 10.0
 
 
 def require_ray() -> ModuleType:
@@ -41,6 +45,9 @@ def connect(address: str | None = None) -> ModuleType:
     kwargs: dict[str, Any] = {"namespace": "proofgym", "log_to_driver": True}
     if address is None and not os.environ.get("RAY_ADDRESS"):
         kwargs["include_dashboard"] = False  # only used when a new local cluster is started
+    target = address or os.environ.get("RAY_ADDRESS")
+    if target:
+        probe(target)
     try:
         ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -48,6 +55,28 @@ def connect(address: str | None = None) -> ModuleType:
         raise ConfigError(f"cannot connect to the Ray cluster at {where}: {first_line(exc)}. Start one "
                           "with `ray start --head` (see docs/scaling-out.md) or pass --ray-address") from None
     return ray
+
+
+def probe(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Fail within ``timeout_s`` with a :class:`ConfigError` when nothing accepts a connection at
+    ``address`` (``HOST:PORT`` or ``ray://HOST:PORT``); ``auto`` and ``local`` are Ray's own
+    look-ups and are not probed."""
+    bare = address.removeprefix("ray://")
+    if bare in ("auto", "local") or ":" not in bare:
+        return
+    host, _, port_text = bare.rpartition(":")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(f"--ray-address {address!r}: expected HOST:PORT or ray://HOST:PORT") from None
+    try:
+        socket.create_connection((host.strip("[]"), port), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = (f"no answer within {timeout_s:g} s" if isinstance(exc, TimeoutError)
+                  else (exc.strerror or str(exc)).lower())
+        raise ConfigError(f"cannot connect to the Ray cluster at {address}: {reason}. "
+                          "Is the cluster up (`ray status` on its head node)? Check --ray-address / "
+                          "$RAY_ADDRESS, or drop it to start a local cluster") from None
 
 
 def cluster_shape() -> dict[str, Any]:

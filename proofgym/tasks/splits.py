@@ -10,8 +10,9 @@ hash scheme is detected instead of silently re-shuffling the splits.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,11 +55,38 @@ def assign_split(task_id: str, ratios: Mapping[str, float] = DEFAULT_RATIOS, *, 
     return SPLITS[-1]  # float rounding at the very top of the range
 
 
+#: What a task set is split by: a task metadata key, or a function of the task.
+GroupBy = str | Callable[[Task], Any]
+
+
+def group_of(task: Task, group_by: GroupBy) -> str:
+    """The group a task is split with: ``group_by(task)``, or the value of the metadata key
+    ``group_by`` (a task without it is an error naming the key: a silent fallback to the task id
+    would leak its group across the splits)."""
+    if callable(group_by):
+        value = group_by(task)
+    else:
+        metadata = task.get_spec().metadata or {}
+        if group_by not in metadata:
+            keys = ", ".join(sorted(metadata)) or "none"
+            raise SplitManifestError(f"cannot split by {group_by!r}: task {task.id!r} has no metadata key "
+                                     f"{group_by!r} (its keys: {keys})")
+        value = metadata[group_by]
+    if value is None:
+        raise SplitManifestError(f"cannot split by {group_by!r}: task {task.id!r} has no value for it")
+    return str(value)
+
+
 def _check_ratios(ratios: Mapping[str, float]) -> dict[str, float]:
     unknown = set(ratios) - set(SPLITS)
     if unknown:
         raise SplitManifestError(f"unknown split names {sorted(unknown)}; splits are {list(SPLITS)}")
-    out = {name: float(ratios.get(name, 0.0)) for name in SPLITS}
+    try:
+        out = {name: float(ratios.get(name, 0.0)) for name in SPLITS}
+    except (TypeError, ValueError):
+        raise SplitManifestError(f"split ratios must be numbers, got {dict(ratios)}") from None
+    if not all(math.isfinite(v) for v in out.values()):  # NaN passes every comparison below
+        raise SplitManifestError(f"split ratios must be finite numbers, got {out}")
     if any(v < 0 for v in out.values()) or abs(sum(out.values()) - 1.0) > 1e-9:
         raise SplitManifestError(f"split ratios must be non-negative and sum to 1, got {out}")
     return out
@@ -83,14 +111,29 @@ class SplitManifest:
     salt: str = ""
     tasks: dict[str, dict[str, str]] = field(default_factory=dict)
     burned: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: The metadata key (or function name) tasks were grouped by, ``None``: each task alone.
+    group_by: str | None = None
 
     @classmethod
     def freeze(cls, tasks: Iterable[Task], *, name: str, taskset_hash: str,
-               ratios: Mapping[str, float] = DEFAULT_RATIOS, salt: str = "") -> SplitManifest:
+               ratios: Mapping[str, float] = DEFAULT_RATIOS, salt: str = "",
+               group_by: GroupBy | None = None) -> SplitManifest:
+        """Assign every task by the hash of its id, or with ``group_by`` by the hash of its group
+        (a metadata key such as ``template``, or a function of the task): the tasks of one group
+        land in one split, so a template, database or project is never in train and held out at once."""
         checked = _check_ratios(ratios)
-        entries = {t.id: {"split": assign_split(t.id, checked, salt=salt), "id_hash": id_hash(t.id),
-                          "content_hash": t.content_hash} for t in tasks}
-        return cls(name, taskset_hash, checked, salt, entries)
+        entries = {}
+        for t in tasks:
+            if group_by is None:
+                entries[t.id] = {"split": assign_split(t.id, checked, salt=salt), "id_hash": id_hash(t.id),
+                                 "content_hash": t.content_hash}
+            else:
+                group = group_of(t, group_by)
+                entries[t.id] = {"split": assign_split(f"group\0{group}", checked, salt=salt),
+                                 "id_hash": id_hash(t.id), "content_hash": t.content_hash, "group": group}
+        label = None if group_by is None else (group_by if isinstance(group_by, str)
+                                                else getattr(group_by, "__qualname__", repr(group_by)))
+        return cls(name, taskset_hash, checked, salt, entries, group_by=label)
 
     # ------------------------------------------------------------- queries
     def split_of(self, task_id: str) -> str:
@@ -152,8 +195,11 @@ class SplitManifest:
 
     # ------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
-        return {"version": MANIFEST_VERSION, "taskset": self.taskset, "taskset_hash": self.taskset_hash,
+        data = {"version": MANIFEST_VERSION, "taskset": self.taskset, "taskset_hash": self.taskset_hash,
                 "ratios": self.ratios, "salt": self.salt, "tasks": self.tasks, "burned": self.burned}
+        if self.group_by is not None:  # absent for per-task splits: their digests stay as they were
+            data["group_by"] = self.group_by
+        return data
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.to_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
@@ -164,12 +210,15 @@ class SplitManifest:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SplitManifest:
+        if not isinstance(data, Mapping):
+            raise SplitManifestError(f"a split manifest is a JSON object, not a {type(data).__name__}")
         if data.get("version") != MANIFEST_VERSION:
             raise SplitManifestError(f"split manifest version {data.get('version')!r} is not "
                                      f"supported (expected {MANIFEST_VERSION})")
         try:
             return cls(data["taskset"], data["taskset_hash"], _check_ratios(data["ratios"]),
-                       data.get("salt", ""), dict(data["tasks"]), dict(data.get("burned", {})))
+                       data.get("salt", ""), dict(data["tasks"]), dict(data.get("burned", {})),
+                       group_by=data.get("group_by"))
         except KeyError as exc:
             raise SplitManifestError(f"split manifest lacks the field {exc.args[0]!r}") from None
 

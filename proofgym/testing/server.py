@@ -1,5 +1,8 @@
 """A real OpenAI-compatible HTTP server that answers from a script, with injectable faults.
 
+Asked for them as vLLM is (``logprobs: true``, ``return_token_ids: true``), it returns
+log-probabilities and the prompt's and completion's token ids (:mod:`proofgym.testing.tokens`).
+
 It speaks ``GET /v1/models``, ``GET /v1/models/{id}`` and ``POST /v1/chat/completions`` (tool
 calls, ``usage``, ``finish_reason``, ``n`` choices, and ``stream=True`` as server-sent events with
 content and tool-call deltas, as the OpenAI API sends them) over real HTTP (aiohttp), so a policy
@@ -28,6 +31,7 @@ import orjson
 from aiohttp import web
 
 from proofgym.core import AgentAction, ToolCallAction, TurnCompleteAction
+from proofgym.testing import tokens
 from proofgym.testing.scripts import ChatScript, UnknownPrompt
 
 FAULT_KINDS = ("429", "500", "timeout", "malformed", "length")
@@ -99,6 +103,8 @@ class ScriptedServer:
         self.tool_call_format, self.reasoning, self.hang_s = tool_call_format, reasoning, hang_s
         self.stats: Counter[str] = Counter()
         self.received: list[dict[str, Any]] | None = [] if record_requests else None
+        #: With ``record_requests``: every response that carried tokens, as sent.
+        self.sent: list[dict[str, Any]] | None = [] if record_requests else None
         self._tries: Counter[str] = Counter()
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
@@ -230,10 +236,33 @@ class ScriptedServer:
             options = body.get("stream_options") or {}
             return await self._stream(request, head, choices,
                                       usage if options.get("include_usage") else None)
-        return _json({**head, "object": "chat.completion", "usage": usage,
-                      "choices": [{"index": i, "message": message, "finish_reason": finish,
-                                   "logprobs": None}
-                                  for i, (message, finish) in enumerate(choices)]})
+        out: dict[str, Any] = {**head, "object": "chat.completion", "usage": usage,
+                               "choices": [{"index": i, "message": message, "finish_reason": finish,
+                                            "logprobs": None}
+                                           for i, (message, finish) in enumerate(choices)]}
+        if body.get("logprobs") or body.get("return_token_ids"):
+            self._add_tokens(out, messages, body)
+        return _json(out)
+
+    def _add_tokens(self, out: dict[str, Any], messages: list[dict[str, Any]], body: dict[str, Any]) -> None:
+        """What vLLM adds when asked: ``logprobs`` (``logprobs: true``) and the prompt's and each
+        choice's token ids (``return_token_ids: true``), from :mod:`proofgym.testing.tokens`;
+        ``usage`` then counts those tokens."""
+        prompt = tokens.prompt_ids(messages)
+        completions = 0
+        for choice in out["choices"]:
+            ids = tokens.completion_ids(choice["message"])
+            completions += len(ids)
+            if body.get("logprobs"):
+                choice["logprobs"] = tokens.vllm_logprobs(ids, tokens.logprobs(prompt, ids))
+            if body.get("return_token_ids"):
+                choice["token_ids"] = ids
+        if body.get("return_token_ids"):
+            out["prompt_token_ids"] = prompt
+        out["usage"] = {"prompt_tokens": len(prompt), "completion_tokens": completions,
+                        "total_tokens": len(prompt) + completions}
+        if self.sent is not None:
+            self.sent.append(out)
 
     async def _stream(self, request: web.Request, head: dict[str, Any],
                       choices: list[tuple[dict[str, Any], str]],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
@@ -87,13 +87,7 @@ class Tool:
     def docstring(self) -> str:
         """The description and parameter docs as a Google-style docstring (one line per argument,
         as function-schema parsers read it)."""
-        lines = [self.description]
-        props = self.parameters.get("properties", {})
-        if props:
-            lines += ["", "Args:"]
-            lines += [f"    {name}: {' '.join(str(prop.get('description') or name).split())}"
-                      for name, prop in props.items()]
-        return "\n".join(lines)
+        return schema_docstring(self.description, self.parameters)
 
     def as_function(self) -> Callable[..., str]:
         """A plain function standing for this tool (same name, docstring, signature and
@@ -258,3 +252,16 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
     if fn is None:
         return lambda f: Tool(f, name=name, description=description, cheap=cheap)
     return Tool(fn, name=name, description=description, cheap=cheap)
+
+
+def schema_docstring(description: str, parameters: Mapping[str, Any]) -> str:
+    """A tool's ``description`` and its JSON-schema ``parameters`` as a Google-style docstring:
+    one ``Args:`` line per property (its description, else its name), as function-schema
+    parsers such as transformers' read it."""
+    lines = [description]
+    props = parameters.get("properties", {})
+    if props:
+        lines += ["", "Args:"]
+        lines += [f"    {name}: {' '.join(str(prop.get('description') or name).split())}"
+                  for name, prop in props.items()]
+    return "\n".join(lines)

@@ -9,6 +9,12 @@ Other versions: a task may keep earlier (or candidate) graders in an optional me
 ``verifiers() -> {version: fn(trace, runtime) -> float | Verdict}``; ``verifier_version=None`` (or
 the task's own ``verifier_version``) uses ``Task.verify``.
 
+Versions are never mixed silently: every new verdict is recorded with its ``verifier_version`` (and
+the version of the verdict it re-grades), and a re-grade whose new verdicts would come from two
+versions (tasks at different versions), or whose run's original verdicts do, is refused, because its
+summary (the old and new means) would average two different graders. ``allow_mixed_versions=True``
+(``proofgym verify --allow-mixed-versions``) runs it and reports each version's count and mean apart.
+
 Every grading goes through a :class:`~proofgym.verify.pool.VerifierPool` (``proofgym verify``: a
 ``process`` pool), so a grader that raises, hangs past the timeout, segfaults or calls
 ``os._exit`` is recorded as an error verdict with the reason, and the re-grade goes on.
@@ -16,6 +22,7 @@ Every grading goes through a :class:`~proofgym.verify.pool.VerifierPool` (``proo
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +57,10 @@ class RegradeReport:
     changed: int = 0
     old_mean: float | None = None
     new_mean: float | None = None
+    #: verifier version -> {"regraded": n, "new_mean": m}; more than one only when mixing was allowed
+    versions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the versions of the run's original verdicts -> how many
+    previous_versions: dict[str, int] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,6 +81,17 @@ def version_label(task: Task, version: str | None) -> str:
         raise RegradeError(f"task {task.id!r} ({type(task).__qualname__}) has no verifier version "
                            f"{version!r}; it offers {sorted({current, *others})}")
     return version
+
+
+def grader_version(verdict: Verdict | None) -> str | None:
+    """The verifier version a stored verdict names in its grader (``Class@version``)."""
+    grader = verdict.grader if verdict is not None else None
+    return grader.rpartition("@")[2] if grader and "@" in grader else None
+
+
+def _mixed(kind: str, counts: dict[str, int]) -> str:
+    listed = ", ".join(f"{v!r} ({n} trajectories)" for v, n in sorted(counts.items()))
+    return f"{kind} come from {len(counts)} verifier versions: {listed}"
 
 
 def _taskset_of(store: RunStore) -> TaskSet:
@@ -110,7 +132,7 @@ def regrade_job(record: Trajectory, tasks: TaskSet, version: str | None,
 
 def regrade_run(run: str | Path, *, verifier_version: str | None = None,
                 tasks: TaskSet | None = None, verifier: str | VerifierPool = "inline",
-                grader_timeout_s: float | None = None) -> RegradeReport:
+                grader_timeout_s: float | None = None, allow_mixed_versions: bool = False) -> RegradeReport:
     """Re-grade every finished trajectory of the run in ``run``; append the verdicts to its
     ``verdicts.jsonl`` (replacing earlier re-grades of the same version) and return what changed.
 
@@ -119,7 +141,7 @@ def regrade_run(run: str | Path, *, verifier_version: str | None = None,
     grader past its timeout is abandoned) or ``"process"`` (worker processes: a grader that
     segfaults or calls ``os._exit`` is an error verdict, this process carries on).
     ``grader_timeout_s``: seconds one grading may take (default: the given pool's timeout, else
-    :data:`GRADER_TIMEOUT_S`).
+    :data:`GRADER_TIMEOUT_S`). ``allow_mixed_versions``: see the module docstring.
     """
     if grader_timeout_s is not None and not grader_timeout_s > 0:
         raise RegradeError(f"the grader timeout must be a number of seconds > 0 (got {grader_timeout_s:g})")
@@ -127,6 +149,17 @@ def regrade_run(run: str | Path, *, verifier_version: str | None = None,
     tasks = tasks if tasks is not None else _taskset_of(store)
     report = RegradeReport(str(run), verifier_version)
     planned = [(traj, *regrade_job(traj, tasks, verifier_version)) for traj in store.trajectories()]
+    new_versions = Counter(label for _, label, _ in planned if label is not None)
+    old_versions = Counter(v for traj, label, _ in planned
+                           if label is not None and (v := grader_version(traj.verdict)) is not None)
+    report.previous_versions = dict(old_versions)
+    problems = [_mixed(kind, dict(counts)) for kind, counts in
+                (("the new verdicts would", new_versions), ("the run's original verdicts", old_versions))
+                if len(counts) > 1]
+    if problems and not allow_mixed_versions:  # checked before any grading: nothing half-done
+        raise RegradeError(f"refusing to summarise two verifier versions as one: {'; '.join(problems)}. "
+                           "Re-grade with one --verifier-version every task offers, or pass "
+                           "--allow-mixed-versions to report each version apart")
     jobs = [(i, item) for i, (_, _, item) in enumerate(planned) if isinstance(item, VerificationJob)]
     timeout = GRADER_TIMEOUT_S if grader_timeout_s is None else grader_timeout_s
     with pool_for(verifier, timeout_s=timeout) as pool:
@@ -154,8 +187,15 @@ def regrade_run(run: str | Path, *, verifier_version: str | None = None,
             "split": traj.split, "contract_id": traj.contract_id, "verifier_version": label,
             "verdict": verdict.to_dict(), "source": "regrade",
             "previous": {"grader": old.grader if old else None, "status": old.status if old else None,
-                         "reward": traj.reward},
+                         "reward": traj.reward, "verifier_version": grader_version(old)},
         })
+        entry = report.versions.setdefault(label, {"regraded": 0, "scored": [], "new_mean": None})
+        entry["regraded"] += 1
+        if verdict.scored:
+            entry["scored"].append(verdict.reward)
+    for entry in report.versions.values():
+        scored = entry.pop("scored")
+        entry["new_mean"] = sum(scored) / len(scored) if scored else None
     if old_scores:
         report.old_mean = sum(old_scores) / len(old_scores)
         report.new_mean = sum(new_scores) / len(new_scores)

@@ -58,6 +58,7 @@ BROKEN_ENV = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", sorted(BUNDLED))
 def test_every_bundled_env_passes_validation(cli, env_id, tmp_path):
     n = SANDBOXED_TASKS if "CodeRepair" in env_id else 12

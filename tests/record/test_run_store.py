@@ -196,6 +196,7 @@ def _killed_run(args: list[str], run: Path, rng: random.Random) -> bool:
     return alive
 
 
+@pytest.mark.slow
 def test_sigkill_several_times_then_resume(tmp_path: Path) -> None:
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)

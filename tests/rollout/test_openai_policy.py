@@ -213,7 +213,8 @@ def test_grader_failures_are_error_verdicts_while_the_rest_of_the_run_scores() -
                                       limits=Limits(max_turns=1, max_tool_calls=8))
 
     with ScriptedServer(ReferenceScript(tasks), latency_s=0.01) as server, \
-            VerifierPool("process", processes=2, max_in_flight=8, timeout_s=2.0) as pool:
+            VerifierPool("process", processes=2, max_in_flight=8, timeout_s=6.0) as pool:
+        # (6 s: a worker's first math check starts its checker, seconds on a loaded host)
         policy = OpenAIPolicy("scripted", base_url=server.base_url)
         trajectories = orchestrate(env_factory, policy, plan_episodes(tasks.ids), pool,
                                    concurrency=6)

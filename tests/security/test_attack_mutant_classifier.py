@@ -55,6 +55,7 @@ def _results(layouts: int):
     return _bench().evaluate(layouts=layouts, seed=11)
 
 
+@pytest.mark.slow
 def test_the_classifier_forges_no_more_gradings_than_chance():
     """25 seeded layouts of each bundled task: the classifier's forges are within a one-sided
     binomial bound of what a coin per pair gets (2^-k per grading); before the fix it forged
@@ -234,6 +235,7 @@ def test_raises_only_and_check_style_tests_get_mutants_that_correct_code_fails(t
             assert outcome.get(gen) == "failed", (of, outcome.get(gen), files[gen.split("::")[0]])
 
 
+@pytest.mark.slow
 def test_every_mutant_of_the_bundled_tasks_fails_with_the_reference_fix(tmp_path: Path):
     """Plain pytest over two layouts of each bundled task with its reference fix applied: every
     real test passes, every mutant fails (a mutant with a value equal to the real one, or a

@@ -216,6 +216,7 @@ gymnasium.register("lifetime/HangingGrader-v0", entry_point=make)
 '''
 
 
+@pytest.mark.slow
 def test_sigkill_of_eval_ends_its_grader_workers_at_once(tmpdir):
     """``proofgym eval`` with the default (process) verifier, killed while its graders hang: its
     worker processes (and the forkserver) go at once, not when their graders finish."""
@@ -232,6 +233,7 @@ def test_sigkill_of_eval_ends_its_grader_workers_at_once(tmpdir):
     assert took < _BOUND_S
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("whom", ["process", "process group"])
 def test_sigkill_of_eval_on_code_repair_leaves_no_process_mount_or_scratch(tmpdir, whom):
     """CodeRepair: episode sandboxes (a scratch tmpfs each, as root) and grading sandboxes in the
@@ -283,6 +285,7 @@ if sys.argv[1] == "os._exit":
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["return", "os._exit"])
 def test_a_trainer_that_exits_without_close_leaves_nothing(tmpdir, how):
     """A TRL trainer-like process with CodeRepair sandboxes (episodes here, gradings in its
@@ -379,6 +382,7 @@ sys.stdin.readline()  # this process lives on while the test looks
 '''
 
 
+@pytest.mark.slow
 def test_a_grader_worker_killed_by_its_pool_leaves_no_grading_scratch(tmpdir):
     """The pool kills a worker (``SIGKILL``) that has a job in flight (on ``close()``, or when a
     job times out) while the pool's own process lives on. The worker's grading sandboxes (its

@@ -143,6 +143,7 @@ LOOP = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_resumes_after_sigkill_with_the_same_next_choices(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(LOOP.format(repo=str(REPO)))

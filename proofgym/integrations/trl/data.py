@@ -57,20 +57,27 @@ def dataset(env: UniversalVerifiableEnv | str, split: str = "train", *,
     ids = env.tasks.manifest.pool(split)
     if split != "train" and not allow_heldout:
         env.tasks.manifest.check_training(ids)  # raises HeldOutError naming the tasks
-    return prompt_dataset(env, system_prompt=system_prompt, task_ids=ids)
+    return prompt_dataset(env, system_prompt=system_prompt, task_ids=ids, allow_heldout=True)
 
 
 def prompt_dataset(env: UniversalVerifiableEnv, *, system_prompt: str | None = None,
-                   task_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                   task_ids: Sequence[str] | None = None,
+                   allow_heldout: bool = False) -> list[dict[str, Any]]:
     """Rows ``{"prompt": [chat messages], "task_id": id}`` for ``datasets.Dataset.from_list``.
 
     The ``task_id`` column reaches the reward function as a keyword argument, which is how a
-    completion is matched back to the task that grades it.
+    completion is matched back to the task that grades it. ``task_ids`` defaults to the train
+    split (every task with ``allow_heldout=True``); a dev or held-out id among them raises
+    :class:`~proofgym.tasks.HeldOutError` unless ``allow_heldout`` (training on it spends it).
     """
     if env.tasks is None:
         raise ValueError("the env has no task set; build it with tasks=TaskSet(...)")
+    if task_ids is None:
+        task_ids = env.tasks.ids if allow_heldout else env.tasks.manifest.pool("train")
+    elif not allow_heldout:
+        env.tasks.manifest.check_training(list(task_ids))
     rows = []
-    for task_id in task_ids if task_ids is not None else env.tasks.ids:
+    for task_id in task_ids:
         spec = env.tasks.get(task_id).get_spec()
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
         messages.append({"role": "user", "content": spec.prompt})
@@ -102,12 +109,15 @@ class ProofgymReward:
         processes: Grading processes.
         timeout_s: Per-completion grading time limit.
         pool: An existing pool to use instead (it is not closed by :meth:`close`).
+        allow_heldout: Grade dev and held-out tasks too; by default a call naming one raises
+            :class:`~proofgym.tasks.HeldOutError` before anything is graded (a reward on it is
+            a gradient on it), as :func:`dataset` and ``environment_factory`` refuse them.
     """
 
     def __init__(self, env: UniversalVerifiableEnv, *,
                  on_verdict: Callable[[str, str, Verdict], None] | None = None,
                  backend: str = "process", processes: int = 2, timeout_s: float = 300.0,
-                 pool: VerifierPool | None = None) -> None:
+                 pool: VerifierPool | None = None, allow_heldout: bool = False) -> None:
         if is_multi_turn(env):
             raise MultiTurnNotSupported(
                 "ProofgymReward grades one completion as a whole single-turn episode, and this "
@@ -115,6 +125,7 @@ class ProofgymReward:
                 "eval` trajectories exported with `proofgym export` instead")
         self.env = env
         self.on_verdict = on_verdict
+        self.allow_heldout = allow_heldout
         self._grader = LazyPool(backend, processes, timeout_s, pool)
         self.last_verdicts: list[Verdict] = []
         self.__name__ = "proofgym_reward"  # TRL names reward columns after __name__
@@ -144,6 +155,8 @@ class ProofgymReward:
 
     def grade_all(self, task_ids: Sequence[str], completions: Sequence[str]) -> list[Verdict]:
         """Play each completion as an episode, then grade them all concurrently in the pool."""
+        if not self.allow_heldout and self.env.tasks is not None:
+            self.env.tasks.manifest.check_training(list(task_ids))  # raises HeldOutError
         jobs = [self._episode(tid, text) for tid, text in zip(task_ids, completions, strict=True)]
         verdicts = self.pool.grade_batch(jobs, [f"trl/{tid}/{i}" for i, tid in enumerate(task_ids)])
         for tid, text, verdict in zip(task_ids, completions, verdicts, strict=True):

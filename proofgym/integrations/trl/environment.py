@@ -47,7 +47,9 @@ def is_multi_turn(env: UniversalVerifiableEnv) -> bool:
     """True when a task of ``env`` can answer a finished turn with a new message."""
     if env.max_turns <= 1 or env.tasks is None:
         return False
-    return any(type(t).on_turn_complete is not Task.on_turn_complete for t in env.tasks)
+    # a served task (proofgym.remote) says so itself: its class is the client's stand-in
+    return any(getattr(t, "multi_turn", type(t).on_turn_complete is not Task.on_turn_complete)
+               for t in env.tasks)
 
 
 # --------------------------------------------------------------- the generated class
@@ -184,6 +186,13 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(tools={list(self._pg_tool_names)})"
+
+
+def close_environment(instance: ProofgymEnvironment) -> None:
+    """Close one instance of an :func:`environment_factory` class now (its env; for a sandbox,
+    its processes and mounts). Idempotent. A function, not a method: TRL offers every public
+    method of the class to the model as a tool. Instances still open are closed at exit."""
+    instance._close()
 
 
 def environment_factory(env: EnvSource, *, allow_heldout: bool = False,

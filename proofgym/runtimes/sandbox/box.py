@@ -151,5 +151,9 @@ def ready_system(image: SandboxSystem) -> SandboxSystem:
     if not callable(build):
         return image
     if image not in _READY:
-        _READY[image] = build()
+        built = build()
+        check = getattr(built, "check", None)
+        if callable(check):  # a missing interpreter named here, not as a failed boot
+            check()
+        _READY[image] = built
     return _READY[image]

@@ -59,11 +59,9 @@ class SandboxRuntime:
         limits: Per-command and per-episode limits.
         packages: Python packages bound into the sandbox's ``site-packages`` (of the default
             minimal system; ignored with ``image``).
-        image: The system the sandbox runs on instead of the minimal system: a
-            :class:`~proofgym.runtimes.sandbox.images.PackagesImage` or
-            :class:`~proofgym.runtimes.sandbox.images.OciImage` (built here if it is not yet).
-            Its ``describe()`` (with its digest) goes into :meth:`config` (so into the rollout
-            contract) and its digest into every snapshot's ``meta["image"]``.
+        image: An environment image (:mod:`~proofgym.runtimes.sandbox.images`, built here if it
+            is not yet) to run on instead; its ``describe()`` goes into :meth:`config` (so the
+            rollout contract), its digest into every snapshot's ``meta["image"]``.
         scratch_dir: Where overlay upper directories live (default: the system temp dir).
         prestart: Boot the next episode's sandbox in the background (see :meth:`reset`).
         tools: The agent's tools. ``None``: the defaults (:data:`DEFAULT_TOOLS`). Otherwise a
@@ -118,7 +116,8 @@ class SandboxRuntime:
         path = materialize(source)
         if not path.is_dir():
             raise SandboxSetupError(f"sandbox snapshot {path} is not a directory")
-        changed = image is not _KEEP and self._set_image(image)
+        changed = image is not _KEEP and self._home.use(image)
+        self.system = self._home.system
         if path == self._lower and not self._dirty and not changed:
             return
         self._lower = path
@@ -128,13 +127,10 @@ class SandboxRuntime:
         """Run the next episodes on ``image`` (built if it is not yet; ``None``: the default
         minimal system) and start a fresh episode on it (a no-op when it is the current one):
         a task that brings its own image sets it in its ``setup_runtime``."""
-        if self._set_image(image):
-            self.reset()
-
-    def _set_image(self, image: SandboxSystem | None) -> bool:
         changed = self._home.use(image)
         self.system = self._home.system
-        return changed
+        if changed:
+            self.reset()
 
     def reset(self) -> None:
         """A fresh episode: a new overlay over the snapshot and a new shell.
@@ -226,6 +222,14 @@ class SandboxRuntime:
         if self._shell is not None:
             self._shell.kill()
             self._shell = None
+
+    def __reduce__(self) -> Any:
+        # refused by name: pickle's own error names a local tool function, not the cause
+        raise TypeError(
+            "a sandboxed env (SandboxRuntime) does not pickle or copy: it owns a live sandbox "
+            "(processes and mounts on this machine). Build the env in each process instead "
+            "(make_env(ENV_ID)); for TRL pass environment_factory(ENV_ID), whose instances pickle "
+            "as fresh ones; a grading job (env.verification_job(...)) pickles")
 
     def close(self) -> None:
         if self._closed:

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from proofgym.core.errors import ProofgymError
@@ -100,6 +101,26 @@ class SandboxSystem(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+def staged_bwrap_args(root: Path) -> list[str]:
+    """bwrap arguments for a staged tree at ``root`` (``sys/{usr,opt,etc}``): the host's
+    ``/bin``-style links as links, the three trees read-only."""
+    args = []
+    for name in ("bin", "lib", "lib64", "sbin"):
+        link = Path("/") / name
+        if link.is_symlink():
+            args += ["--symlink", str(link.readlink()), f"/{name}"]
+    for top in ("usr", "opt", "etc"):
+        args += ["--ro-bind", str(root / "sys" / top), f"/{top}"]
+    return args
+
+
+#: What a staged system (the minimal one, or a packages image over it) offers: ``PATH``, the
+#: variables its interpreter needs, the interpreter, and that it is the host's interpreter.
+STAGED_PATH = f"{SANDBOX_PYTHON}/bin:/usr/bin"
+STAGED_ENV: Mapping[str, str] = MappingProxyType({"LD_LIBRARY_PATH": SANDBOX_PYLIB})
+STAGED_PYTHON = f"{SANDBOX_PYTHON}/bin/python3"
+
+
 @dataclass(frozen=True)
 class MinimalSystem:
     """The read-only system of a sandbox, staged once as a small directory tree.
@@ -141,30 +162,9 @@ class MinimalSystem:
         return cls(packages, files, root)
 
     def bwrap_args(self) -> list[str]:
-        args = []
-        for name in ("bin", "lib", "lib64", "sbin"):
-            link = Path("/") / name
-            if link.is_symlink():
-                args += ["--symlink", str(link.readlink()), f"/{name}"]
-        for top in ("usr", "opt", "etc"):
-            args += ["--ro-bind", str(self.root / "sys" / top), f"/{top}"]
-        return args
+        return staged_bwrap_args(self.root)
 
-    @property
-    def path(self) -> str:
-        return f"{SANDBOX_PYTHON}/bin:/usr/bin"
-
-    @property
-    def env(self) -> Mapping[str, str]:
-        return {"LD_LIBRARY_PATH": SANDBOX_PYLIB}
-
-    @property
-    def python(self) -> str:
-        return f"{SANDBOX_PYTHON}/bin/python3"
-
-    @property
-    def host_python(self) -> bool:
-        return True
+    path, env, python, host_python = STAGED_PATH, STAGED_ENV, STAGED_PYTHON, True
 
     @property
     def digest(self) -> str:

@@ -303,12 +303,6 @@ class VerifierPool:
         for job in left:
             self._resolve_future(job.future, Verdict.failed("the verifier pool was closed before "
                                                             "this job was graded"), _ran(job))
-        boot = self._boot_thread
-        if boot is not None:
-            # a worker being started must finish its hand-shake first: a process that closed the
-            # pool and then exited mid-start left the child to print EOFError's traceback to the
-            # stderr they share (seen after an eval that failed on a bad env id)
-            boot.join(timeout=60.0)
         self._backend.close()
         if self._supervisor is not None:
             self._supervisor.join(timeout=2.0)

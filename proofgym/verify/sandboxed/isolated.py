@@ -451,6 +451,8 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
         "grading_overhead_s": run.timings.get("total_s", 0.0) - run.timings.get("run_s", 0.0),
         "test_run_s": run.timings.get("run_s", 0.0),
     }
+    if "sandbox_cpu_s" in run.timings:  # the grading sandbox's CPU (its cgroup's; root only)
+        metrics["sandbox_cpu_s"] = run.timings["sandbox_cpu_s"]
     if run.starved:
         return Verdict.failed(run.report_error or "the host was too busy to judge",
                               grader=grader, **metrics)

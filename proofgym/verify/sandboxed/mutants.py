@@ -175,34 +175,25 @@ def _build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
                   mutant_seed: bytes | None = None) -> Layout:
     """The implementation of :func:`build_layout` (called with the AST lock held)."""
     rng = rng or random.SystemRandom()
-    mutate = set(sources if mutate_files is None else mutate_files)
     wanted = list(dict.fromkeys(wanted))
-    trees = {path: _parse(path, src) for path, src in sources.items()}
-    pool = build_pool(trees, preferred=mutate, passing=wanted)
-    listed = {item.node_id: item for path, src in sources.items() for item in list_tests(path, src)}
-    missing = [w for w in wanted if w not in listed]
-    if missing:
-        raise TestSourceError(f"test ids not defined in their files (checked from the source): {missing}")
+    layout = Layout()
+    if mutant_seed is None:
+        tests = _tests_and_mutants(sources, wanted, rng, with_mutants, mutate_files, None)
+    else:  # the same every time for these inputs: built once per process, copied per grading
+        key = hashlib.sha256(repr((sorted((p, bytes(c)) for p, c in sources.items()), wanted,
+                                   with_mutants, None if mutate_files is None else sorted(mutate_files),
+                                   mutant_seed)).encode()).digest()
+        if key not in _BUILT:
+            if len(_BUILT) >= _BUILT_MAX:
+                _BUILT.pop(next(iter(_BUILT)))
+            _BUILT[key] = _tests_and_mutants(sources, wanted, rng, with_mutants, mutate_files,
+                                             mutant_seed)
+        tests = _BUILT[key]
+    entries, layout.unmutable = [(i, _clone(m), of, w) for i, m, of, w in tests[0]], list(tests[1])
     used_paths = set(taken) | set(sources)
     used_names: set[str] = set()
-    entries: list[tuple[TestItem, ast.Module, str | None]] = []  # (item, module, mutant of)
-    witnessed: dict[int, list[str]] = {}
-    layout = Layout()
-    for node_id in wanted:
-        item = listed[node_id]
-        entries.append((item, _isolate(trees[item.file], item), None))
-        if with_mutants and not item.imported and item.file in mutate:
-            mutated = _isolate(trees[item.file], item)
-            witnesses: list[str] = []
-            values = rng if mutant_seed is None else _mutant_rng(
-                mutant_seed, node_id, bytes(sources[item.file]))
-            if mutate_test(_target(mutated, item), values, mutated, pool, item.file, witnesses):
-                entries.append((item, mutated, node_id))
-                witnessed[id(mutated)] = witnesses
-            else:
-                layout.unmutable.append(node_id)
     rng.shuffle(entries)
-    for item, module, mutant_of in entries:
+    for item, module, mutant_of, witnesses in entries:
         folder = str(PurePosixPath(item.file).parent)
         func = _fresh(rng, used_names, "test_{}_{}")
         path = _fresh_path(rng, used_paths, folder)
@@ -218,9 +209,47 @@ def _build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
             layout.real[gen_id] = item.node_id
         else:
             layout.mutant[gen_id] = mutant_of
-            if witnessed.get(id(module)):
-                layout.witnesses[gen_id] = witnessed[id(module)]
+            if witnesses:
+                layout.witnesses[gen_id] = list(witnesses)
     return layout
+
+
+#: The tests and mutants of recent layouts with a ``mutant_seed`` (see :func:`_tests_and_mutants`),
+#: by a digest of their inputs: a task graded again in this process parses nothing again.
+_BUILT: dict[bytes, tuple[list[tuple[TestItem, ast.Module, str | None, list[str]]], list[str]]] = {}
+_BUILT_MAX = 64
+
+
+def _tests_and_mutants(sources: Mapping[str, bytes], wanted: list[str], rng: random.Random,
+                       with_mutants: bool, mutate_files: Iterable[str] | None,
+                       mutant_seed: bytes | None,
+                       ) -> tuple[list[tuple[TestItem, ast.Module, str | None, list[str]]], list[str]]:
+    """Each wanted test as a module of its own, and its mutant where one can be built, as
+    (item, module, id it is a mutant of or None, witnesses), in ``wanted`` order; and the
+    ids no mutant could be built for. With ``mutant_seed`` the result depends on the arguments
+    alone; without, the mutants are drawn from ``rng``."""
+    mutate = set(sources if mutate_files is None else mutate_files)
+    trees = {path: _parse(path, src) for path, src in sources.items()}
+    pool = build_pool(trees, preferred=mutate, passing=wanted)
+    listed = {item.node_id: item for path, src in sources.items() for item in list_tests(path, src)}
+    missing = [w for w in wanted if w not in listed]
+    if missing:
+        raise TestSourceError(f"test ids not defined in their files (checked from the source): {missing}")
+    entries: list[tuple[TestItem, ast.Module, str | None, list[str]]] = []
+    unmutable: list[str] = []
+    for node_id in wanted:
+        item = listed[node_id]
+        entries.append((item, _isolate(trees[item.file], item), None, []))
+        if with_mutants and not item.imported and item.file in mutate:
+            mutated = _isolate(trees[item.file], item)
+            witnesses: list[str] = []
+            values = rng if mutant_seed is None else _mutant_rng(
+                mutant_seed, node_id, bytes(sources[item.file]))
+            if mutate_test(_target(mutated, item), values, mutated, pool, item.file, witnesses):
+                entries.append((item, mutated, node_id, witnesses))
+            else:
+                unmutable.append(node_id)
+    return entries, unmutable
 
 
 def mutate_test(func: ast.FunctionDef | ast.AsyncFunctionDef, rng: random.Random,

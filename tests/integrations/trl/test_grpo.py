@@ -20,12 +20,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import torch
-from datasets import Dataset
-from trl import GRPOConfig, GRPOTrainer
+import pytest
 
 from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.integrations.trl import EnvironmentReward, dataset, environment_factory
@@ -33,7 +31,13 @@ from proofgym.rollout.episode import run_episode
 from proofgym.rollout.policies import ScriptedPolicy
 from tests.conftest import REPO, require_tool
 from tests.trl_fixtures import CRASH_MARKER, crashing_arith_env
-from tests.trl_tiny import ScriptedGenerate, tiny_model, tiny_tokenizer, tool_call
+
+if TYPE_CHECKING:
+    from trl import GRPOConfig, GRPOTrainer
+
+# torch, datasets, TRL's trainer and tests.trl_tiny (which loads transformers) are imported in
+# the functions that use them: collecting this file, as every pytest-xdist worker does, would
+# cost some 10 s of CPU per worker otherwise, spent even where none of these tests runs
 
 
 class Recorder(EnvironmentReward):
@@ -54,6 +58,8 @@ class Recorder(EnvironmentReward):
 
 
 def grpo_config(tmp_path: Any, **overrides: Any) -> GRPOConfig:
+    from trl import GRPOConfig
+
     options: dict[str, Any] = dict(
         output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, max_steps=2,
         per_device_train_batch_size=4, num_generations=4, max_completion_length=2048,
@@ -66,6 +72,11 @@ def grpo_config(tmp_path: Any, **overrides: Any) -> GRPOConfig:
 def train(factory: type, reward: EnvironmentReward, rows: list[dict[str, Any]],
           script: Any, tmp_path: Any, **config: Any) -> tuple[GRPOTrainer, list[dict[str, Any]], dict]:
     """Train 2 steps; returns the trainer, the batches TRL scored, and the parameters before."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from tests.trl_tiny import ScriptedGenerate, tiny_model, tiny_tokenizer
+
     tokenizer = tiny_tokenizer()
     model = tiny_model(tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -88,6 +99,8 @@ def train(factory: type, reward: EnvironmentReward, rows: list[dict[str, Any]],
 
 def row_loss_grad(trainer: GRPOTrainer, batch: dict[str, Any], row: int) -> float:
     """The gradient norm of the GRPO loss of one completion of a scored batch."""
+    import torch
+
     size = batch["completion_ids"].shape[0]
     sliced = {k: (v[row:row + 1] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == size
                   else v) for k, v in batch.items()}
@@ -113,6 +126,8 @@ def arith_actions(task: Any, row: int) -> list[Any]:
 
 
 def arith_script(tasks: list[Any]) -> Any:
+    from tests.trl_tiny import tool_call
+
     def script(text: str, row: int) -> str:
         task = next(t for t in tasks if t.question in text)
         done = text.count("<tool_response>")
@@ -127,7 +142,10 @@ def arith_script(tasks: list[Any]) -> Any:
     return script
 
 
+@pytest.mark.slow
 def test_grpo_trains_on_arith_with_tools_and_grader_errors_do_not_train(tmp_path):
+    import torch
+
     factory = environment_factory(crashing_arith_env, n_tasks=8)
     env = crashing_arith_env(8)
     rows = dataset(env)
@@ -191,6 +209,7 @@ def _leftovers(marker: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_grpo_trains_on_code_repair_in_sandboxes_and_leaves_nothing_behind(tmp_path):
     require_tool("bwrap")
     private_tmp = tmp_path / "tmp"

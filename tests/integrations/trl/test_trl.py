@@ -11,11 +11,11 @@ from proofgym.integrations.trl import ProofgymReward, prompt_dataset
 
 def test_prompt_dataset_and_rewards_on_arith():
     env = gymnasium.make("proofgym/Arith-v0", n_tasks=6).unwrapped
-    rows = prompt_dataset(env, system_prompt="Be brief.")
+    rows = prompt_dataset(env, system_prompt="Be brief.", allow_heldout=True)  # all 6 tasks
     assert len(rows) == 6
     assert rows[0]["prompt"][0] == {"role": "system", "content": "Be brief."}
     assert rows[0]["prompt"][1]["content"] == env.tasks[0].get_spec().prompt
-    reward = ProofgymReward(env)
+    reward = ProofgymReward(env, allow_heldout=True)
     tasks = list(env.tasks)
     completions = [f"\\boxed{{{t.answer}}}" for t in tasks[:3]]
     completions += [f"\\boxed{{{t.wrong_answer}}}" for t in tasks[3:]]
@@ -47,7 +47,8 @@ def test_grader_errors_are_none_not_zero_and_mismatched_columns_fail():
     env = UniversalVerifiableEnv(InProcessRuntime([]), max_turns=1,
                                  tasks=TaskSet([_Flaky("fine"), _Flaky("broken")]))
     seen = []
-    reward = ProofgymReward(env, on_verdict=lambda tid, c, v: seen.append((tid, v.status)))
+    reward = ProofgymReward(env, allow_heldout=True,
+                            on_verdict=lambda tid, c, v: seen.append((tid, v.status)))
     assert reward(completions=["ok", "ok", "no"], task_id=["fine", "broken", "fine"]) == [1.0, None, 0.0]
     assert seen == [("fine", "scored"), ("broken", "error"), ("fine", "scored")]
     assert "answer key missing" in reward.last_verdicts[1].error
@@ -324,7 +325,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_proofgym_reward_grades_in_a_pool_and_hang_segfault_exit_are_none():
-    reward = ProofgymReward(_faulty_env(), processes=2, timeout_s=3.0)
+    reward = ProofgymReward(_faulty_env(), processes=2, timeout_s=3.0, allow_heldout=True)
     try:
         started = time.monotonic()
         ids = [f"faulty-{f}" for f in FAULTS]
@@ -360,7 +361,7 @@ def test_environment_reward_hang_segfault_exit_are_none():
 
 
 def test_proofgym_reward_workers_go_when_it_is_collected_or_the_interpreter_exits():
-    reward = ProofgymReward(_faulty_env(), processes=1, timeout_s=30.0)
+    reward = ProofgymReward(_faulty_env(), processes=1, timeout_s=30.0, allow_heldout=True)
     assert reward(completions=["yes"], task_id=["faulty-ok"]) == [1.0]
     pool = reward.pool
     pids = [w.process.pid for w in pool._backend._workers]
@@ -381,7 +382,7 @@ def test_proofgym_reward_workers_go_when_it_is_collected_or_the_interpreter_exit
         "if __name__ == '__main__':\n"
         "    env = UniversalVerifiableEnv(InProcessRuntime([]), max_turns=1,\n"
         "                                 tasks=TaskSet([FaultyTask('ok')]))\n"
-        "    reward = ProofgymReward(env, processes=1)\n"
+        "    reward = ProofgymReward(env, processes=1, allow_heldout=True)\n"
         "    assert reward(completions=['yes'], task_id=['faulty-ok']) == [1.0]\n"
         "    print(*[w.process.pid for w in reward.pool._backend._workers], flush=True)\n"
     )
@@ -397,7 +398,7 @@ def test_proofgym_reward_workers_go_when_it_is_collected_or_the_interpreter_exit
 
 
 def test_proofgym_reward_pickles_without_its_pool():
-    reward = ProofgymReward(_faulty_env(), backend="inline", timeout_s=5.0)
+    reward = ProofgymReward(_faulty_env(), backend="inline", timeout_s=5.0, allow_heldout=True)
     try:
         assert reward(completions=["yes"], task_id=["faulty-ok"]) == [1.0]
         clone = pickle.loads(pickle.dumps(reward))

@@ -42,6 +42,7 @@ from tests.runtimes.sandbox.image_helpers import (
     entry,
     layer_tar,
     release_layer,
+    sha,
     system_layer,
     write_docker_save,
     write_layout,
@@ -236,6 +237,52 @@ def test_oci_archive_tarball_with_private_dirs_and_top_level_files(cache, tmp_pa
         assert r.output == want, r.output
     finally:
         rt.close()
+
+
+def test_concurrent_builders_share_one_cache_entry(cache, tmp_path):
+    """Three processes building the same image at once all finish with it; the cache holds one
+    entry per layer and no temporary leftover (a failed build leaves nothing: see the tampered
+    layer tests)."""
+    layout = tmp_path / "layout"
+    layers_ = [release_layer(f"line {i}\n" * 20000) for i in range(3)]
+    digest = write_layout(layout, layers_, gzip_layers=[0, 2])
+    fresh = tmp_path / "fresh-cache"
+    code = ("import sys; from proofgym.runtimes.sandbox import OciImage; "
+            "print(OciImage(sys.argv[1]).build().digest)")
+    env = {**os.environ, "PROOFGYM_CACHE": str(fresh), "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(layout)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [o.strip() for o, _ in outs] == [digest] * 3, outs
+    names = sorted(p.name for p in (fresh / "images" / "layers").iterdir())
+    mode = "root" if os.geteuid() == 0 else "user"
+    assert names == sorted({f"{sha(t).split(':')[1]}.{mode}" for t in layers_}), names
+
+
+def test_the_images_interpreter_is_looked_up_inside_the_image_only(cache, tmp_path):
+    """Links resolve in the image (never on the host); whiteouts and opaque directories of
+    upper layers hide what lies below, as the overlay will."""
+    base = layer_tar([entry("usr/local/lib/py/bin/python3.9", b"\x7fELF", mode=0o755),
+                      entry("usr/local/lib/py/bin/python3", kind=tarfile.SYMTYPE, link="python3.9"),
+                      entry("usr/local/bin", kind=tarfile.SYMTYPE, link="/usr/local/lib/py/bin"),
+                      entry("opt/hostbin", kind=tarfile.SYMTYPE, link="/usr/bin")])
+    cases = [([], "/usr/local/bin", None),
+             ([], "/opt/hostbin", "no 'python3'"),  # the host's /usr/bin/python3 is not the image's
+             ([entry("usr/local/lib/py/bin/.wh.python3.9")], "/usr/local/bin", "no 'python3'"),
+             ([entry("usr/local/lib/py/.wh..wh..opq")], "/usr/local/bin", "no 'python3'")]
+    assert Path("/usr/bin/python3").exists()
+    for n, (upper, path, error) in enumerate(cases):
+        dest = tmp_path / f"layout{n}"
+        write_layout(dest, [base, *([layer_tar(upper)] if upper else [])], env=[f"PATH={path}"])
+        image = OciImage(str(dest)).build()
+        if error is None:
+            image.check()
+        else:
+            with pytest.raises(ImageError, match=error):
+                image.check()
+            with pytest.raises(ImageError, match=error):  # before any sandbox boots on it
+                SandboxRuntime(image=OciImage(str(dest)), limits=FAST_LIMITS, prestart=False)
 
 
 def test_a_tampered_layer_is_refused(cache, tmp_path):

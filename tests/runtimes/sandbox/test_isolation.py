@@ -36,6 +36,7 @@ def _grep_everything(rt: SandboxRuntime, text: str) -> str:
     return r.output
 
 
+@pytest.mark.slow
 def test_hidden_test_canaries_are_invisible_to_the_agent():
     require_tool("bwrap")
     tasks = list(code_repair_tasks())

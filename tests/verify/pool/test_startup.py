@@ -4,6 +4,9 @@ time a job ran in its worker (not its wait for the pool to start, nor its place 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +64,18 @@ def test_closing_a_pool_that_is_still_booting_does_not_wait_for_the_boot() -> No
     assert time.monotonic() - closing < 1.0
     with pytest.raises(PoolClosedError):
         pool.submit(sleep_job("late", 0.0), "late")
+
+
+def test_a_process_that_closes_a_booting_pool_and_exits_leaves_no_traceback() -> None:
+    """A closed pool's forkserver, left mid-start by a process that exits at once, goes
+    quietly: it once printed EOFError's traceback to the stderr they share (after an eval that
+    failed at once on a bad env id; the forkserver now leaves as soon as its owner is gone)."""
+    script = ("from proofgym.verify.pool import VerifierPool\n"
+              "VerifierPool('process', processes=2, max_in_flight=2).close()\n")
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_start_boots_every_worker_before_any_job_and_returns_at_once() -> None:
@@ -131,7 +146,8 @@ def test_evaluate_books_no_start_up_as_grading_and_reports_it_apart(tmp_path) ->
     assert max(booked) < startup, (booked, startup)  # each job's own run, not the wait for the boot
     from proofgym.cli.summary_table import summary_rows
 
-    assert ("grader start-up", f"{startup:.2f} s") in summary_rows(summary)  # the CLI shows it apart
+    # the CLI shows it apart
+    assert ("grader start-up", f"{startup:.2f} s (once per run, not in verify)") in summary_rows(summary)
 
 
 def test_a_task_module_new_to_a_running_worker_is_imported_off_the_jobs_clock() -> None:

@@ -48,6 +48,7 @@ def test_there_are_tasks_and_the_prompt_hides_the_hidden_tests(env):
         assert set(task.controls()) == CONTROLS | HACKS
 
 
+@pytest.mark.slow
 def test_reference_policy_scores_one_on_every_task_through_the_cli(tmp_path):
     require_tool("bwrap")
     out = tmp_path / "run"
@@ -72,6 +73,7 @@ def test_reference_policy_scores_one_on_every_task_through_the_cli(tmp_path):
 SWEEP_EVERY = 1 if os.environ.get("PROOFGYM_FULL_SWEEP") == "1" else 5
 
 
+@pytest.mark.slow
 def test_every_control_of_every_task_scores_zero(env):
     jobs = []
     tasks = env.tasks[::SWEEP_EVERY]

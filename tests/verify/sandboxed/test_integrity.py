@@ -148,7 +148,9 @@ def test_an_agent_caused_grader_failure_counts_like_an_honest_fail_in_a_run(tmp_
 
 
 def test_eval_exits_non_zero_above_the_error_budget(tmp_path):
-    args = ["eval", "proofgym/Arith-v0", "-n", "3", "-c", "2", "--grader-timeout", "0.001"]
+    # a grader that sleeps past the timeout: every grading is an error (Arith's with a 1 ms
+    # timeout was meant to be, but a warm math check can answer within 1 ms)
+    args = ["eval", "tests.faulty_graders:Faulty-v0", "-n", "3", "-c", "2", "--grader-timeout", "0.5"]
     proc = run_cli(*args, "--out", str(tmp_path / "a"), check=False)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "over --max-error-rate 5.0%" in " ".join(proc.stdout.split())

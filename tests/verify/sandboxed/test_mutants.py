@@ -37,4 +37,4 @@ def test_layouts_do_not_depend_on_the_process_string_hashing():
     """Gradings of one trajectory run in different worker processes, each with its own string
     hashing: the same seed must give the same mutants there (it did not while candidate words
     came out of a set: the money-split and slugify tasks differed under hash seeds 1 and 2)."""
-    assert len({_fingerprint(seed) for seed in ("1", "2", "3")}) == 1
+    assert _fingerprint("1") == _fingerprint("2")

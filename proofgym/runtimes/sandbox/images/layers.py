@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from proofgym.core.errors import ProofgymError
+
 __all__ = ["LayerError", "unpack_layer"]
 
 _OPAQUE = ".wh..wh..opq"
@@ -37,7 +39,7 @@ PROGRESS_BYTES = 128 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class LayerError(ValueError):
+class LayerError(ProofgymError, ValueError):
     """A layer that is refused: unsafe entries, a bad archive or a digest that does not match."""
 
 

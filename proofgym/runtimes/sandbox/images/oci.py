@@ -30,6 +30,7 @@ from typing import IO, Any
 
 from proofgym.runtimes.sandbox.images.cache import build_once, cache_root, mount_root, write_record
 from proofgym.runtimes.sandbox.images.layers import LayerError, unpack_layer
+from proofgym.runtimes.sandbox.images.lookup import find_program
 from proofgym.runtimes.sandbox.images.packages import ImageError, Progress
 
 __all__ = ["OciImage"]
@@ -212,6 +213,18 @@ class OciImage:
         if progress:
             progress(f"ready: {self.digest}")
         return built
+
+    def check(self) -> None:
+        """Raise :class:`ImageError` unless the image has its interpreter (``python``, a path or
+        a name on the image's ``PATH``): the sandbox's supervisor runs on it."""
+        if self.root is None:
+            raise ImageError("this OciImage is not built yet: call image = image.build()")
+        names = (self.root / "lowerdir").read_text().strip().split(":")
+        layers = [Path(os.path.realpath(self.root / n)) for n in names if n != "empty"]
+        if find_program(layers, self.python, self.path) is None:
+            raise ImageError(f"image {self.source}: no {self.python!r} on its PATH ({self.path}); "
+                             "a sandbox's supervisor and grading runner run on the image's Python "
+                             "3: pass python= its path in the image, or use an image with one")
 
     # ------------------------------------------------------------- SandboxSystem
     def bwrap_args(self) -> list[str]:

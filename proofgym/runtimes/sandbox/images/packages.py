@@ -29,10 +29,13 @@ from typing import Any
 
 from proofgym.runtimes.sandbox.images.cache import build_once, cache_root, mount_root, write_record
 from proofgym.runtimes.sandbox.system import (
-    SANDBOX_PYLIB,
     SANDBOX_PYTHON,
+    STAGED_ENV,
+    STAGED_PATH,
+    STAGED_PYTHON,
     MinimalSystem,
     SandboxSetupError,
+    staged_bwrap_args,
 )
 
 __all__ = ["ImageError", "PackagesImage", "Pin", "WheelLock", "lock_packages"]
@@ -256,30 +259,9 @@ class PackagesImage:
         return self.root
 
     def bwrap_args(self) -> list[str]:
-        args = []
-        for name in ("bin", "lib", "lib64", "sbin"):
-            link = Path("/") / name
-            if link.is_symlink():
-                args += ["--symlink", str(link.readlink()), f"/{name}"]
-        for top in ("usr", "opt", "etc"):
-            args += ["--ro-bind", str(self._root() / "sys" / top), f"/{top}"]
-        return args
+        return staged_bwrap_args(self._root())
 
-    @property
-    def path(self) -> str:
-        return f"{SANDBOX_PYTHON}/bin:/usr/bin"
-
-    @property
-    def env(self) -> Mapping[str, str]:
-        return {"LD_LIBRARY_PATH": SANDBOX_PYLIB}
-
-    @property
-    def python(self) -> str:
-        return f"{SANDBOX_PYTHON}/bin/python3"
-
-    @property
-    def host_python(self) -> bool:
-        return True
+    path, env, python, host_python = STAGED_PATH, STAGED_ENV, STAGED_PYTHON, True
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "packages", "digest": self.digest, "packages": self.lock.names(),

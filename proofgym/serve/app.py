@@ -1,0 +1,226 @@
+"""The ASGI app of ``proofgym serve`` (Starlette): routes, authentication, error mapping.
+
+* ``WS /ws``: one session per connection, OpenEnv's messages (:mod:`proofgym.serve.protocol`).
+  The session, and its env's sandbox, ends with the connection, however the connection ends.
+* HTTP, NeMo-Gym style: ``POST /reset`` (opens a session when no ``X-Proofgym-Session`` header
+  names one; the response carries the id in that header and in ``metadata.session_id``),
+  ``POST /step``, ``GET /state``, ``POST /close``, with the session in the header.
+* ``GET /health``; ``GET /tasks`` and ``GET /splits`` (ids, splits, content hashes: no task
+  content); ``GET /prompts`` (each task's spec as the agent is shown it); ``GET /describe``
+  (what :class:`~proofgym.remote.RemoteEnv` needs to stand in for the env); OpenEnv's
+  ``GET /schema`` and ``GET /metadata``;
+  ``GET /verdicts/{trajectory_id}`` (``?wait=SECONDS``, ``?version=V``).
+* The episode tier (:mod:`proofgym.serve.episodes`) under ``/episodes``.
+* With a token (required when bound beyond loopback), every route but ``/health`` needs
+  ``Authorization: Bearer TOKEN``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from proofgym.serve.describe import (
+    describe_env,
+    metadata_payload,
+    prompts_payload,
+    schema_payload,
+    splits_payload,
+    tasks_payload,
+)
+from proofgym.serve.protocol import (
+    HTTP_STATUS,
+    SESSION_HEADER,
+    Code,
+    ServeError,
+    dumps,
+    error_frame,
+    loads,
+    public_error,
+)
+from proofgym.serve.sessions import SessionManager
+
+
+def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(payload), status, headers=headers, media_type="application/json")
+
+
+def _error(error: ServeError) -> Response:
+    headers = {"Retry-After": "1"} if error.code in (Code.CAPACITY_REACHED, Code.DRAINING) else None
+    return _json({"error": error.payload()}, HTTP_STATUS.get(error.code, 500), headers)
+
+
+def build_app(manager: SessionManager, *, token: str | None = None,
+              extra_routes: list[Any] | None = None,
+              on_shutdown: list[Any] | None = None) -> Starlette:
+    """The server's app over ``manager``; ``token``: the bearer token every route but
+    ``/health`` requires (``None``: none, for loopback only)."""
+
+    def authorized(headers: Any) -> bool:
+        if token is None:
+            return True
+        given = headers.get("authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+    def guarded(handler: Any) -> Any:
+        async def endpoint(request: Request) -> Response:
+            if not authorized(request.headers):
+                return _error(ServeError(Code.UNAUTHORIZED, "missing or wrong bearer token: send "
+                                         "'Authorization: Bearer TOKEN' (proofgym serve --token)"))
+            try:
+                return await handler(request)
+            except ServeError as exc:
+                return _error(exc)
+            except Exception as exc:
+                return _error(public_error(exc, request.url.path))
+        return endpoint
+
+    async def health(request: Request) -> Response:
+        return _json(manager.health())
+
+    async def body(request: Request) -> Any:
+        raw = await request.body()
+        return loads(raw) if raw.strip() else {}
+
+    async def http_call(request: Request, what: str) -> Response:
+        session_id = request.headers.get(SESSION_HEADER)
+        if session_id is None and what == "reset":
+            session = await manager.open("http")
+        else:
+            session = manager.get(session_id)
+        data = await body(request) if request.method == "POST" else {}
+        try:
+            result = await session.run(what, data)
+        except ServeError:
+            raise
+        except Exception as exc:
+            raise public_error(exc, what) from None
+        return _json(result, headers={SESSION_HEADER: session.id})
+
+    async def reset(request: Request) -> Response:
+        return await http_call(request, "reset")
+
+    async def step(request: Request) -> Response:
+        return await http_call(request, "step")
+
+    async def state(request: Request) -> Response:
+        return await http_call(request, "state")
+
+    async def open_session(request: Request) -> Response:
+        session = await manager.open("http")
+        return _json({"session_id": session.id}, headers={SESSION_HEADER: session.id})
+
+    async def close(request: Request) -> Response:
+        session = manager.get(request.headers.get(SESSION_HEADER))
+        await manager.close(session)
+        return _json({"closed": session.id})
+
+    async def tasks(request: Request) -> Response:
+        return _json(tasks_payload(manager.source))
+
+    async def splits(request: Request) -> Response:
+        return _json(splits_payload(manager.source))
+
+    async def schema(request: Request) -> Response:
+        return _json(schema_payload(manager.source))
+
+    async def metadata(request: Request) -> Response:
+        return _json(metadata_payload(manager.source))
+
+    async def prompts(request: Request) -> Response:
+        return _json(prompts_payload(manager.source))
+
+    async def describe(request: Request) -> Response:
+        return _json(describe_env(manager.source))
+
+    async def verdict(request: Request) -> Response:
+        trajectory_id = request.path_params["trajectory_id"]
+        record = manager.verdicts.get(trajectory_id, request.query_params.get("version"))
+        if record is None:
+            raise ServeError(Code.NOT_FOUND, f"no verdict for {trajectory_id!r} (not an episode of this "
+                             "server, or a verifier version it did not grade with)")
+        try:
+            wait = float(request.query_params.get("wait", "0"))
+        except ValueError:
+            raise ServeError(Code.VALIDATION_ERROR, "wait must be a number of seconds") from None
+        if wait > 0:
+            await record.wait(min(wait, 300.0))
+        return _json(record.to_dict())
+
+    async def websocket(ws: WebSocket) -> None:
+        await ws.accept()
+        if not authorized(ws.headers):
+            await ws.send_text(dumps(error_frame(ServeError(
+                Code.UNAUTHORIZED, "missing or wrong bearer token: send 'Authorization: Bearer TOKEN'"))))
+            await ws.close(code=1008)
+            return
+        try:
+            session = await manager.open("ws")
+        except ServeError as exc:
+            await ws.send_text(dumps(error_frame(exc)))
+            await ws.close(code=1013 if exc.code == Code.CAPACITY_REACHED else 1011)
+            return
+        try:
+            while True:
+                text = await ws.receive_text()
+                try:
+                    message = loads(text)
+                    kind = message.get("type") if isinstance(message, dict) else None
+                    if kind == "close":
+                        break
+                    if kind not in ("reset", "step", "state"):
+                        raise ServeError(Code.UNKNOWN_TYPE, f"unknown message type {kind!r}; send "
+                                         "reset, step, state or close")
+                    try:
+                        result = await session.run(kind, message.get("data", {}))
+                    except ServeError:
+                        raise
+                    except Exception as exc:
+                        raise public_error(exc, kind) from None
+                    frame = {"type": "state" if kind == "state" else "observation", "data": result}
+                except ServeError as exc:
+                    frame = error_frame(exc)
+                await ws.send_text(dumps(frame))
+        except WebSocketDisconnect:
+            pass  # the client went away (closed, crashed, killed): its session ends below
+        finally:
+            await manager.close(session)
+            with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+                await ws.close()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        manager.start()
+        try:
+            yield
+        finally:
+            for hook in on_shutdown or []:
+                await hook()
+            await manager.shutdown()
+
+    routes = [
+        Route("/health", health),
+        Route("/sessions", guarded(open_session), methods=["POST"]),
+        Route("/reset", guarded(reset), methods=["POST"]),
+        Route("/step", guarded(step), methods=["POST"]),
+        Route("/state", guarded(state), methods=["GET"]),
+        Route("/close", guarded(close), methods=["POST"]),
+        Route("/tasks", guarded(tasks)),
+        Route("/splits", guarded(splits)),
+        Route("/describe", guarded(describe)),
+        Route("/prompts", guarded(prompts)),
+        Route("/schema", guarded(schema)),
+        Route("/metadata", guarded(metadata)),
+        Route("/verdicts/{trajectory_id:path}", guarded(verdict)),
+        WebSocketRoute("/ws", websocket),
+        *[Route(path, guarded(fn), methods=methods) for path, fn, methods in (extra_routes or [])],
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

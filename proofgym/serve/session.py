@@ -1,0 +1,214 @@
+"""One session of the step tier: one client's env, its current episode, and the held-out guard.
+
+A session owns its env (and so the env's runtime: a sandbox, its mounts and processes) from
+open to :meth:`Session.close`; nothing else holds it. Calls on one session run one at a time
+(its lock); a blocking runtime call runs on the server's thread pool, a cheap in-process one on
+the event loop (as the orchestrator's local slots do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from proofgym.core import TraceStep
+from proofgym.env import UniversalVerifiableEnv
+from proofgym.make import make_env, takes_tasks
+from proofgym.serve.protocol import Code, ServeError, parse_action, step_payload
+from proofgym.serve.verdicts import VerdictStore
+from proofgym.tasks import BURNED, SplitManifest
+
+log = logging.getLogger("proofgym.serve")
+
+
+@dataclass
+class EnvSource:
+    """How the server builds a session's env: ``env_id`` with ``env_kwargs``; the task set is
+    built once (by the first env) and shared, as ``proofgym eval`` shares it between slots."""
+
+    env_id: str
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Serve one split only (``train``: a training server; sampling draws from it and any other
+    #: task id is refused as held out); ``None``: every task, held-out ones behind the guard.
+    split: str | None = None
+    #: A frozen split manifest file (``proofgym splits freeze``) to serve the splits of; every
+    #: burn is written back into it, so it outlives the server.
+    splits: Path | None = None
+    burns: list[dict[str, Any]] = field(default_factory=list)
+    _shared: dict[str, Any] | None = None
+    _tasks: Any = None
+    template: UniversalVerifiableEnv | None = None
+
+    def build(self) -> UniversalVerifiableEnv:
+        if self.template is None:
+            template = make_env(self.env_id, **self.env_kwargs)
+            if self.splits is not None and template.tasks is not None:
+                template.tasks = template.tasks.with_splits(SplitManifest.load(self.splits))
+            if self.split is not None and template.tasks is not None:
+                template.tasks = template.tasks.split(self.split)
+            self._tasks = template.tasks
+            shares = takes_tasks(self.env_id) and "tasks" not in self.env_kwargs
+            self._shared = {"tasks": template.tasks} if shares else {}
+            # the template only describes the env (tools, limits, tasks): its runtime (a sandbox's
+            # scratch space, say) is let go at once, so only sessions hold runtimes
+            template.close()
+            self.template = template
+        env = make_env(self.env_id, **self.env_kwargs, **(self._shared or {}))
+        if self._tasks is not None:
+            env.tasks = self._tasks
+        return env
+
+    def close(self) -> None:
+        if self.template is not None:
+            self.template.close()
+
+
+class Session:
+    """A client's env and episode (see the module docstring)."""
+
+    def __init__(self, source: EnvSource, env: UniversalVerifiableEnv, verdicts: VerdictStore,
+                 threads: cf.ThreadPoolExecutor, kind: str) -> None:
+        self.id = uuid.uuid4().hex
+        self.kind = kind  # "ws" or "http"
+        self.source = source
+        self.env = env
+        self.verdicts = verdicts
+        self._threads = threads
+        self._cheap = getattr(env.runtime, "cheap", False) is True
+        self.lock = asyncio.Lock()
+        self.last_active = time.monotonic()
+        self.busy = False
+        self.closed = False
+        self.episode_id: str | None = None
+        self.trace: list[TraceStep] = []
+        self.done = True
+        self.inline_grading = True
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._cheap:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
+
+    async def run(self, what: str, data: Any) -> dict[str, Any]:
+        """``reset``, ``step`` or ``state``, one at a time per session."""
+        async with self.lock:
+            if self.closed:
+                raise ServeError(Code.SESSION_ERROR, "the session is closed; open a new one")
+            self.busy = True
+            try:
+                if what == "reset":
+                    return await self._reset(data if isinstance(data, dict) else {})
+                if what == "step":
+                    return await self._step(data)
+                return self.state()
+            finally:
+                self.busy = False
+                self.last_active = time.monotonic()
+
+    # ----------------------------------------------------------------- reset
+    async def _reset(self, data: dict[str, Any]) -> dict[str, Any]:
+        seed = data.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ServeError(Code.VALIDATION_ERROR, f"seed must be a non-negative integer, got {seed!r}")
+        options = data.get("options") or {}
+        if not isinstance(options, dict):
+            raise ServeError(Code.VALIDATION_ERROR, "options must be an object")
+        if "task" in options:
+            raise ServeError(Code.VALIDATION_ERROR, "a served env picks tasks by id: use "
+                             "options={'task_id': ...} (GET /tasks lists them)")
+        task_id = options.get("task_id", data.get("task_id"))
+        allow = data.get("allow_heldout") is True or options.get("allow_heldout") is True
+        grading = data.get("grading", "inline")
+        if grading not in ("inline", "deferred"):
+            raise ServeError(Code.VALIDATION_ERROR, "grading must be 'inline' (the verdict comes with "
+                             "the last step) or 'deferred' (fetch it from /verdicts/ID)")
+        if task_id is not None:
+            self._guard(str(task_id), allow, before=True)
+        self.done = True
+        obs, info = await self._call(lambda: self.env.reset(seed=seed, options={"task_id": task_id}))
+        task = self.env.current_task
+        assert task is not None
+        self._guard(task.id, allow, before=False)
+        self.episode_id = uuid.uuid4().hex
+        self.trace = []
+        self.done = False
+        self.inline_grading = grading == "inline"
+        return step_payload(obs, False, False, info, self._metadata())
+
+    def _guard(self, task_id: str, allow: bool, *, before: bool) -> None:
+        if not before and not allow:
+            self.done, self.episode_id = True, None  # a refused episode is no episode
+        held_out_guard(self.env, self.source, task_id, allow, f"session {self.id[:12]}", burn=not before)
+
+    # ------------------------------------------------------------------ step
+    async def _step(self, data: Any) -> dict[str, Any]:
+        action = parse_action(data)
+        if self.episode_id is None or self.done:
+            raise ServeError(Code.EXECUTION_ERROR, "step before reset, or after the episode ended: "
+                             "send a reset first", kind="episode_state")
+        charge = data.get("charge") if isinstance(data, dict) else None
+        if isinstance(charge, dict):  # what the policy spent on this action (token/cost budgets)
+            try:
+                self.env.charge(tokens=int(charge.get("tokens", 0)), cost=float(charge.get("cost", 0.0)))
+            except (TypeError, ValueError) as exc:
+                raise ServeError(Code.VALIDATION_ERROR, f"bad charge {charge!r}: {exc}") from None
+        obs, _reward, terminated, truncated, info = await self._call(self.env.step, action)
+        self.trace.append(TraceStep(action, obs))
+        verdict = None
+        if terminated or truncated:
+            self.done = True
+            job = self.env.verification_job(self.trace)
+            task = self.env.current_task
+            assert task is not None
+            record = self.verdicts.submit(self.episode_id, job, task.id)
+            if self.inline_grading:
+                verdict = await record.wait()
+        return step_payload(obs, terminated, truncated, info, self._metadata(), verdict)
+
+    def state(self) -> dict[str, Any]:
+        task = self.env.current_task
+        out = {"episode_id": self.episode_id, "step_count": len(self.trace), "session_id": self.id,
+               "task_id": task.id if task is not None and self.episode_id else None, "done": self.done}
+        if self.episode_id is not None:
+            record = self.verdicts.get(self.episode_id)
+            out["verdict_status"] = record.status if record is not None else None
+        return out
+
+    def _metadata(self) -> dict[str, Any]:
+        return {"session_id": self.id, "episode_id": self.episode_id, "step": len(self.trace)}
+
+    async def close(self) -> None:
+        """Close the env (its sandbox, mounts and processes go with it) once no call is running."""
+        async with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            await self._call(self.env.close)
+
+
+def held_out_guard(env: UniversalVerifiableEnv, source: EnvSource, task_id: str, allow: bool, who: str, *,
+                   burn: bool) -> None:
+    """The held-out guard: a held-out task is served only when the request says so
+    (``allow_heldout``), and then (``burn``) it is burned: it leaves the held-out pool for good,
+    and the server's burn log says who it was served to."""
+    tasks = env.tasks
+    if tasks is None or task_id not in tasks.manifest.tasks or tasks.split_of(task_id) != "heldout":
+        return
+    if not allow:
+        raise ServeError(Code.HELD_OUT, f"task {task_id!r} is held out; a held-out task is served only "
+                         "with allow_heldout=true, and serving it burns it (it leaves the held-out "
+                         "pool: its numbers are no longer clean)")
+    if burn:
+        reason = f"served to {who} by proofgym serve"
+        tasks.manifest.burn(task_id, reason)
+        source.burns.append({"task_id": task_id, "reason": reason, "split": BURNED, "at": time.time()})
+        log.warning("burned held-out task %s: %s", task_id, reason)
+        if source.splits is not None:
+            tasks.manifest.save(source.splits)
