@@ -62,6 +62,7 @@ def test_the_env_is_registered_and_loads_without_fetching():
     assert task.content()["record"]["id"] == task.id  # from the manifest: nothing materialized
 
 
+@pytest.mark.slow
 def test_acceptance_1_validate_a_sample_across_projects(tmp_path, monkeypatch):
     """Reference 1.0, doing nothing 0, every control 0, the same verdict twice: on 5 tasks
     across at least 3 projects (the suite's sample; the full run is in the docs' numbers)."""

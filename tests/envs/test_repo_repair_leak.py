@@ -115,6 +115,7 @@ def _search(lower, canaries, image) -> dict:
     return json.loads(line[len("SEARCH "):])
 
 
+@pytest.mark.slow
 def test_the_agent_cannot_find_the_pristine_source_or_the_hidden_tests(tmp_path, monkeypatch):
     require_tool("bwrap")
     cache = tmp_path / "cache"

@@ -42,6 +42,7 @@ def test_hidden_tests_are_stripped_whole_and_nothing_else():
         strip_tests(TESTS.encode(), ["tests/test_pgdemo.py::test_nothing"])
 
 
+@pytest.mark.slow
 def test_synthesis_keeps_only_valid_tasks_and_is_deterministic(tmp_path, cache):
     require_tool("bwrap")
     pin = demo_pin(tmp_path / "index")
