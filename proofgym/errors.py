@@ -16,7 +16,7 @@ its subclass: 1, a run that failed)::
     ├── records: ContractError, RunStoreError
     ├── runs: RolloutError > RunFailedError; PolicyInfrastructureError, TransportError,
     │         RetriesExhausted, SlotLostError
-    ├── tasks: HeldOutError, SplitManifestError
+    ├── tasks: HeldOutError, SplitManifestError; synthesis: FetchError, PatchError, RecipeError
     ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
     ├── serving: ServeError > CapacityError; RemoteError
     ├── sandbox: SandboxSetupError > IdBusyError, ImageError;  LayerError (ValueError)
@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
     from proofgym.serve import CapacityError, ServeError
     from proofgym.tasks.loaders import MissingExtraError, TaskRecordError
     from proofgym.tasks.splits import HeldOutError, SplitManifestError
+    from proofgym.tasks.synth import FetchError, PatchError, RecipeError
     from proofgym.testing.scripts import UnknownPrompt
     from proofgym.tools.result import ToolError
     from proofgym.verify.graders import (
@@ -105,6 +106,9 @@ _WHERE = {
     "MissingExtraError": "proofgym.tasks.loaders",
     "HeldOutError": "proofgym.tasks.splits",
     "SplitManifestError": "proofgym.tasks.splits",
+    "FetchError": "proofgym.tasks.synth",
+    "PatchError": "proofgym.tasks.synth",
+    "RecipeError": "proofgym.tasks.synth",
     "UnknownPrompt": "proofgym.testing.scripts",
     "ToolError": "proofgym.tools.result",
     "HedgedAnswer": "proofgym.verify.graders",
@@ -136,6 +140,7 @@ __all__ = [
     "EnvBuildError",
     "EnvNotFoundError",
     "EpisodeStateError",
+    "FetchError",
     "GraderSpecError",
     "HedgedAnswer",
     "HeldOutError",
@@ -147,9 +152,11 @@ __all__ = [
     "MathCheckStarved",
     "MissingExtraError",
     "MultiTurnNotSupported",
+    "PatchError",
     "PolicyInfrastructureError",
     "PoolClosedError",
     "ProofgymError",
+    "RecipeError",
     "RegradeError",
     "RemoteError",
     "RetriesExhausted",

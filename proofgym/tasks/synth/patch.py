@@ -10,10 +10,12 @@ import difflib
 import re
 from collections.abc import Mapping
 
+from proofgym.core.errors import ProofgymError
+
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-class PatchError(ValueError):
+class PatchError(ProofgymError, ValueError):
     """A patch that does not apply to the files it names."""
 
 
