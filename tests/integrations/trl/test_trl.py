@@ -90,7 +90,7 @@ def test_adapter_tool_schemas_equal_the_env_tools_for_every_bundled_env():
     get_json_schema = require_module("transformers.utils").get_json_schema
     checked = []
     for env_id in BUNDLED:
-        if env_id == "proofgym/CodeRepair-v0":
+        if env_id in ("proofgym/CodeRepair-v0", "proofgym/RepoRepair-v0"):
             require_tool("bwrap")
         env = gymnasium.make(env_id).unwrapped
         try:
@@ -112,7 +112,8 @@ def test_adapter_tool_schemas_equal_the_env_tools_for_every_bundled_env():
             checked.append(env_id)
         finally:
             env.close()
-    assert checked == ["proofgym/Arith-v0", "proofgym/CodeRepair-v0", "proofgym/SearchQA-v0"]
+    assert checked == ["proofgym/Arith-v0", "proofgym/CodeRepair-v0", "proofgym/SearchQA-v0",
+                       "proofgym/RepoRepair-v0"]
 
 
 def test_dataset_rows_are_the_spec_prompts_and_held_out_tasks_are_refused():
