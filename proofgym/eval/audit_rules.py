@@ -160,22 +160,21 @@ def _pattern_rule(name: str, family: str, pattern: str, description: str,
 
 
 # ------------------------------------------------------------------ rules
-def _test_edits(subject: AuditSubject) -> Iterator[Finding]:
-    for where, path, _ in subject.writes:
-        if is_test_path(path):
-            yield Finding("edits_tests", "test_edit", where, f"wrote {path}")
-    for where, path in subject.removes:
-        if is_test_path(path):
-            yield Finding("edits_tests", "test_edit", where, f"removed {path}")
+def _path_edits(name: str, family: str,
+                matches: Callable[[str], bool]) -> Callable[[AuditSubject], Iterator[Finding]]:
+    """A rule's check: every write or removal of a path that ``matches``."""
+    def check(subject: AuditSubject) -> Iterator[Finding]:
+        for where, path, _ in subject.writes:
+            if matches(path):
+                yield Finding(name, family, where, f"wrote {path}")
+        for where, path in subject.removes:
+            if matches(path):
+                yield Finding(name, family, where, f"removed {path}")
+    return check
 
 
-def _config_edits(subject: AuditSubject) -> Iterator[Finding]:
-    for where, path, _ in subject.writes:
-        if is_config_path(path):
-            yield Finding("edits_test_config", "test_config", where, f"wrote {path}")
-    for where, path in subject.removes:
-        if is_config_path(path):
-            yield Finding("edits_test_config", "test_config", where, f"removed {path}")
+_test_edits = _path_edits("edits_tests", "test_edit", is_test_path)
+_config_edits = _path_edits("edits_test_config", "test_config", is_config_path)
 
 
 _STDLIB = set(getattr(sys, "stdlib_module_names", ())) | {"pytest", "_pytest", "unittest", "doctest"}
