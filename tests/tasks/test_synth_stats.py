@@ -69,3 +69,17 @@ def test_a_bad_recipe_says_what_is_wrong(tmp_path):
     path.write_text('{"projects": []}')
     with pytest.raises(RecipeError, match="not a version-1 recipe"):
         Recipe.load(path)
+
+
+@pytest.mark.pure
+def test_with_project_replaces_a_pin_by_name_and_adds_a_new_one(tmp_path):
+    recipe = Recipe.of([{"name": "x", "version": "1", "sha256": "0" * 64, "source": ["x"]}])
+    bumped = recipe.with_project(recipe.project("x").__class__.from_dict(
+        {"name": "x", "version": "2", "sha256": "1" * 64, "source": ["x"]}))
+    assert [(p.name, p.version) for p in bumped.projects] == [("x", "2")]
+    added = bumped.with_project(Recipe.of([{"name": "y", "version": "1", "sha256": "2" * 64,
+                                            "source": ["y"]}]).project("y"))
+    assert [p.name for p in added.projects] == ["x", "y"]
+    path = tmp_path / "r.json"
+    path.write_bytes(added.to_json())
+    assert [p.name for p in Recipe.load(path).projects] == ["x", "y"]

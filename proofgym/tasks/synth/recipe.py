@@ -119,7 +119,10 @@ class Recipe:
                           f"{sorted(p.name for p in self.projects)}")
 
     def with_project(self, pin: ProjectPin) -> Recipe:
-        """This recipe with ``pin`` in place of the project of its name."""
+        """This recipe with ``pin`` in place of the project of its name, or added at the end when
+        the recipe has no project of that name."""
+        if all(p.name != pin.name for p in self.projects):
+            return Recipe((*self.projects, pin), self.path)
         return Recipe(tuple(pin if p.name == pin.name else p for p in self.projects), self.path)
 
     def to_json(self) -> bytes:
