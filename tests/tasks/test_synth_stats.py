@@ -10,6 +10,7 @@ import pytest
 
 from proofgym.envs.repo_repair import MANIFEST
 from proofgym.tasks.synth import Recipe, RecipeError, TaskRecord, read_manifest
+from proofgym.tasks.synth.recipe import ProjectPin
 from proofgym.tasks.synth.stats import distribution, format_report
 from tests.conftest import REPO
 
@@ -74,11 +75,11 @@ def test_a_bad_recipe_says_what_is_wrong(tmp_path):
 @pytest.mark.pure
 def test_with_project_replaces_a_pin_by_name_and_adds_a_new_one(tmp_path):
     recipe = Recipe.of([{"name": "x", "version": "1", "sha256": "0" * 64, "source": ["x"]}])
-    bumped = recipe.with_project(recipe.project("x").__class__.from_dict(
+    bumped = recipe.with_project(ProjectPin.from_dict(
         {"name": "x", "version": "2", "sha256": "1" * 64, "source": ["x"]}))
     assert [(p.name, p.version) for p in bumped.projects] == [("x", "2")]
-    added = bumped.with_project(Recipe.of([{"name": "y", "version": "1", "sha256": "2" * 64,
-                                            "source": ["y"]}]).project("y"))
+    added = bumped.with_project(ProjectPin.from_dict(
+        {"name": "y", "version": "1", "sha256": "2" * 64, "source": ["y"]}))
     assert [p.name for p in added.projects] == ["x", "y"]
     path = tmp_path / "r.json"
     path.write_bytes(added.to_json())
