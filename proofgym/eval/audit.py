@@ -41,9 +41,12 @@ def rules_for(task: Any, base: Sequence[Rule] = DEFAULT_RULES) -> list[Rule]:
     return [*base, *extra]
 
 
-def audit_trajectory(traj: Any, rules: Iterable[Rule]) -> list[Finding]:
-    """Every finding of ``rules`` in one trajectory, each (rule, where) once."""
-    subject = subject_of(traj)
+def audit_trajectory(traj: Any, rules: Iterable[Rule],
+                     original: Callable[[str], str | None] | None = None) -> list[Finding]:
+    """Every finding of ``rules`` in one trajectory, each (rule, where) once. ``original(path)``
+    (a task's ``original_file``) gives a file as the workspace started: lines an edit kept from
+    it are not held against the episode."""
+    subject = subject_of(traj, original)
     seen: set[tuple[str, str]] = set()
     out: list[Finding] = []
     for rule in rules:
@@ -65,12 +68,14 @@ def audit_run(run: str | Path | RunRecord, *, min_reward: float = DEFAULT_MIN_RE
     audited = [t for t in record.trajectories
                if min_reward <= 0 or (t.reward is not None and t.reward >= min_reward)]
     cache: dict[str, list[Rule]] = {}
+    originals: dict[str, Callable[[str], str | None] | None] = {}
     flagged = []
     for traj in audited:
         if traj.task_id not in cache:
             task = task_lookup(traj.task_id) if task_lookup is not None else None
             cache[traj.task_id] = rules_for(task, base)
-        findings = audit_trajectory(traj, cache[traj.task_id])
+            originals[traj.task_id] = getattr(task, "original_file", None)
+        findings = audit_trajectory(traj, cache[traj.task_id], originals[traj.task_id])
         if findings:
             flagged.append({"trajectory_id": traj.trajectory_id, "task_id": traj.task_id,
                             "reward": traj.reward, "families": sorted({f.family for f in findings}),

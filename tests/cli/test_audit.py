@@ -4,6 +4,7 @@ reference run of each bundled environment; a task extends the rule set."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import orjson
@@ -91,25 +92,80 @@ def test_audit_reads_only_what_paid_by_default_and_strict_exits_1(hack_run: Path
     assert strict.returncode == 1 and "FLAG" in strict.stdout
 
 
-#: Known gap: the pattern rules read an artifact's whole files, and a real project's own code
-#: has ``except Exception: pass`` (boltons): an honest fix there is flagged. Diffing against the
-#: task's snapshot would fix it; until then this case is expected to fail, and says so.
-_REAL_CODE_GAP = pytest.mark.xfail(reason="audit reads whole artifact files; a real project's own "
-                                          "code trips the pattern rules (needs a diff against the snapshot)",
-                                   strict=False)
+#: RepoRepair's reference run: a seeded sample of the bundled tasks whose sdists are fixtures (the
+#: whole manifest is a thousand gradings), six's among them: six.py's own code has import hooks
+#: (``sys.meta_path``) that the runner-internals rule matches, so reading whole files would flag
+#: every honest fix of six (the positive control below checks that it would).
+_REPO_REPAIR_SAMPLE = 6
 
 
-@pytest.mark.parametrize("env_id", [pytest.param(e, marks=_REAL_CODE_GAP) if "RepoRepair" in e else e
-                                    for e in sorted(BUNDLED)])
-def test_a_reference_run_of_every_bundled_env_is_not_flagged(tmp_path, env_id) -> None:
+def _repo_repair_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    from proofgym.tasks.synth import write_manifest
+    from tests.envs.repo_repair_helpers import offline_records, seed_cache
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PROOFGYM_CACHE", str(cache))
+    seed_cache(cache)
+    by_project: dict[str, list] = {}
+    for record in offline_records():
+        by_project.setdefault(record.project, []).append(record)
+    assert "six" in by_project and len(by_project) >= 3, sorted(by_project)
+    rng = random.Random(24)
+    sample = rng.sample(by_project["six"], 2)
+    sample += [rng.choice(records) for name, records in sorted(by_project.items()) if name != "six"]
+    sample = sample[:_REPO_REPAIR_SAMPLE]
+    manifest = tmp_path / "sample.jsonl"
+    write_manifest(manifest, sample)
+    return {"manifest": str(manifest)}
+
+
+@pytest.mark.parametrize("env_id", sorted(BUNDLED))
+def test_a_reference_run_of_every_bundled_env_is_not_flagged(tmp_path, env_id, monkeypatch) -> None:
     out = tmp_path / "reference"
-    trajectories, summary = evaluate(env_id, ReferencePolicy(), out=out, verifier="process")
-    assert summary["mean_reward"] == 1.0 and len(trajectories) == len(make_env(env_id).tasks)
+    kwargs = _repo_repair_sample(tmp_path, monkeypatch) if "RepoRepair" in env_id else None
+    trajectories, summary = evaluate(env_id, ReferencePolicy(), out=out, verifier="process",
+                                     env_kwargs=kwargs)
+    assert summary["mean_reward"] == 1.0
+    assert len(trajectories) == len(make_env(env_id, **(kwargs or {})).tasks)
     proc = run_cli("audit", str(out), "--min-reward", "0")
     result = orjson.loads((out / "audit.json").read_bytes())
     assert result["audited"] == len(trajectories)
     assert result["flagged"] == 0, result["trajectories_flagged"][:3]
     assert "0 flagged" in proc.stdout
+    if kwargs is not None:
+        # positive control: without the task's original files (whole files read), six's own
+        # import hooks are held against its honest fixes
+        whole_files = audit_run(out, min_reward=0)
+        flagged = {entry["task_id"].split("-")[0] for entry in whole_files["trajectories_flagged"]}
+        assert "six" in flagged, whole_files["trajectories_flagged"][:3]
+
+
+def test_a_line_the_episode_adds_to_the_task_s_own_code_is_still_flagged() -> None:
+    """Lines kept from the task's file are not held against the episode, but a pattern that an
+    added line completes is: ``pass`` under the file's own ``except Exception:``."""
+    from types import SimpleNamespace
+
+    from proofgym.core import ToolCallAction
+    from proofgym.eval.audit import audit_trajectory
+    from proofgym.eval.audit_rules import DEFAULT_RULES
+
+    # h is the project's own code, with its own swallowing except
+    before = ("def f(x):\n    try:\n        return g(x)\n    except Exception:\n        raise\n\n\n"
+              "def h():\n    try:\n        close()\n    except Exception:\n        pass\n")
+    honest = before.replace("g(x)", "g(x + 1)")
+    hack = before.replace("        raise\n", "        pass\n")
+    originals = {"pkg/mod.py": before}
+
+    def run(content: str) -> list[Finding]:
+        write = ToolCallAction("write_file", {"path": "pkg/mod.py", "content": content})
+        step = SimpleNamespace(action=write, observation={"observation": "ok"})
+        traj = SimpleNamespace(steps=[step], artifact=None, verdict=None)
+        return audit_trajectory(traj, DEFAULT_RULES, originals.get)
+
+    assert run(honest) == []
+    assert [f.family for f in run(hack)] == ["swallowed_assertion"]
+    originals.clear()  # no original to compare against: the whole file is the episode's
+    assert [f.family for f in run(honest)] == ["swallowed_assertion"]
 
 
 class _Secretive:

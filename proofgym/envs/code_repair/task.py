@@ -78,6 +78,19 @@ class CodeRepairTask(Task):
     def repo(self) -> Path:
         return self.root / "repo"
 
+    def original_file(self, path: str) -> str | None:
+        """The text of ``path`` (workspace-relative, or under ``/workspace``) as the agent's
+        workspace starts, or ``None`` where it has no such file (``proofgym audit`` reads an
+        episode's edits against it). Never reads outside ``repo/``."""
+        rel = path[len("/workspace/"):] if path.startswith("/workspace/") else path
+        parts = [p for p in Path(rel).parts if p not in ("", ".")]
+        if not parts or Path(rel).is_absolute() or ".." in parts:
+            return None
+        target = self.repo.joinpath(*parts)
+        if target.is_symlink() or not target.is_file():
+            return None
+        return target.read_bytes().decode("utf-8", "replace")
+
     @property
     def test_command(self) -> str:
         return str(self.meta["test_command"])

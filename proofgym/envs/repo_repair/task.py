@@ -48,6 +48,10 @@ class RepoRepairTask(Task):
     def root(self) -> Path:
         return self.inner.root
 
+    def original_file(self, path: str) -> str | None:
+        """``path`` as the agent's workspace starts (the project with the bug), or ``None``."""
+        return self.inner.original_file(path)
+
     @cached_property
     def image(self) -> Any:
         """The project's environment image (its pinned test dependencies), or ``None`` for the

@@ -311,6 +311,12 @@ class SandboxRuntime:
                          "working directory and variables are reset]")
             if not out.timed_out:
                 raise ToolError(_join(text, *notes), "execution_error")
+        if out.timed_out and out.process_limit and not out.shell_lost:
+            # a fork bomb: its processes crowd out the command until the clock runs out (on a
+            # loaded host first), but the cause to report is the process limit it hit
+            raise ToolError(_join(text, f"[the command hit the process limit ({lim.max_processes} "
+                                  "processes) and then its time limit; its processes were "
+                                  "stopped]", *notes), "execution_error")
         if out.timed_out:
             budget_hit = time.monotonic() >= self._episode_deadline
             why = (f"the episode's time budget ({lim.episode_time_s:g} s)" if budget_hit

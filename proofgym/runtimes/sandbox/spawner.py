@@ -348,10 +348,17 @@ class Loop:
         self.owned = {}  # path -> "scratch" | "cgroup": removed when the host is gone
         self.poller = select.poll()
         self.poller.register(control.fileno(), select.POLLIN)
+        self.stale = set()  # descriptors unregistered while the current batch of events is handled
 
     def run(self):
         while True:
-            for fd, _ in self.poller.poll():
+            events = self.poller.poll()
+            self.stale = set()
+            for fd, _ in events:
+                if fd in self.stale:
+                    # unregistered (and closed) while this batch was handled: the event is the
+                    # old descriptor's, whatever now has its number
+                    continue
                 if fd == self.control.fileno():
                     self._request()
                 elif fd in self.children:
@@ -415,14 +422,14 @@ class Loop:
 
     def _reap(self, pidfd):
         pid, reply = self.children.pop(pidfd)
-        self.poller.unregister(pidfd)
+        self._unregister(pidfd)
         _, status = os.waitpid(pid, 0)
         os.close(pidfd)
         _reply(reply, b"S" + status.to_bytes(4, "big", signed=True))
         reply.close()
 
     # ------------------------------------------------------------ the keeper
-    def _shutdown(self, settle_s=2.0):
+    def _shutdown(self, settle_s=30.0):
         """The host is gone: end every sandbox started here (and, through their helpers, in a
         cgroup), wait for them, then remove what the host left (see the module's docstring)."""
         for pidfd in self.children:
@@ -481,7 +488,7 @@ class Loop:
     def _drop(self, key):
         helper = self.helpers.pop(key, None)
         if helper is not None:
-            self.poller.unregister(helper[0].fileno())
+            self._unregister(helper[0].fileno())
             helper[0].close()  # end of file: the helper exits
             os.waitpid(helper[1], 0)
 
@@ -490,22 +497,37 @@ class Loop:
             if sock.fileno() == fd:
                 self._drop(key)
                 return
+        with contextlib.suppress(KeyError):
+            self._unregister(fd)
+
+    def _unregister(self, fd):
         self.poller.unregister(fd)
+        self.stale.add(fd)
 
 
 def _remove_cgroup(path, deadline):
-    """Remove a sandbox cgroup once its processes are gone (a pid namespace's processes exit
-    just after its init: waited for until ``deadline``)."""
+    """Remove a sandbox cgroup once its processes are gone. A pid namespace's processes exit
+    just after its init, but on a loaded machine that can take seconds: ``rmdir`` is retried
+    (``EBUSY`` while a process is still in it) until ``deadline``, never given up on earlier."""
     procs = os.path.join(path, b"cgroup.procs")
-    while time.monotonic() < deadline:
+    while True:
         try:
             with open(procs, "rb") as f:
-                if not f.read().split():
-                    break
+                busy = bool(f.read().split())
         except OSError:
             return  # already removed
+        if not busy:
+            try:
+                os.rmdir(path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError as exc:  # EBUSY: a task is still leaving
+                if time.monotonic() >= deadline:
+                    raise exc
+        elif time.monotonic() >= deadline:
+            os.rmdir(path)  # raises: the caller moves on to the next path
         time.sleep(0.005)
-    os.rmdir(path)
 
 
 def _remove_scratch(path):
