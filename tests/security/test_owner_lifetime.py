@@ -102,8 +102,24 @@ def _wait_for_nothing(tmpdir: Path, pids: set[int], since: float, what: str,
             break
         time.sleep(0.02)
     print(f"{what}: left {left} after {took:.2f} s")
-    assert left == _NOTHING, f"{what}: still there {took:.1f} s later: {left}"
+    alive = {p: _describe(p) for p in left.get("processes", [])}
+    for cg in left.get("cgroups", []):  # what keeps a cgroup from being removed
+        procs = Path(cg, "cgroup.procs")
+        for pid in procs.read_text().split() if procs.exists() else ():
+            alive[f"in {Path(cg).name}: {pid}"] = _describe(int(pid))
+    assert left == _NOTHING, f"{what}: still there {took:.1f} s later: {left}; alive: {alive}"
     return took
+
+
+def _describe(pid: int) -> str:
+    """What a process left behind is (its state, parent and command line), for the message."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:160].decode(errors="replace")
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except (OSError, IndexError):
+        return "gone"
+    return f"state {stat[0]} ppid {stat[1]} wchan {wchan} cmd {argv}"
 
 
 def _cleanup(tmpdir: Path, pids: set[int]) -> None:
@@ -433,3 +449,54 @@ def test_a_grader_worker_killed_by_its_pool_leaves_no_grading_scratch(tmpdir):
             proc.kill()
             proc.wait()
         _cleanup(tmpdir, pids)
+
+
+# ------------------------------------- a sandbox process its bwrap no longer holds
+_ORPHAN_HOST = '''
+import os, subprocess, sys, time
+from proofgym.runtimes.sandbox import cgroups
+from proofgym.runtimes.sandbox.namespaces import remove_at_exit
+
+group = cgroups.create(64 << 20, 8)
+for d in group.dirs:
+    remove_at_exit(d, "cgroup")
+# a process in the sandbox cgroup whose parent is already gone (as a sandbox's pid 1 is when its
+# bwrap dies before --die-with-parent armed it): no kill of the spawner's children reaches it
+orphan = subprocess.Popen(["/bin/sh", "-c", "sleep 1000 & echo $!"], stdout=subprocess.PIPE,
+                          start_new_session=True)
+pid = int(orphan.stdout.readline())
+orphan.wait()
+for procs in group.procs_files():
+    with open(procs, "w") as f:
+        f.write(str(pid))
+print(pid, *group.dirs, flush=True)
+time.sleep(1000)
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox cgroups are made as root only")
+def test_sigkill_of_the_host_kills_an_orphan_left_in_a_sandbox_cgroup_and_removes_it(tmpdir):
+    """The keeper kills what is still in a cgroup it owns (each process checked to be a member
+    through a pidfd), then removes it: a cgroup is never left behind by a sandbox process that
+    outlived its bwrap (seen as a sandbox's pid 1, reparented to init, after SIGKILL of eval)."""
+    require_tool("bwrap")
+    host = subprocess.Popen([sys.executable, "-c", _ORPHAN_HOST], env=_env(tmpdir),
+                            stdout=subprocess.PIPE, text=True)
+    orphan = 0
+    try:
+        line = host.stdout.readline().split()
+        assert line, f"the host did not start ({host.poll()})"
+        orphan, dirs = int(line[0]), [Path(d) for d in line[1:]]
+        assert _alive({orphan}) and all(d.is_dir() for d in dirs), "positive control"
+        host.kill()
+        killed = time.monotonic()
+        host.wait(timeout=30)
+        while (_alive({orphan}) or any(d.exists() for d in dirs)) and time.monotonic() - killed < _BOUND_S:
+            time.sleep(0.02)
+        assert not _alive({orphan}), "the orphan in the sandbox cgroup outlived its host's keeper"
+        assert not [d for d in dirs if d.exists()], "the sandbox cgroup was left behind"
+    finally:
+        if host.poll() is None:
+            host.kill()
+        if orphan and _alive({orphan}):
+            os.kill(orphan, signal.SIGKILL)

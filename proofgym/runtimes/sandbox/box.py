@@ -128,6 +128,7 @@ class SandboxHome:
             self.cgroup.release()
             deadline = time.monotonic() + settle_s
             while self.cgroup.pids() and time.monotonic() < deadline:
+                self.cgroup.kill()  # the home's sandboxes are stopped: whatever is left goes
                 time.sleep(0.005)
             self.cgroup.remove()
             for d in self.cgroup.dirs:

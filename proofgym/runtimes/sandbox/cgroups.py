@@ -49,6 +49,17 @@ class SandboxCgroup:
     def pids_limit_hits(self) -> int:
         return _read_counter(self._file("pids.events"), b"max")
 
+    def memory_limit_hits(self) -> int:
+        """How many times the sandbox's memory use reached its limit (monotonic): files on a
+        tmpfs that fill the memory make every later allocation hit it, with no process to kill."""
+        if self.v2:
+            return _read_counter(self._file("memory.events"), b"max")
+        path = self._file("memory.failcnt")
+        try:
+            return int(Path(path).read_bytes()) if path is not None else 0
+        except (OSError, ValueError):  # the cgroup is gone
+            return 0
+
     def _file(self, name: str) -> str | None:
         """The first of the directories' ``name`` files that exists (looked up once: read twice
         per tool call)."""
@@ -78,6 +89,28 @@ class SandboxCgroup:
             except OSError:
                 continue
         return sorted(pids)
+
+    def kill(self) -> None:
+        """SIGKILL every process in the cgroup (all of them a sandbox's, once :meth:`release`
+        has had the spawner's helper leave), each through a pidfd opened before checking it is
+        still a member, so a pid reused after the listing is never signalled. What a sandbox's
+        bwrap started can outlive it: its pid 1 is not always tied to its parent's life."""
+        import signal
+
+        name = self.dirs[0].name.encode() if self.dirs else b""
+        for pid in self.pids():
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                with open(f"/proc/{pid}/cgroup", "rb") as f:
+                    if b"/" + name + b"\n" in f.read() + b"\n":
+                        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except OSError:
+                continue
+            finally:
+                os.close(pidfd)
 
     def release(self) -> None:
         """Have the spawner's helper leave (it joins a cgroup that starts several sandboxes:

@@ -311,6 +311,12 @@ class SandboxRuntime:
                          "working directory and variables are reset]")
             if not out.timed_out:
                 raise ToolError(_join(text, *notes), "execution_error")
+        if out.timed_out and out.shell_lost and out.out_of_memory:
+            raise ToolError(_join(text, f"[the sandbox ran out of memory (the limit is {lim.memory_mb} "
+                                  "MiB, files included) and stopped answering]", *notes,
+                                  "[files count against the memory limit: if commands are killed "
+                                  "before they run, empty large files with write_file (content \"\")]"),
+                            "execution_error")
         if out.timed_out and out.process_limit and not out.shell_lost:
             # a fork bomb: its processes crowd out the command until the clock runs out (on a
             # loaded host first), but the cause to report is the process limit it hit

@@ -188,7 +188,11 @@ class SandboxShell:
                            "timeout": float(timeout_s), "max_out": self.max_output_bytes},
                           timeout_s + _GRACE_S)
         if reply is None:
-            return CommandOutcome(b"", None, timed_out=True, shell_lost=True)
+            # a sandbox whose memory is full of files can wedge its own supervisor (no process
+            # left to kill): say so, not only that it stopped answering
+            after = self._last_counters = self._counters()
+            return CommandOutcome(b"", None, timed_out=True, shell_lost=True,
+                                  out_of_memory=after[0] > before[0] or after[2] > before[2])
         if "out" not in reply:  # the supervisor could not run it (its own limits were lowered)
             self.kill()
             return CommandOutcome(b"", None, shell_lost=True,
@@ -199,7 +203,7 @@ class SandboxShell:
             code = os.waitstatus_to_exitcode(status)
             if code < 0:
                 code = 128 - code
-        oom, pids = self._last_counters = self._counters()
+        oom, pids, _ = self._last_counters = self._counters()
         out = reply["out"]
         # from counters only, never from what the command printed (without a cgroup there is
         # no counter: a fork bomb is then reported by the processes it left, or its exit code)
@@ -247,10 +251,10 @@ class SandboxShell:
                 found.append((pid, int(nspid[-1])))
         return found
 
-    def _counters(self) -> tuple[int, int]:
+    def _counters(self) -> tuple[int, int, int]:
         if self.cgroup is None:
-            return (0, 0)
-        return self.cgroup.oom_kills(), self.cgroup.pids_limit_hits()
+            return (0, 0, 0)
+        return self.cgroup.oom_kills(), self.cgroup.pids_limit_hits(), self.cgroup.memory_limit_hits()
 
     # -------------------------------------------------------------- lifetime
     def kill(self) -> None:

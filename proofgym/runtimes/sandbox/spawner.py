@@ -506,28 +506,52 @@ class Loop:
 
 
 def _remove_cgroup(path, deadline):
-    """Remove a sandbox cgroup once its processes are gone. A pid namespace's processes exit
-    just after its init, but on a loaded machine that can take seconds: ``rmdir`` is retried
-    (``EBUSY`` while a process is still in it) until ``deadline``, never given up on earlier."""
+    """Kill what is left in a sandbox cgroup, then remove it. Every process in it is a sandbox's:
+    the bwraps this spawner started are dead by now, but a sandbox's own pid 1 (bwrap's child)
+    can outlive its parent (``--die-with-parent`` arms itself only once that child runs), and a
+    pid namespace's processes take a moment to exit on a loaded machine. So each pass kills
+    what ``cgroup.procs`` lists and ``rmdir`` is retried (``EBUSY`` while a task is still
+    leaving) until ``deadline``."""
     procs = os.path.join(path, b"cgroup.procs")
+    member = os.path.basename(path)
     while True:
         try:
             with open(procs, "rb") as f:
-                busy = bool(f.read().split())
+                pids = [int(x) for x in f.read().split()]
         except OSError:
             return  # already removed
-        if not busy:
+        for pid in pids:
+            _kill_member(pid, member)
+        if not pids:
             try:
                 os.rmdir(path)
                 return
             except FileNotFoundError:
                 return
-            except OSError as exc:  # EBUSY: a task is still leaving
+            except OSError:  # EBUSY: a task is still leaving
                 if time.monotonic() >= deadline:
-                    raise exc
+                    raise
         elif time.monotonic() >= deadline:
             os.rmdir(path)  # raises: the caller moves on to the next path
         time.sleep(0.005)
+
+
+def _kill_member(pid, member):
+    """SIGKILL ``pid`` if it is (still) in the cgroup named ``member``: through a pidfd opened
+    first, so a pid that was reused after the listing is never signalled."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone
+    try:
+        with open(b"/proc/%d/cgroup" % pid, "rb") as f:
+            if b"/" + member + b"\n" not in f.read() + b"\n":
+                return
+        _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
+    except OSError:
+        return
+    finally:
+        os.close(pidfd)
 
 
 def _remove_scratch(path):
