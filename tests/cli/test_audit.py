@@ -101,14 +101,9 @@ _REPO_REPAIR_SAMPLE = 6
 
 def _repo_repair_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     from proofgym.tasks.synth import write_manifest
-    from tests.envs.repo_repair_helpers import offline_records, seed_cache
+    from tests.envs.repo_repair_helpers import offline_cache
 
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("PROOFGYM_CACHE", str(cache))
-    seed_cache(cache)
-    by_project: dict[str, list] = {}
-    for record in offline_records():
-        by_project.setdefault(record.project, []).append(record)
+    by_project = offline_cache(tmp_path / "cache", monkeypatch)
     assert "six" in by_project and len(by_project) >= 3, sorted(by_project)
     rng = random.Random(24)
     sample = rng.sample(by_project["six"], 2)

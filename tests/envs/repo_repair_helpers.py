@@ -40,3 +40,14 @@ def offline_records() -> list[TaskRecord]:
 
 def task_of(record: TaskRecord, cache: Path) -> RepoRepairTask:
     return RepoRepairTask(record, Recipe.load(RECIPE).project(record.project), cache_root=cache / "tasks")
+
+
+def offline_cache(cache: Path, monkeypatch) -> dict[str, list[TaskRecord]]:
+    """Make ``cache`` this test's ``PROOFGYM_CACHE``, seeded with the fixture sdists; the
+    bundled records that can run from it, by project."""
+    monkeypatch.setenv("PROOFGYM_CACHE", str(cache))
+    seed_cache(cache)
+    by_project: dict[str, list[TaskRecord]] = {}
+    for record in offline_records():
+        by_project.setdefault(record.project, []).append(record)
+    return by_project

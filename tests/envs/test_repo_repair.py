@@ -16,7 +16,7 @@ from proofgym.tasks.synth import Recipe, read_manifest
 from proofgym.tasks.synth.operators import OPERATORS
 from proofgym.tasks.synth.patch import patched_paths
 from tests.conftest import require_tool
-from tests.envs.repo_repair_helpers import offline_records, seed_cache, task_of
+from tests.envs.repo_repair_helpers import offline_cache, task_of
 
 
 def test_the_bundled_manifest_is_well_formed():
@@ -68,11 +68,7 @@ def test_acceptance_1_validate_a_sample_across_projects(tmp_path, monkeypatch):
     across at least 3 projects (the suite's sample; the full run is in the docs' numbers)."""
     require_tool("bwrap")
     cache = tmp_path / "cache"
-    monkeypatch.setenv("PROOFGYM_CACHE", str(cache))
-    seed_cache(cache)
-    by_project: dict[str, list] = {}
-    for record in offline_records():
-        by_project.setdefault(record.project, []).append(record)
+    by_project = offline_cache(cache, monkeypatch)
     assert len(by_project) >= 3, sorted(by_project)
     rng = random.Random(22)
     projects = sorted(by_project)

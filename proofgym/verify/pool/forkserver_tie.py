@@ -45,6 +45,10 @@ def _remove_listener() -> None:
                 os.rmdir(parent)
 
 
+#: How long the forkserver waits, after its clients are gone, for its parent to be gone too.
+_PARENT_EXIT_S = 2.0
+
+
 def _tie() -> None:
     try:
         pidfd = os.pidfd_open(os.getppid())
@@ -58,8 +62,11 @@ def _tie() -> None:
 
     def at_exit() -> None:
         # the alive pipe's end of file may come first (the workers went, then the parent's
-        # pipe end): a shutdown then stops the thread above before it could tidy up
-        if select.select([pidfd], [], [], 0)[0]:
+        # pipe end): a shutdown then stops the thread above before it could tidy up. The pool
+        # never closes its end while it lives, so the end of file means the parent is exiting:
+        # its descriptors close before it is gone (seconds apart on a loaded host), so wait for
+        # that, briefly, rather than look once and leave its temp dir behind
+        if select.select([pidfd], [], [], _PARENT_EXIT_S)[0]:
             _remove_listener()
         # every client is gone (that is what the end of file says): skip the interpreter's
         # teardown of everything preloaded, seconds on a loaded host
