@@ -415,7 +415,15 @@ class Loop:
             child(plan, fds, idmap_fd)
         for fd in fds[1:]:
             os.close(fd)
-        pidfd = os.pidfd_open(pid)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:  # no memory or descriptors left (a helper in a full cgroup): the
+            # child cannot be watched, so it does not run; the loop (and every sandbox) goes on
+            os.kill(pid, _signal.SIGKILL)  # our unreaped child: its pid cannot have been reused
+            os.waitpid(pid, 0)
+            _reply(reply, b"E" + str(exc).encode(errors="replace")[:2000])
+            reply.close()
+            return
         _reply(reply, b"P" + pid.to_bytes(8, "big"), [pidfd])
         self.children[pidfd] = (pid, reply)
         self.poller.register(pidfd, select.POLLIN)

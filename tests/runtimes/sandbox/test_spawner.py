@@ -83,6 +83,43 @@ def test_a_cgroups_helper_is_gone_after_close(tmp_path):
     assert not any(d.exists() for d in cgroup.dirs)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="per-cgroup helpers exist where cgroups do: root")
+def test_a_helper_that_dies_while_a_request_is_forwarded_to_it_does_not_stop_the_spawner(tmp_path):
+    """The spawner handles its events a batch at a time. A request forwarded to a helper that
+    just died drops the helper; the helper's hang-up, in the same batch, is then an event of a
+    descriptor no longer registered (it crashed the spawner with KeyError, and every sandbox of
+    the process with it). Made deterministic by stopping the spawner while both arrive."""
+    require_tool("bwrap")
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    rt = SandboxRuntime(snap, limits=FAST_LIMITS, prestart=False)
+    try:
+        for i in range(2):  # the second sandbox of the runtime's cgroup comes from a helper
+            rt.reset()
+            assert rt.execute("bash", {"command": f"echo {i}"}).output.strip() == str(i)
+        helper = int(_status(rt._shell.proc.pid, "PPid"))
+        spawner = int(_status(helper, "PPid"))
+        assert "spawner.py" in Path(f"/proc/{spawner}/cmdline").read_text(), "positive control"
+        os.kill(spawner, signal.SIGSTOP)
+        try:
+            os.kill(helper, signal.SIGKILL)
+            while not _status(helper, "State").startswith("Z"):
+                pass
+            rt.reset()  # stops the sandbox: its bwrap's end is in the batch too
+            result: list = []
+            boot = threading.Thread(target=lambda: result.append(
+                rt.execute("bash", {"command": "echo after"})))
+            boot.start()
+            boot.join(0.5)  # the request is in the spawner's socket, behind the hang-up
+        finally:
+            os.kill(spawner, signal.SIGCONT)
+        boot.join(60)
+        assert result and result[0].output.strip() == "after", result
+        assert _status(spawner, "State")[0] in "RS", "the spawner died"
+    finally:
+        rt.close()
+
+
 def test_spawned_process_has_popens_interface(tmp_path):
     """What callers use of ``subprocess.Popen``: communicate, returncode, wait with a timeout,
     a negative returncode for a signal."""
