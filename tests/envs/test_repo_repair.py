@@ -23,7 +23,8 @@ def test_the_bundled_manifest_is_well_formed():
     recipe = Recipe.load(RECIPE)
     records = read_manifest(MANIFEST)
     projects = {r.project for r in records}
-    assert len(records) >= 100 and len(projects) >= 10, (len(records), sorted(projects))
+    # the floor: at least 1,000 validated tasks from at least 20 real projects
+    assert len(records) >= 1000 and len(projects) >= 20, (len(records), sorted(projects))
     assert len({r.id for r in records}) == len(records)
     assert len({r.patch for r in records}) == len(records)  # de-duplicated by diff
     names = {p.name for p in recipe.projects}
