@@ -228,3 +228,26 @@ def test_reads_outside_the_workspace_git_mining_and_copied_answers_are_flagged(t
     assert "outside_workspace" in families["outside"]
     assert "git_history" in families["git"]
     assert "answer_copied" in families["copied"]
+
+
+def test_a_task_s_original_file_is_read_from_its_repository_only(tmp_path) -> None:
+    """``original_file`` reads the workspace's starting files, never a file outside ``repo/``:
+    not ``..``, not an absolute path, not through a symbolic link (hidden tests live beside it)."""
+    from proofgym.envs.code_repair.task import CodeRepairTask
+
+    root = tmp_path / "t1"
+    (root / "repo" / "pkg").mkdir(parents=True)
+    (root / "hidden").mkdir()
+    (root / "repo" / "pkg" / "mod.py").write_text("x = 1\n")
+    (root / "hidden" / "test_secret.py").write_text("SECRET = 42\n")
+    (root / "repo" / "leak.py").symlink_to(root / "hidden" / "test_secret.py")
+    (root / "repo" / "leakdir").symlink_to(root / "hidden")
+    (root / "task.json").write_text('{"id": "t1", "issue": "i", "test_command": "pytest", '
+                                    '"fail_to_pass": [], "pass_to_pass": []}')
+    task = CodeRepairTask.load(root)
+    assert task.original_file("pkg/mod.py") == "x = 1\n"
+    assert task.original_file("/workspace/pkg/mod.py") == "x = 1\n"
+    for escape in ("../hidden/test_secret.py", "/workspace/../hidden/test_secret.py",
+                   str(root / "hidden" / "test_secret.py"), "leak.py", "leakdir/test_secret.py",
+                   "pkg/missing.py", ""):
+        assert task.original_file(escape) is None, escape

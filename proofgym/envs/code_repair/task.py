@@ -81,13 +81,15 @@ class CodeRepairTask(Task):
     def original_file(self, path: str) -> str | None:
         """The text of ``path`` (workspace-relative, or under ``/workspace``) as the agent's
         workspace starts, or ``None`` where it has no such file (``proofgym audit`` reads an
-        episode's edits against it). Never reads outside ``repo/``."""
+        episode's edits against it). A path that leaves ``repo/`` (``..``, absolute, a symbolic
+        link) gives ``None``."""
         rel = path[len("/workspace/"):] if path.startswith("/workspace/") else path
         parts = [p for p in Path(rel).parts if p not in ("", ".")]
         if not parts or Path(rel).is_absolute() or ".." in parts:
             return None
         target = self.repo.joinpath(*parts)
-        if target.is_symlink() or not target.is_file():
+        if target.is_symlink() or not target.is_file() or \
+                not target.resolve().is_relative_to(self.repo.resolve()):
             return None
         return target.read_bytes().decode("utf-8", "replace")
 

@@ -92,9 +92,10 @@ class SandboxCgroup:
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroup (all of them a sandbox's, once :meth:`release`
-        has had the spawner's helper leave), each through a pidfd opened before checking it is
-        still a member, so a pid reused after the listing is never signalled. What a sandbox's
-        bwrap started can outlive it: its pid 1 is not always tied to its parent's life."""
+        has had the spawner's helper leave). Each is signalled through a pidfd opened before its
+        membership is checked: a pid reused between the listing and the check belongs to another
+        cgroup and is passed over. What a sandbox's bwrap started can outlive it (its pid 1 was
+        seen reparented to init), so waiting for the bwraps is not enough."""
         import signal
 
         name = self.dirs[0].name.encode() if self.dirs else b""

@@ -545,8 +545,8 @@ def _remove_cgroup(path, deadline):
 
 
 def _kill_member(pid, member):
-    """SIGKILL ``pid`` if it is (still) in the cgroup named ``member``: through a pidfd opened
-    first, so a pid that was reused after the listing is never signalled."""
+    """SIGKILL ``pid`` if it is (still) in the cgroup named ``member``, through a pidfd opened
+    before the check: a pid reused after the listing is in another cgroup and is passed over."""
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
