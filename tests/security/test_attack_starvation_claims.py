@@ -80,7 +80,7 @@ def snap(tmp_path: Path) -> Path:
 def test_a_test_that_stalls_past_its_limit_is_a_scored_timeout_not_a_busy_host(snap: Path, stall: str):
     require_tool("bwrap")
     run = run_pytest(snap, {"m.py": STALLS[stall].encode()}, tests=["tests/test_m.py::test_double"],
-                     timeout_s=60, test_timeout_s=2, mutants=False)
+                     timeout_s=60, test_timeout_s=1, mutants=False)
     # a scored 0: a timeout, or tampering for a test that reniced the runner it cannot undo
     want = ("tests_timed_out", "tampering_detected") if stall == "starves_the_runner_too" else (
         "tests_timed_out",)
