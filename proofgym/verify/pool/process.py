@@ -59,8 +59,7 @@ class ProcessBackend:
         self._ctx = mp.get_context(start_method)
         self._start_method = start_method
         # forkserver_tie: the forkserver (and so its workers) ends as soon as this process does
-        self._preload = ["proofgym", "proofgym.verify.pool.warmup", "proofgym.verify.pool.forkserver_tie",
-                         *preload]
+        self._preload = ["proofgym", "proofgym.verify.pool.forkserver_tie", *preload]
         self._modules: dict[str, None] = {}  # task modules seen, imported by each new worker
         self._workers: list[_Worker] = []
 
@@ -101,7 +100,9 @@ class ProcessBackend:
         _short_socket_dir()
         # Workers fork from a server that has these imported (sympy alone takes seconds); only
         # the first pool of a process starts that server, so this is best effort.
-        self._ctx.set_forkserver_preload(list(dict.fromkeys(self._preload + list(self._modules))))
+        # the warm-up last: it warms the math check up only if a module loaded before it uses it
+        self._ctx.set_forkserver_preload(list(dict.fromkeys(
+            [*self._preload, *self._modules, "proofgym.verify.pool.forkserver_warmup"])))
 
     def start(self, job: PoolJob) -> Callable[[], None] | bool:
         worker = self._start_worker(1, solo=True) if job.solo else self._free_worker()

@@ -44,6 +44,7 @@ class GraderActor:
     def __init__(self, modules: Sequence[str]) -> None:
         import importlib
 
+        from proofgym.verify.pool.warmup import warm_up
         from proofgym.verify.sandboxed import keep_no_spares
 
         # an actor is ended with ray.kill (no atexit), so it keeps no pre-booted grading runner
@@ -52,6 +53,8 @@ class GraderActor:
         for module in modules:  # the graders' code, imported before job clocks start
             with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
                 importlib.import_module(module)
+        # its task modules come with its jobs: warm the math check up whatever they are
+        warm_up()
 
     def ready(self) -> str:
         import ray
@@ -86,7 +89,7 @@ class RayBackend:
         self.processes = processes
         self.cpus_per_grader = cpus_per_grader
         self._per_actor = math.ceil(max_in_flight / processes)
-        self._modules = ["proofgym", "proofgym.verify.pool.warmup", *preload]
+        self._modules = ["proofgym", *preload]
         self._actors: list[_Actor] = []
         # result ref -> (job, actor) and ready ref -> actor: what the watcher waits on
         self._refs: dict[Any, tuple[PoolJob, _Actor]] = {}

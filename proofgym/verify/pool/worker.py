@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 
 from proofgym.core import Verdict, describe_exception
 from proofgym.env import VerificationJob
+from proofgym.verify.pool.warmup import warm_up_for
 
 #: The job id of a worker's "ready" message (its job clocks start then).
 READY = -1
@@ -97,6 +98,7 @@ def _serve(conn: Connection, threads: int, modules: Sequence[str]) -> None:
     for module in modules:  # the graders' code, imported before job clocks start
         with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
             importlib.import_module(module)
+    warm_up_for(modules)  # (the forkserver may have started before these modules were known)
     send_lock = threading.Lock()
     pool = cf.ThreadPoolExecutor(max(1, threads), thread_name_prefix="proofgym-grader")
     conn.send((READY, None))  # job timeouts start now, not while the process was starting
@@ -105,6 +107,7 @@ def _serve(conn: Connection, threads: int, modules: Sequence[str]) -> None:
         if module:  # the task's code, new to this worker: imported before the job's clock starts
             with contextlib.suppress(Exception):  # an import error shows up, clearly, in the job
                 importlib.import_module(module)
+            warm_up_for([module])
             with send_lock, contextlib.suppress(OSError, ValueError):
                 conn.send((STARTED, job_id))
         started = time.perf_counter()

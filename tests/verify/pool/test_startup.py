@@ -135,7 +135,8 @@ def test_evaluate_books_no_start_up_as_grading_and_reports_it_apart(tmp_path) ->
     # the reference policy answers at once: every job is submitted while the worker boots (a
     # spawned one, so that it takes its full time whatever this process started before)
     with VerifierPool("process", processes=1, max_in_flight=4, boot=False, start_method="spawn") as pool:
-        pool.start(["proofgym.verify.pool.warmup"])  # math-verify loaded before the worker is ready
+        # Arith's task module: imported, and math-verify warmed up, before the worker is ready
+        pool.start(["proofgym.envs.arith.tasks"])
         trajectories, summary = evaluate("proofgym/Arith-v0", make_policy("reference"), episodes=8,
                                          concurrency=4, verifier=pool, out=tmp_path / "run")
     assert summary["mean_reward"] == 1.0 and len(trajectories) == 8
