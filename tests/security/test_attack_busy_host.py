@@ -45,8 +45,8 @@ def test_work():
     assert 2 + 3 == 5
 """
 
-#: The grading, in a process pinned to one CPU (its sandboxes inherit the affinity): a first
-#: grading boots a spare runner, then, once the CPU is busy, the graded one takes the spare.
+#: The grading, in a process pinned to one CPU (its sandboxes inherit the affinity): two first
+#: gradings boot a spare runner, then, once the CPU is busy, the graded one takes the spare.
 _GRADER = r"""
 import json, os, sys, time
 from proofgym.verify.sandboxed.program import run_pytest
@@ -56,8 +56,9 @@ snap, cpu = sys.argv[1], int(sys.argv[2])
 os.sched_setaffinity(0, {cpu})
 ids = ["tests/test_w.py::test_work"]
 hidden = {"tests/test_w.py": open(sys.argv[3], "rb").read()}
-first = run_pytest(snap, {}, tests=ids, hidden=hidden, mutants=False, timeout_s=30, test_timeout_s=10)
-assert first.results == {ids[0]: "passed"}, (first.results, first.report_error)
+for _ in range(2):  # a snapshot graded again gets a spare
+    first = run_pytest(snap, {}, tests=ids, hidden=hidden, mutants=False, timeout_s=30, test_timeout_s=10)
+    assert first.results == {ids[0]: "passed"}, (first.results, first.report_error)
 deadline = time.monotonic() + 120
 while not any(k[0][0] == snap for k in WARM._spares) and time.monotonic() < deadline:
     time.sleep(0.05)  # listed once it has loaded pytest and said it is ready

@@ -1,14 +1,18 @@
 """Pre-booted, single-use grading runners: the sandbox boot, the interpreter start and pytest's
 import and configuration happen ahead of a grading, off its critical path.
 
-After a grading over a snapshot takes a runner, a background thread boots a spare for the same
-snapshot (and limits, packages and pytest configuration file): a *fresh* sandbox whose trusted
+Once a snapshot (with its limits, packages and pytest configuration file: the key) is graded a
+second time within :data:`IDLE_S`, each grading over it has a background thread boot a spare for
+the next: a *fresh* sandbox whose trusted
 runner (:mod:`proofgym.verify.sandboxed.runner`) has loaded pytest and waits on a pipe for its one
 job. Nothing of the job's, or the agent's, has been in it: a spare differs from a sandbox booted
 on demand only in when it was booted. Each runner serves exactly one grading and is then torn
 down, so no state (a process, a file in ``/tmp``, an import cache, a ``sys.modules`` entry)
 passes from one grading to the next. Spares are few (one per snapshot, :data:`MAX_SPARES` per
-process), expire after a minute unused, and are torn down at exit.
+process), expire after a minute unused, and are torn down at exit. A key graded once boots none:
+a run over many tasks, each graded once (an eval with one episode per task), would discard
+every spare unused, a boot's CPU (about a quarter of a grading's) thrown away each time; a key
+graded again (an RL group, validate's controls, a re-grade) is likely graded more.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import select
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,6 +39,8 @@ MAX_SPARES = 2
 IDLE_S = 60.0
 _READY = b"ready\n"
 _BOOT_S = 20.0
+#: Keys remembered as graded (for "graded again"): the most recent this many.
+_RECENT_KEYS = 256
 
 
 @dataclass
@@ -78,27 +85,34 @@ class WarmRunners:
         self._lock = threading.Lock()
         self._spares: dict[Hashable, list[Runner]] = {}
         self._booting = 0
+        self._last_taken: OrderedDict[Hashable, float] = OrderedDict()  # key -> when, oldest first
         self._boot = ThreadPoolExecutor(1, thread_name_prefix="proofgym-grade-boot")
         self._closed = False
         self.last_boot_error: str | None = None
         self.stats = {"warm": 0, "cold": 0, "spares_booted": 0}
 
     def take(self, key: Hashable, boot: Callable[[], Runner]) -> Runner:
-        """A spare for ``key`` if one is ready, else a runner booted now; either way a spare for
-        the next grading with this key is booted in the background."""
+        """A spare for ``key`` if one is ready, else a runner booted now; either way, if ``key``
+        was taken before within :data:`IDLE_S`, a spare for its next grading is booted in the
+        background."""
         self.sweep()
         evicted = None
         with self._lock:
+            now = time.monotonic()
+            again = now - self._last_taken.pop(key, -IDLE_S - 1.0) <= IDLE_S
+            self._last_taken[key] = now
+            if len(self._last_taken) > _RECENT_KEYS:
+                self._last_taken.popitem(last=False)
             spares = self._spares.get(key) or []
             runner = spares.pop() if spares else None
             others = [(r.born, k) for k, rs in self._spares.items() if k != key for r in rs]
-            if self._count() >= self.max_spares and others and len(spares) < SPARES_PER_KEY:
+            wanted = again and len(spares) < SPARES_PER_KEY
+            if wanted and self._count() >= self.max_spares and others:
                 oldest = min(others, key=lambda o: o[0])[1]  # this key is in use now
                 evicted = self._spares[oldest].pop(0)
                 if not self._spares[oldest]:
                     del self._spares[oldest]
-            room = (not self._closed and self._count() < self.max_spares
-                    and len(spares) < SPARES_PER_KEY)
+            room = wanted and not self._closed and self._count() < self.max_spares
             if room:
                 self._booting += 1
         if evicted is not None:
@@ -157,6 +171,7 @@ class WarmRunners:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._spares = {}
+        self._last_taken = OrderedDict()
         self._lock = threading.Lock()
         self._booting = 0
         self._boot = ThreadPoolExecutor(1, thread_name_prefix="proofgym-grade-boot")

@@ -122,18 +122,22 @@ def test_a_change_through_a_snapshot_symlink_never_reaches_the_protected_file(sn
     assert forged.results == {ids[0]: "failed"}, forged.messages
 
 
-def test_a_grading_after_another_over_the_same_snapshot_takes_a_prebooted_runner_once(snap: Path):
+def test_a_snapshot_graded_again_gets_a_prebooted_runner_taken_once(snap: Path):
     require_tool("bwrap")
     import time
 
     from proofgym.verify.sandboxed.warm_runners import WARM
 
     ids = ["tests/test_app.py::test_add"]
-    run_pytest(snap, {}, tests=ids, timeout_s=60)
 
     def spares() -> list:  # a key starts with the snapshot's identity: (path, dev, inode, ctime)
         return [r for key, rs in WARM._spares.items() if key[0][0] == str(snap) for r in rs]
 
+    run_pytest(snap, {}, tests=ids, timeout_s=60)
+    # graded once: no spare (a run over many tasks graded once each would discard them all)
+    with WARM._lock:
+        assert not spares() and WARM._booting == 0
+    run_pytest(snap, {}, tests=ids, timeout_s=60)  # graded again: a spare boots for the next
     deadline = time.monotonic() + 30
     while not spares() and time.monotonic() < deadline:
         time.sleep(0.05)  # the spare boots in the background
