@@ -156,12 +156,15 @@ class ProcessBackend:
         if self._start_method == "forkserver" and stats["workers_started"] == 0:
             self._set_preload()
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        # one list for both: a module a job adds while the process starts is new to this worker
+        # (imported, and warmed up for, off the job's clock when the job comes)
+        modules = list(self._modules)
         process = self._ctx.Process(target=worker_main,
-                                    args=(child_conn, capacity, list(self._modules), os.getpid()),
+                                    args=(child_conn, capacity, modules, os.getpid()),
                                     name="proofgym-verifier", daemon=True)
         process.start()
         child_conn.close()  # so the parent sees EOF when the worker dies
-        worker = _Worker(process, parent_conn, capacity, solo=solo, modules=set(self._modules))
+        worker = _Worker(process, parent_conn, capacity, solo=solo, modules=set(modules))
         self._workers.append(worker)
         stats["workers_started"] += 1
         threading.Thread(target=self._read, args=(worker,), name="proofgym-verifier-reader",
