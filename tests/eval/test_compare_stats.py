@@ -6,10 +6,14 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from proofgym.eval.compare_stats import mcnemar_exact, paired_bootstrap, win_tie_loss
 
+
+def _scipy_stats():
+    from scipy import stats  # (a second to import: in the worker that runs these, not at collection)
+
+    return stats
 
 def test_mean_difference_is_b_minus_a_over_pairs():
     d = paired_bootstrap([0, 1, 0, 1, 1], [1, 1, 1, 0, 1])
@@ -28,6 +32,7 @@ def test_interval_is_scipys_paired_bootstrap():
     a = [0.2, 0.5, 0.9, 0.1, 0.4, 0.7, 0.3]
     b = [0.6, 0.4, 1.0, 0.5, 0.8, 0.7, 0.9]
     d = paired_bootstrap(a, b, resamples=3000, seed=7)
+    stats = _scipy_stats()
     ref = stats.bootstrap((np.array(a), np.array(b)), lambda x, y, axis=-1: np.mean(y - x, axis=axis),
                           paired=True, vectorized=True, n_resamples=3000, method="percentile",
                           rng=np.random.default_rng(7)).confidence_interval
@@ -78,7 +83,7 @@ def test_mcnemar_counts_and_hand_computed_p_values():
         t = mcnemar_exact(list(a), list(b))
         assert t.p_value == pytest.approx(_hand_mcnemar(t.a_only, t.b_only))
         if t.a_only + t.b_only:
-            assert t.p_value == pytest.approx(stats.binomtest(t.b_only, t.a_only + t.b_only).pvalue)
+            assert t.p_value == pytest.approx(_scipy_stats().binomtest(t.b_only, t.a_only + t.b_only).pvalue)
 
 
 def test_win_tie_loss_is_from_bs_side():

@@ -7,13 +7,21 @@ import re
 
 import httpx
 import pytest
-from openenv import GenericEnvClient
 
 from proofgym import make_env
 from proofgym.rollout.policies import ScriptRunner
 from proofgym.serve.protocol import action_payload
 from tests.conftest import require_tool
 from tests.serve_helpers import Served
+
+
+def GenericEnvClient(**kwargs):
+    """OpenEnv's client, imported when a test uses it: importing it loads OpenEnv's server side
+    too (gradio: ~3 s), which at module level every pytest-xdist worker would pay collecting."""
+    from openenv import GenericEnvClient as client
+
+    return client(**kwargs)
+
 
 GRADE = ("reward", "status", "components", "metrics", "grader", "failed_gates")
 
