@@ -42,6 +42,9 @@ def needs_math(modules: Iterable[str]) -> bool:
     return any(_uses_math(sys.modules.get(name)) for name in modules)
 
 
+_warm = False  # inherited by forked processes: a worker forked from a warm server is warm
+
+
 def warm_up_for(modules: Iterable[str]) -> bool:
     """Warm the math check up in this process if ``modules`` need it; whether they did."""
     if not needs_math(modules):
@@ -51,13 +54,17 @@ def warm_up_for(modules: Iterable[str]) -> bool:
 
 
 def warm_up() -> None:
-    """Pay the math check's first-call cost in this process (forked checkers start warm)."""
+    """Pay the math check's first-call cost in this process (forked checkers start warm); once."""
+    global _warm
+    if _warm:
+        return
     from proofgym.verify.graders import MathCheckStarved, math_equivalent
 
     # the parser is built in this process before the check; a busy host starving the check itself
     # costs nothing here (the next check starts a fresh checker)
     with contextlib.suppress(MathCheckStarved):
         math_equivalent("1/2", "0.5")
+    _warm = True
 
 
 def loaded_task_modules() -> list[str]:

@@ -3,16 +3,16 @@ import and configuration happen ahead of a grading, off its critical path.
 
 Once a snapshot (with its limits, packages and pytest configuration file: the key) is graded a
 second time within :data:`IDLE_S`, each grading over it has a background thread boot a spare for
-the next: a *fresh* sandbox whose trusted
-runner (:mod:`proofgym.verify.sandboxed.runner`) has loaded pytest and waits on a pipe for its one
-job. Nothing of the job's, or the agent's, has been in it: a spare differs from a sandbox booted
-on demand only in when it was booted. Each runner serves exactly one grading and is then torn
-down, so no state (a process, a file in ``/tmp``, an import cache, a ``sys.modules`` entry)
-passes from one grading to the next. Spares are few (one per snapshot, :data:`MAX_SPARES` per
-process), expire after a minute unused, and are torn down at exit. A key graded once boots none:
-a run over many tasks, each graded once (an eval with one episode per task), would discard
-every spare unused, a boot's CPU (about a quarter of a grading's) thrown away each time; a key
-graded again (an RL group, validate's controls, a re-grade) is likely graded more.
+the next: a *fresh* sandbox whose trusted runner (:mod:`proofgym.verify.sandboxed.runner`) has
+loaded pytest and waits on a pipe for its one job. Nothing of the job's, or the agent's, has
+been in it: a spare differs from a sandbox booted on demand only in when it was booted. Each
+runner serves exactly one grading and is then torn down, so no state (a process, a file in
+``/tmp``, an import cache, a ``sys.modules`` entry) passes from one grading to the next. Spares
+are few (one per snapshot, :data:`MAX_SPARES` per process), expire after a minute unused, and
+are torn down at exit. A key graded once boots none: a run over many tasks, each graded once
+(an eval with one episode per task), would discard every spare unused, a boot's CPU (about a
+quarter of a grading's) thrown away each time; a key graded again (an RL group, validate's
+controls, a re-grade) is likely graded more.
 """
 
 from __future__ import annotations
