@@ -137,6 +137,9 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         self._clear_episode()
         self.runtime.reset()
         task.setup_runtime(self.runtime)
+        hold = getattr(self.runtime, "hold_hidden_key", None)
+        if hold is not None:  # (waits while a grading of the task's hidden key runs or waits)
+            hold(getattr(task, "hidden_key", None))
         spec = self._complete_spec(task)
         if not self.observation_space["observation"].contains(spec.prompt):
             raise ValueError(f"task {task.id!r}: prompt is not a str within the observation limit")

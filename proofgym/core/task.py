@@ -34,6 +34,11 @@ class Task(ABC):
 
     #: Version of this task's grading logic, recorded with each verdict.
     verifier_version: str = "1"
+    #: The digest of the material its grading holds that an episode must never see (hidden
+    #: tests; :func:`proofgym.runtimes.grading_lease.hidden_key_of`), or ``None`` when it holds
+    #: none. A grading of the key never runs while an episode with the key is live on the host:
+    #: the env holds an episode lease on it, the sandboxed grader a grading lease.
+    hidden_key: str | None = None
 
     @property
     @abstractmethod

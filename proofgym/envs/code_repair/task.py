@@ -14,6 +14,7 @@ import orjson
 
 from proofgym.core import ActionScript, Task, TaskSpec, ToolCallAction, Trace, TurnCompleteAction, Verdict
 from proofgym.envs.code_repair.controls import make_controls
+from proofgym.runtimes.grading_lease import hidden_key_of
 from proofgym.verify.sandboxed import TestRun, files_under, run_pytest, swebench_verdict
 
 INSTRUCTIONS = """\
@@ -133,6 +134,10 @@ class CodeRepairTask(Task):
     @cached_property
     def hidden_files(self) -> dict[str, bytes]:
         return files_under(self.root / "hidden")
+
+    @cached_property
+    def hidden_key(self) -> str:  # type: ignore[override]
+        return hidden_key_of(self.hidden_files, self.repo)
 
     @cached_property
     def solution_files(self) -> dict[str, bytes]:

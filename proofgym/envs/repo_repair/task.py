@@ -64,6 +64,10 @@ class RepoRepairTask(Task):
                                                "tier": self.record.tier,
                                                "operators": self.record.operators})
 
+    @property
+    def hidden_key(self) -> str:  # type: ignore[override]
+        return self.inner.hidden_key
+
     def setup_runtime(self, runtime: Any) -> None:
         runtime.use_snapshot(self.inner.repo, image=self.image)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.runtimes.artifact import Artifact
+from proofgym.runtimes.grading_lease import HiddenLease, episode_lease
 from proofgym.runtimes.sandbox.box import Overlay, SandboxHome
 from proofgym.runtimes.sandbox.bwrap import WORKSPACE
 from proofgym.runtimes.sandbox.changes import read_changes
@@ -103,6 +104,9 @@ class SandboxRuntime:
         # every process of the call killed) instead of reading a workspace still being written
         self._lock = threading.RLock()
         self._retiring: Future[None] | None = None
+        # the episode's lease on its task's hidden key (see hold_hidden_key)
+        self._hidden_key: str | None = None
+        self._lease: HiddenLease | None = None
         self.reset()
         if snapshot is not None:
             self.use_snapshot(snapshot)
@@ -145,6 +149,7 @@ class SandboxRuntime:
             raise SandboxSetupError("this SandboxRuntime is closed")
         old_shell, old_overlay = self._shell, self._overlay
         old_pending = self._pending if old_shell is None else None  # booted but never used
+        old_lease, self._lease, self._hidden_key = self._lease, None, None
         self._shell = self._pending = None
         spare, self._spare = self._spare, None
         if spare is not None and spare[0].lower == self._lower and spare[2] is self.system:
@@ -163,19 +168,26 @@ class SandboxRuntime:
                            self.system)
         # after the spare's boot in the queue: the next reset waits on the spare, not on this;
         # the new episode's first call waits for it (see _settle())
-        self._retiring = self._retire(old_shell or old_pending, old_overlay)
+        self._retiring = self._retire(old_shell or old_pending, old_overlay, old_lease)
 
     def _retire(self, shell: SandboxShell | Future[SandboxShell] | None,
-                overlay: Overlay | None) -> Future[None] | None:
+                overlay: Overlay | None, lease: HiddenLease | None = None) -> Future[None] | None:
         """Kill a sandbox (running, or still booting) and delete its changes, off the caller's
-        path (the returned future, when it runs in the background)."""
+        path (the returned future, when it runs in the background); its episode's lease goes
+        once no process of it is left."""
         def job() -> None:
-            sh = self._pending_shell(shell) if isinstance(shell, Future) else shell
-            if sh is not None:
-                sh.kill()
+            try:
+                sh = self._pending_shell(shell) if isinstance(shell, Future) else shell
+                if sh is not None:
+                    sh.kill()
+            finally:
+                if lease is not None:
+                    lease.release()
             if overlay is not None:
                 SandboxHome.discard(overlay)
         if shell is None and overlay is None:
+            if lease is not None:
+                lease.release()
             return None
         if self._closed:
             job()
@@ -207,8 +219,37 @@ class SandboxRuntime:
             spawned.detach_mount()  # the sandbox has its own copy from here on
         return shell
 
+    def hold_hidden_key(self, key: str | None) -> None:
+        """This episode's task has hidden material with this key
+        (:func:`~proofgym.runtimes.grading_lease.hidden_key_of`; ``None``: none): take an episode
+        lease on it now (waiting while a grading of the key runs or waits anywhere on this host)
+        and hold it until every process of the episode's sandbox is gone (:meth:`snapshot`, the
+        next :meth:`reset`, :meth:`close`). A tool call after :meth:`snapshot` takes it again
+        before it runs. The env calls this after the task's ``setup_runtime``."""
+        with self._lock:
+            if key == self._hidden_key and (key is None or self._lease is not None):
+                return
+            old, self._lease, self._hidden_key = self._lease, None, key
+            if key is not None:
+                self._lease = episode_lease(key)
+        if old is not None:  # another key's material: (a task set up twice in one episode)
+            self._freeze()
+            old.release()
+
+    def _hold_lease(self) -> None:
+        """Before any process of the agent runs (lock held)."""
+        if self._hidden_key is not None and self._lease is None:
+            self._lease = episode_lease(self._hidden_key)
+
+    def _drop_lease(self) -> None:
+        """Once no process of the agent is left (lock held)."""
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
+
     def start(self) -> None:
         """Have the episode's sandbox and shell running (the first tool call does this)."""
+        self._hold_lease()  # also after snapshot(), whose shell lives on without the agent's
         if self._shell is not None and self._shell.alive:
             return
         assert self._overlay is not None
@@ -237,6 +278,7 @@ class SandboxRuntime:
         self._background.shutdown(wait=True)
         self._closed = True
         self._stop()
+        self._drop_lease()
         if self._spare is not None:
             self._retire(self._spare[1], self._spare[0])
         self._retire(self._pending, None)
@@ -402,6 +444,7 @@ class SandboxRuntime:
         assert self._overlay is not None
         with self._lock:
             self._freeze()
+            self._drop_lease()  # the episode's processes are gone: a grading of its key may run
             changes = read_changes(self._overlay.upper, self._overlay.lower, self.limits)
         meta: dict[str, Any] = {"snapshot": str(self._lower), "skipped": changes.skipped,
                                 "shell_restarts": self._shell_restarts}

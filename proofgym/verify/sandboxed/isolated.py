@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from proofgym.core import Verdict
+from proofgym.runtimes.grading_lease import grading_lease, hidden_key_of
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError, SandboxSystem
 from proofgym.verify.sandboxed.mutants import Layout, TestSourceError, build_layout, list_tests
 from proofgym.verify.sandboxed.runner import BACKSTOP
@@ -171,7 +172,14 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     job = encode_job(manifest, [*allowed.items(), *extra.items()], layout.files)
     key = (_identity(snapshot), config, limits, tuple(packages),
            image.digest if image is not None else None)
-    runner = WARM.take(key, lambda: _boot_runner(snapshot, config, limits, packages, image))
+    # before the hidden tests enter a sandbox (a spare was booted without them): no episode
+    # that could profit from them is live on this kernel until that sandbox is gone
+    lease = grading_lease(hidden_key_of(hidden, snapshot))
+    try:
+        runner = WARM.take(key, lambda: _boot_runner(snapshot, config, limits, packages, image))
+    except BaseException:
+        lease.release()
+        raise
     t1 = time.perf_counter()
     proc = runner.booted.proc
     cgroup = runner.booted.home.cgroup
@@ -186,7 +194,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         t2 = time.perf_counter()
         cpu = (cgroup.cpu_seconds() or 0.0) - cpu0 if cgroup is not None and cpu0 is not None else None
     finally:
-        runner.discard()
+        runner.discard(then=lease.release)
         sender.join()
     t3 = time.perf_counter()
     timings = {"prepare_s": t1 - t0, "run_s": t2 - t1, "cleanup_s": t3 - t2,

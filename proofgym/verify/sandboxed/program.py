@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proofgym.runtimes.grading_lease import hidden_key_of
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError, SandboxSystem
 from proofgym.verify.sandboxed.isolated import TestRun, run_tests_isolated
 from proofgym.verify.sandboxed.runner import _Proof
@@ -178,6 +179,7 @@ def run_program(snapshot: Any, changes: Mapping[str, bytes | None], *, argv: Seq
     try:
         with grading_sandbox(root, allowed, dict(hidden or {}), command=argv, limits=limits,
                              packages=packages, image=image,
+                             hidden_key=hidden_key_of(hidden, root) if hidden else None,
                              stdin=subprocess.PIPE if stdin else
                              subprocess.DEVNULL, stderr=subprocess.PIPE,
                              pass_fds=(theirs.fileno(),) if theirs is not None else ()) as proc:

@@ -54,13 +54,15 @@ class Runner:
     born: float
     ready: bytes = b""
 
-    def discard(self, *, wait: bool = False) -> None:
+    def discard(self, *, wait: bool = False, then: Callable[[], None] | None = None) -> None:
+        """Close the pipes and tear the sandbox down; ``then`` runs once no process of it is
+        left (see :meth:`Booted.close`)."""
         for fd in (self.report_fd, self.job_fd):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.report_fd = self.job_fd = -1
-        self.booted.close(wait=wait)
+        self.booted.close(wait=wait, then=then)
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Read the runner's ``ready`` line (a spare is handed out only once it has loaded)."""

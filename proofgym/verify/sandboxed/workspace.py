@@ -10,12 +10,13 @@ import os
 import signal
 import stat
 import subprocess
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from proofgym.core.errors import ProofgymError
+from proofgym.runtimes.grading_lease import grading_lease
 from proofgym.runtimes.sandbox import (
     SandboxHome,
     SandboxLimits,
@@ -107,19 +108,32 @@ class Booted:
     spawned: Spawned
     home: SandboxHome
 
-    def close(self, *, wait: bool = False) -> None:
+    def close(self, *, wait: bool = False, then: Callable[[], None] | None = None) -> None:
         """Kill what still runs in it and remove its cgroup and scratch directory (in the
-        background unless ``wait``)."""
-        if self.proc.poll() is None:
-            kill_sandbox(self.proc)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None and not stream.closed:
-                stream.close()
-        self.spawned.detach_mount()
+        background unless ``wait``); ``then`` runs once that is done (its grading lease goes
+        when no process of the sandbox is left), also when it fails."""
+        try:
+            if self.proc.poll() is None:
+                kill_sandbox(self.proc)
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if stream is not None and not stream.closed:
+                    stream.close()
+            self.spawned.detach_mount()
+        except BaseException:
+            if then is not None:
+                then()
+            raise
+
+        def tidy() -> None:
+            try:
+                self.home.close()
+            finally:
+                if then is not None:
+                    then()
         if wait:
-            self.home.close()
+            tidy()
         else:
-            _CLEANUP.submit(self.home.close)  # the grade does not wait
+            _CLEANUP.submit(tidy)  # the grade does not wait
 
 
 def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
@@ -162,15 +176,24 @@ def grading_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
                     limits: SandboxLimits, packages: Sequence[str], pass_fds: Sequence[int] = (),
                     stdin: int | None = subprocess.DEVNULL,
                     stderr: int | None = subprocess.STDOUT,
-                    image: SandboxSystem | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """:func:`start_sandbox` as a context: killed and tidied on exit."""
-    booted = start_sandbox(snapshot, allowed, extra, command=command, limits=limits,
-                           packages=packages, pass_fds=pass_fds, stdin=stdin, stderr=stderr,
-                           image=image)
+                    image: SandboxSystem | None = None,
+                    hidden_key: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """:func:`start_sandbox` as a context: killed and tidied on exit. With ``hidden_key`` (the
+    grader's files are hidden material) it holds a grading lease on the key from before the
+    sandbox starts until no process of it is left."""
+    lease = grading_lease(hidden_key) if hidden_key is not None else None
+    try:
+        booted = start_sandbox(snapshot, allowed, extra, command=command, limits=limits,
+                               packages=packages, pass_fds=pass_fds, stdin=stdin, stderr=stderr,
+                               image=image)
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
     try:
         yield booted.proc
     finally:
-        booted.close()
+        booted.close(then=lease.release if lease is not None else None)
 
 
 def _yield_to(allowed: Mapping[str, bytes | None], extra: Mapping[str, bytes]
