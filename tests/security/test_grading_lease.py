@@ -16,16 +16,26 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 import proofgym.verify.sandboxed.isolated as isolated
+from proofgym.core import Task, TaskSpec, Trace
+from proofgym.env import VerificationJob
 from proofgym.envs.code_repair.task import CodeRepairTask
+from proofgym.runtimes import Artifact
+from proofgym.runtimes.grading_lease import (
+    HiddenLease,
+    LeaseTimeout,
+    episode_lease,
+    grading_lease,
+    hidden_key_of,
+)
+from proofgym.verify.pool import VerifierPool
 from proofgym.verify.sandboxed import run_pytest
 from tests.conftest import require_tool
-
-pytestmark = pytest.mark.sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "proofgym" / "envs" / "code_repair" / "data"
@@ -117,6 +127,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> dict[int, float]:
     return seen
 
 
+@pytest.mark.sandbox
 def test_a_grading_waits_until_the_live_episode_of_its_task_is_closed(sent):
     episode = Episode(TASK)
     try:
@@ -135,6 +146,7 @@ def test_a_grading_waits_until_the_live_episode_of_its_task_is_closed(sent):
         episode.end()
 
 
+@pytest.mark.sandbox
 def test_a_grading_of_another_task_does_not_wait(sent):
     episode = Episode(TASK)
     try:
@@ -148,6 +160,7 @@ def test_a_grading_of_another_task_does_not_wait(sent):
         episode.end()
 
 
+@pytest.mark.sandbox
 def test_a_killed_episode_process_releases_its_lease(sent):
     episode = Episode(TASK)
     try:
@@ -164,3 +177,97 @@ def test_a_killed_episode_process_releases_its_lease(sent):
         assert grading.run_result is not None and grading.run_result.results
     finally:
         episode.end()
+
+
+# ------------------------------------------------------------------ the lease itself, and the pool
+def _key(name: str) -> str:
+    return hidden_key_of({"hidden/test_x.py": name.encode()}, "/nonexistent")
+
+
+def test_episodes_share_gradings_share_and_a_waiting_grading_holds_new_episodes_back():
+    key = _key(f"semantics-{os.getpid()}-{time.time()}")
+    first = episode_lease(key)
+    second = episode_lease(key, timeout_s=1.0)  # episodes of one key share
+    grading = HiddenLease(key, "grading")
+    assert not grading.poll()  # two episodes live
+    with pytest.raises(LeaseTimeout):  # the waiting grading holds new episodes back
+        episode_lease(key, timeout_s=0.3)
+    first.release()
+    assert not grading.poll()
+    second.release()
+    assert grading.poll()
+    other = grading_lease(key, timeout_s=1.0)  # gradings share
+    with pytest.raises(LeaseTimeout):
+        episode_lease(key, timeout_s=0.3)
+    assert episode_lease(_key("another task"), timeout_s=1.0).granted  # another key: no wait
+    grading.release()
+    other.release()
+    episode_lease(key, timeout_s=1.0).release()
+
+
+@dataclass(frozen=True, eq=False)
+class KeyedTask(Task):
+    """A task with hidden material under ``key`` whose grading only notes when it ran."""
+
+    name: str
+    key: str
+    log: list = field(default_factory=list, compare=False)
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+    @property
+    def hidden_key(self) -> str:  # type: ignore[override]
+        return self.key
+
+    def get_spec(self) -> TaskSpec:
+        return TaskSpec(self.name)
+
+    def verify(self, trace: Trace, runtime: object) -> float:
+        self.log.append((self.name, time.time()))
+        return 1.0
+
+
+_HOLDER = """
+import sys
+from proofgym.runtimes.grading_lease import episode_lease
+lease = episode_lease(sys.argv[1])
+print("live", flush=True)
+sys.stdin.readline()
+lease.release()
+print("closed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_pool_job_waits_for_its_lease_outside_its_timeout_and_other_tasks_go_on():
+    """A pool's job of a task whose episode is live elsewhere waits before it is handed out: not
+    a timeout (the episode outlasts the job's limit), and a job of another task is graded
+    meanwhile."""
+    key = _key(f"pool-{os.getpid()}-{time.time()}")
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, key], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "live"
+        log: list = []
+        with VerifierPool("inline", timeout_s=0.5, max_in_flight=1) as pool:
+            waiting = pool.submit(VerificationJob(KeyedTask("t", key, log), Trace(),
+                                                  Artifact("inprocess")), "t")
+            other = pool.submit(VerificationJob(KeyedTask("u", _key("u"), log), Trace(),
+                                                Artifact("inprocess")), "u")
+            assert other.result(10).reward == 1.0  # not behind the waiting job's slot
+            time.sleep(1.0)  # twice the job's timeout
+            assert not waiting.done()
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+            assert holder.stdout.readline().strip() == "closed"
+            closed_at = time.time()
+            verdict = waiting.result(10)
+        assert verdict.status == "scored" and verdict.reward == 1.0, verdict
+        assert [n for n, _ in log] == ["u", "t"] and log[1][1] >= closed_at
+    finally:
+        holder.kill()
+        holder.wait(10)

@@ -39,6 +39,7 @@ class PoolJob:
     started: float | None = None
     module: str = ""  # the task class's module: a worker imports it before the job's clock starts
     importing: bool = False  # its worker imports ``module`` first (process backend): no clock yet
+    lease: Any = None  # its grading lease, held from before it is queued until it resolves
 
 
 class Scheduler(Protocol):

@@ -44,6 +44,7 @@ from proofgym.core.defaults import DEFAULTS
 from proofgym.env import VerificationJob
 from proofgym.verify.pool.backend import GradingBackend, JobKey, PoolJob
 from proofgym.verify.pool.inline import InlineBackend
+from proofgym.verify.pool.lease_gate import LeaseGate, release
 from proofgym.verify.pool.process import ProcessBackend
 
 Backend = Literal["process", "inline", "ray"]
@@ -154,6 +155,7 @@ class VerifierPool:
         self._started_at: float | None = None  # when the workers were first asked for
         self._closed = False
         self._supervisor: threading.Thread | None = None
+        self._gate = LeaseGate(self._queue)
         self._start_asked = False
         self._boot_thread: threading.Thread | None = None
         #: Seconds from the pool's start (:meth:`start`, else its first job) until its first
@@ -226,17 +228,31 @@ class VerifierPool:
                 "define the task class at module level, or use the 'inline' verifier backend"))
             return future
         limit = job_timeout(job, self.timeout_s if timeout_s is None else timeout_s)
+        pool_job = PoolJob(next(self._ids), key, payload, limit, future,
+                           module=type(job.task).__module__)
+        try:
+            hidden = getattr(job.task, "hidden_key", None)
+        except Exception as exc:  # the grader's own lease still holds; it waits in its worker
+            log.warning("no hidden key for %r (%s): its grading waits in its worker", trajectory_id,
+                        describe_exception(exc))
+            hidden = None
+        if hidden:
+            self._gate.admit(pool_job, hidden)  # queued once no episode of its task is live
+        else:
+            self._queue(pool_job)
+        return future
+
+    def _queue(self, job: PoolJob) -> None:
         with self._keys_lock:
             closed = self._closed
             if not closed:
                 self._ensure_supervisor()
                 # Queued under the lock close() takes first, so close() always finds it in the inbox.
-                self._inbox.put(PoolJob(next(self._ids), key, payload, limit, future,
-                                        module=type(job.task).__module__))
-        if closed:  # closed while this job was being encoded: answer it, never drop it
-            self._settle(key, future, Verdict.failed("the verifier pool was closed before this job "
-                                                     "was graded"))
-        return future
+                self._inbox.put(job)
+        if closed:  # closed while this job was being encoded or waited: answer it, never drop it
+            release(job)
+            self._settle(job.key, job.future, Verdict.failed("the verifier pool was closed before "
+                                                             "this job was graded"))
 
     async def grade(self, job: VerificationJob, trajectory_id: str, *,
                     timeout_s: float | None = None, contract_id: str = "") -> Verdict:
@@ -292,6 +308,7 @@ class VerifierPool:
             left = list(self._pending) + list(self._running.values())
             self._pending.clear()
             self._running.clear()
+        left += self._gate.close()
         while True:  # jobs submitted but not yet picked up by the supervisor
             try:
                 item = self._inbox.get_nowait()
@@ -301,6 +318,7 @@ class VerifierPool:
                 left.append(item)
         self._wake()  # the supervisor sees _closed and exits
         for job in left:
+            release(job)
             self._resolve_future(job.future, Verdict.failed("the verifier pool was closed before "
                                                             "this job was graded"), _ran(job))
         self._backend.close()
@@ -432,6 +450,7 @@ class VerifierPool:
         self.fail_later(job, f"{TIMED_OUT}{job.timeout_s:g} s timeout and was stopped{note}")
 
     def _resolve(self, job: PoolJob, verdict: Verdict, ran_s: float | None = None) -> None:
+        release(job)
         with self.lock:
             self.stats["graded"] += 1
             if verdict.status == "error":
