@@ -74,7 +74,7 @@ def child(args: argparse.Namespace) -> None:
     from proofgym.eval import evaluate
 
     started = time.monotonic()
-    trajs, summary = evaluate("proofgym/CodeRepair-v0", ThinkingReference(args.think_s),
+    trajs, _summary = evaluate("proofgym/CodeRepair-v0", ThinkingReference(args.think_s),
                               episodes=args.n, repeats=args.repeats, concurrency=args.concurrency,
                               verifier="process")
     wall = time.monotonic() - started
