@@ -84,3 +84,67 @@ def stats_command(
         typer.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
     else:
         typer.echo(format_report(report), nl=False)
+
+
+@tasks_app.command("pin")
+def pin_command(
+    requirement: Annotated[str, typer.Argument(metavar="NAME==VERSION", help="e.g. inflection==0.5.1")],
+    recipe: Annotated[Path | None, typer.Option(
+        help="Add (or replace) the project's entry in this recipe JSON (created if missing).")] = None,
+    split: Annotated[str, typer.Option(help="train | heldout (held-out projects never train).")] = "train",
+) -> None:
+    """Print the recipe entry of NAME==VERSION: its sdist's URL and sha256 from the index, and the
+    tests, source and python_path read off the unpacked sdist."""
+    import orjson
+
+    from proofgym.tasks.synth import Recipe
+    from proofgym.tasks.synth.pin import pin_project
+
+    name, sep, version = requirement.partition("==")
+    if not sep or not name.strip() or not version.strip():
+        raise typer.BadParameter(f"{requirement!r}: give NAME==VERSION, e.g. inflection==0.5.1",
+                                 param_hint="NAME==VERSION")
+    if split not in ("train", "heldout"):
+        raise typer.BadParameter(f"{split!r}; use train or heldout", param_hint="--split")
+    pin = pin_project(name.strip(), version.strip(), split=split)
+    typer.echo(orjson.dumps(pin.to_dict(), option=orjson.OPT_INDENT_2).decode())
+    if recipe is not None:
+        current = Recipe.load(recipe) if recipe.exists() else Recipe((), recipe)
+        recipe.write_bytes(current.with_project(pin).to_json())
+        console.print(f"wrote {pin.key} into {recipe}", highlight=False)
+
+
+@tasks_app.command("fetch")
+def fetch_command(
+    recipe: Annotated[Path | None, typer.Option(help="Recipe JSON (default: RepoRepair-v0's).")] = None,
+    project: Annotated[list[str] | None, typer.Option(help="Only these projects (repeatable).")] = None,
+    jobs: Annotated[int, typer.Option("-j", "--jobs", min=1, help="Downloads at once.")] = 8,
+) -> None:
+    """Warm the sdist cache ($PROOFGYM_CACHE, else ~/.cache/proofgym) for a recipe's projects,
+    several downloads at once, each verified against its pinned sha256."""
+    import threading
+    import time
+
+    from proofgym.tasks.synth import Recipe
+    from proofgym.tasks.synth.fetch import FetchError
+    from proofgym.tasks.synth.pin import fetch_pins
+
+    pins = Recipe.load(recipe or _defaults()[0])
+    chosen = [p for p in pins.projects if not project or p.name in project]
+    unknown = sorted(set(project or ()) - {p.name for p in chosen})
+    if unknown:
+        raise typer.BadParameter(f"not in the recipe: {', '.join(unknown)}", param_hint="--project")
+    start, lock, done = time.monotonic(), threading.Lock(), [0]
+
+    def say(pin, got) -> None:
+        with lock:
+            done[0] += 1
+            state = f"failed: {got}" if isinstance(got, FetchError) else "ok"
+            console.print(f"[{done[0]}/{len(chosen)}] {pin.key}: {state}", highlight=False)
+
+    results = fetch_pins(chosen, jobs=jobs, on_done=say)
+    failed = [name for name, got in results.items() if isinstance(got, FetchError)]
+    console.print(f"{len(chosen) - len(failed)} of {len(chosen)} sdists cached in "
+                  f"{time.monotonic() - start:.1f} s", highlight=False)
+    if failed:
+        raise typer.Exit(1)

@@ -21,7 +21,12 @@ from pathlib import Path
 
 from proofgym.core import ProofgymError
 
-INDEX = os.environ.get("PROOFGYM_PYPI", "https://pypi.org")
+#: The package index asked for sdists; ``$PROOFGYM_PYPI`` names another (a mirror), read at each call.
+DEFAULT_INDEX = "https://pypi.org"
+
+
+def index_url() -> str:
+    return os.environ.get("PROOFGYM_PYPI") or DEFAULT_INDEX
 
 
 class FetchError(ProofgymError):
@@ -38,7 +43,8 @@ def sdist_url(name: str, version: str) -> tuple[str, str]:
     """The sdist URL of ``name==version`` on the index and its sha256 (from the JSON API)."""
     import json
 
-    api = f"{INDEX}/pypi/{name}/json"  # (some mirrors serve only the project-wide document)
+    index = index_url()
+    api = f"{index}/pypi/{name}/json"  # (some mirrors serve only the project-wide document)
     try:
         with urllib.request.urlopen(api, timeout=30) as resp:
             data = json.load(resp)
@@ -47,11 +53,11 @@ def sdist_url(name: str, version: str) -> tuple[str, str]:
                          "to a reachable index") from exc
     files = data.get("releases", {}).get(version)
     if files is None:
-        raise FetchError(f"{name} has no version {version} on {INDEX}")
+        raise FetchError(f"{name} has no version {version} on {index}")
     for entry in files:
         if entry.get("packagetype") == "sdist":
             return urllib.parse.urljoin(api, entry["url"]), entry["digests"]["sha256"]
-    raise FetchError(f"{name} {version} has no sdist on {INDEX}; pick a version that ships one")
+    raise FetchError(f"{name} {version} has no sdist on {index}; pick a version that ships one")
 
 
 def _progress(label: str) -> Callable[[int, int], None]:

@@ -1,0 +1,147 @@
+"""``proofgym tasks pin`` and ``proofgym tasks fetch`` against a real HTTP package index on
+loopback (PyPI's JSON API and file URLs), serving the fixture sdists."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from proofgym.cli.main import app
+from proofgym.tasks.synth import Recipe
+from proofgym.tasks.synth.fetch import FetchError
+from proofgym.tasks.synth.pin import detect_layout, fetch_pins, pin_project
+
+pytestmark = pytest.mark.pure
+FIXTURES = Path(__file__).resolve().parents[1] / "envs" / "fixtures" / "sdists"
+BUNDLED = Path(__file__).resolve().parents[2] / "proofgym/envs/repo_repair/data/recipe.json"
+
+
+class _Index:
+    """PyPI's JSON API for the fixture sdists. With ``barrier`` set, a file download waits (up
+    to 5 s) until a second one has been in flight, so the most downloads seen at once shows
+    whether they ran in parallel without timing anything."""
+
+    def __init__(self) -> None:
+        self.files = {p.name[65:]: p for p in FIXTURES.glob("*.tar.gz")}
+        self.in_flight = 0
+        self.most = 0
+        self.barrier = False  # set by a test that wants to see parallel downloads
+        self.cond = threading.Condition()
+        index = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # keep the test output clean
+                return
+
+            def do_GET(self) -> None:
+                parts = self.path.strip("/").split("/")
+                if parts[0] == "pypi" and len(parts) == 3:
+                    self._json(parts[1])
+                elif parts[0] == "files" and parts[1] in index.files:
+                    self._file(index.files[parts[1]])
+                else:
+                    self.send_error(404)
+
+            def _json(self, name: str) -> None:
+                releases: dict[str, list] = {}
+                for filename, path in index.files.items():
+                    project, _, version = filename.removesuffix(".tar.gz").rpartition("-")
+                    if project == name:
+                        releases[version] = [{"packagetype": "sdist", "url": f"/files/{filename}",
+                                              "digests": {"sha256": path.name[:64]}}]
+                if not releases:
+                    self.send_error(404)
+                    return
+                self._send(json.dumps({"releases": releases}).encode())
+
+            def _file(self, path: Path) -> None:
+                with index.cond:
+                    index.in_flight += 1
+                    index.most = max(index.most, index.in_flight)
+                    index.cond.notify_all()
+                    if index.barrier:
+                        index.cond.wait_for(lambda: index.most >= 2, timeout=5)
+                try:
+                    self._send(path.read_bytes())
+                finally:
+                    with index.cond:
+                        index.in_flight -= 1
+
+            def _send(self, body: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch):
+    served = _Index()
+    monkeypatch.setenv("PROOFGYM_PYPI", served.url)
+    monkeypatch.setenv("PROOFGYM_CACHE", str(tmp_path / "cache"))
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+def test_pin_prints_the_entry_with_the_sha256_and_the_layout_and_writes_it_into_a_recipe(index, tmp_path):
+    recipe = tmp_path / "recipe.json"
+    result = CliRunner().invoke(app, ["tasks", "pin", "inflection==0.5.1", "--recipe", str(recipe)])
+    assert result.exit_code == 0, result.output
+    entry = orjson.loads(result.output[:result.output.rindex("}") + 1])
+    sdist = index.files["inflection-0.5.1.tar.gz"]
+    assert entry["sha256"] == hashlib.sha256(sdist.read_bytes()).hexdigest()
+    layout = (entry["tests"], entry["source"], entry["python_path"])
+    assert layout == (["test_inflection.py"], ["inflection"], [])
+    pin = Recipe.load(recipe).project("inflection")  # a loadable recipe, the same entry
+    assert pin.sha256 == entry["sha256"] and pin.url.endswith("/files/inflection-0.5.1.tar.gz")
+    # pinned the same way as the bundled recipe's hand-written entry
+    bundled = Recipe.load(BUNDLED).project("inflection")
+    assert (pin.tests, pin.source) == (bundled.tests, bundled.source)
+
+
+def test_pin_says_what_is_wrong_with_a_bad_requirement_or_version(index):
+    bad = CliRunner().invoke(app, ["tasks", "pin", "inflection"])
+    assert bad.exit_code == 2 and "NAME==VERSION" in bad.output
+    with pytest.raises(FetchError, match=r"no version 9\.9"):
+        pin_project("inflection", "9.9")
+
+
+def test_layout_of_a_src_package_with_its_tests_beside_it(tmp_path):
+    top = tmp_path / "proj-1.0"
+    files = ("src/proj/__init__.py", "src/proj/core.py", "tests/test_core.py", "setup.py", "docs/conf.py")
+    for path in files:
+        (top / path).parent.mkdir(parents=True, exist_ok=True)
+        (top / path).write_text("x = 1\n")
+    assert detect_layout(top) == {"tests": ["tests"], "source": ["src/proj"], "python_path": ["src"]}
+    (top / "tests" / "test_core.py").unlink()
+    with pytest.raises(FetchError, match="no tests"):
+        detect_layout(top)
+
+
+def test_fetch_downloads_several_sdists_at_once_and_verifies_each(index, tmp_path):
+    pins = [p for p in Recipe.load(BUNDLED).projects if f"{p.name}-{p.version}.tar.gz" in index.files]
+    assert len(pins) >= 3
+    pins = [p if p.url is None else type(p)(**{**p.__dict__, "url": None}) for p in pins]  # ask the index
+    index.barrier = True
+    got = fetch_pins(pins, jobs=4)
+    assert index.most >= 2, "the downloads ran one at a time"
+    for pin in pins:
+        assert isinstance(got[pin.name], Path)
+        assert hashlib.sha256(got[pin.name].read_bytes()).hexdigest() == pin.sha256
+    # a pin whose hash is wrong fails alone, with the reason; the others still arrive from the cache
+    wrong = type(pins[0])(**{**pins[0].__dict__, "sha256": "0" * 64})
+    again = fetch_pins([wrong, *pins[1:]], jobs=4)
+    assert isinstance(again[wrong.name], FetchError) and "differs from the pinned" in str(again[wrong.name])
+    assert all(isinstance(again[p.name], Path) for p in pins[1:])
