@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from proofgym.tasks.synth import OPERATORS, apply_patch, make_patch, mutate, sites
-from proofgym.tasks.synth.operators import ACTIVE, RETIRED
+from proofgym.tasks.synth.operators import RETIRED
 from proofgym.tasks.synth.patch import PatchError
 
 SOURCE = b'''\

@@ -47,6 +47,9 @@ class TaskRecord:
     title: str
     bug_report: str
     stats: Mapping[str, float] = field(default_factory=dict)
+    #: Where parts of the task came from, e.g. ``{"statement": {"writer": "openai", "model": ...,
+    #: "prompt": [...]}}`` (see :mod:`proofgym.tasks.synth.statements`).
+    provenance: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskRecord:
@@ -57,6 +60,8 @@ class TaskRecord:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        if not out["provenance"]:  # records without one stay byte-identical
+            del out["provenance"]
         for key in ("bugs", "fail_to_pass", "pass_to_pass"):
             out[key] = list(out[key])
         return out

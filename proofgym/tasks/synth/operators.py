@@ -172,8 +172,8 @@ def _off_by_one_constant(src: _Source, node: ast.AST) -> list[tuple[tuple[int, i
     a, b = src.span(node)
     lower = value - 1 if value > 0 else value + 2
     parent = src.parent(node)
-    if lower == 0 and (isinstance(parent, ast.BinOp) and isinstance(parent.op, (ast.Add, ast.Sub))
-                       or isinstance(parent, ast.Slice) and parent.lower is node):
+    if lower == 0 and ((isinstance(parent, ast.BinOp) and isinstance(parent.op, (ast.Add, ast.Sub)))
+                       or (isinstance(parent, ast.Slice) and parent.lower is node)):
         # "n - 0", "[0:]": nobody writes these
         return [((a, b, str(value + 1).encode()),)]
     return [((a, b, str(value + 1).encode()),), ((a, b, str(lower).encode()),)]
@@ -236,7 +236,7 @@ def _negate_condition(src: _Source, node: ast.AST) -> list[tuple[tuple[int, int,
     if not isinstance(node, (ast.If, ast.While, ast.IfExp)):
         return []
     test = node.test
-    a, b = src.span(test)
+    a = src.span(test)[0]
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _OPPOSITE:
         gap_a, gap_b = src.span(test.left)[1], src.span(test.comparators[0])[0]
         found = list(_CMP_TEXT.finditer(src.data[gap_a:gap_b]))

@@ -11,7 +11,12 @@
    passes, its diff is new and fewer than ``max_per_failing_set`` kept tasks break the same
    tests; then the real grader must score the bug 0 and the original 1 (``validate``, supplied
    by the caller).
-5. Tier 2 combines 2-3 kept bugs in different functions; the combination goes through 3-4 again.
+5. Tier 2 combines 2-3 kept bugs in different functions of one module (one feature, so that one
+   report describes them all); the combination goes through 3-4 again.
+6. A candidate whose failure is a ``NameError``/``UnboundLocalError`` of a name the patch removed
+   is rejected (the message points at the deleted line); the bug report comes from the
+   ``writer`` (:mod:`proofgym.tasks.synth.statements`; offline by default), recorded in the
+   record's ``provenance``.
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proofgym.tasks.synth.discover import list_test_files, list_test_functions, source_files
-from proofgym.tasks.synth.hiding import bug_report
 from proofgym.tasks.synth.images import project_image
 from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
 from proofgym.tasks.synth.operators import Site, apply_site, sites
 from proofgym.tasks.synth.patch import make_patch
 from proofgym.tasks.synth.recipe import ProjectPin
+from proofgym.tasks.synth.statements import BugEvidence, Failure, OfflineWriter, StatementWriter
+from proofgym.tasks.synth.tells import names_a_removed_name
 from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner
 
 MAX_FAILING = 5
@@ -90,8 +96,9 @@ class ProjectSynth:
     """The synthesis of one pinned project (see the module docstring)."""
 
     def __init__(self, pin: ProjectPin, *, validate: Validator | None = None,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, writer: StatementWriter | None = None) -> None:
         self.pin = pin
+        self.writer = writer or OfflineWriter()
         self.validate = validate
         self.quiet = quiet
         self.top = pristine_tree(pin, quiet=quiet)
@@ -276,14 +283,22 @@ class ProjectSynth:
         same = frozenset(failing)
         if self.per_failing.get(same, 0) >= self.pin.max_per_failing_set:
             return "same_failing_tests_as_others", None
+        failures = [Failure(t, o.exception, o.message) for t, o in sorted(failing.items())
+                    if o is not None]
+        if names_a_removed_name(patch, failures):
+            # "name 'seen' is not defined": the failure points at the deleted line itself
+            return "name_error_of_removed_name", None
         p2p = self._pass_to_pass(cand, set(failing))
         hidden_sources = [self.sources[f] for f in {t.split("::", 1)[0] for t in failing}]
-        title, report = bug_report(self.pin.name, failing, hidden_sources, len(p2p))  # type: ignore[arg-type]
         bugs = tuple({"file": path, "operator": site.operator, "index": site.index,
                       "function": site.function, "line": site.line} for path, site in cand.sites)
+        statement = self.writer.write(BugEvidence(self.pin.name, patch, bugs, failures, len(p2p),
+                                                  hidden_sources))
         record = TaskRecord(task_id(self.pin.name, patch), self.pin.name, self.pin.version, tier,
-                            bugs, self.pin.seed, patch, tuple(sorted(failing)), tuple(p2p), title,
-                            report, stats={"screen_s": round(run.seconds, 3)})
+                            bugs, self.pin.seed, patch, tuple(sorted(failing)), tuple(p2p),
+                            statement.title, statement.report,
+                            stats={"screen_s": round(run.seconds, 3)},
+                            provenance=statement.provenance)
         return None, record
 
     def _pass_to_pass(self, cand: Candidate, failing: set[str]) -> list[str]:
@@ -309,6 +324,8 @@ class ProjectSynth:
             keys = [c.keys for _, c in parts]
             if len(frozenset().union(*keys)) < k:  # two bugs in one function: not independent
                 continue
+            if len({path for _, c in parts for path, _ in c.sites}) > 1:
+                continue  # bugs of one feature (one module), so that one report describes both
             combined = _combine([c for _, c in parts])
             if combined is None:
                 continue
@@ -348,10 +365,12 @@ def _combine(parts: Sequence[Candidate]) -> Candidate | None:
 
 
 def synthesize_project(pin: ProjectPin, *, validate: Validator | None = None, quiet: bool = False,
-                       max_tasks: int | None = None, time_budget_s: float | None = None) -> ProjectReport:
+                       max_tasks: int | None = None, time_budget_s: float | None = None,
+                       writer: StatementWriter | None = None) -> ProjectReport:
     """Synthesise tasks for ``pin`` (see the module docstring); ``validate`` is the real-grader
-    check each kept candidate must pass (``None``: screening only)."""
-    return ProjectSynth(pin, validate=validate, quiet=quiet).run(
+    check each kept candidate must pass (``None``: screening only); ``writer`` writes the bug
+    reports (default: :class:`~proofgym.tasks.synth.statements.OfflineWriter`)."""
+    return ProjectSynth(pin, validate=validate, quiet=quiet, writer=writer).run(
         max_tasks=max_tasks, time_budget_s=time_budget_s)
 
 
