@@ -61,9 +61,11 @@ def stats_command(
     recipe: Annotated[Path | None, typer.Option(help="Recipe JSON (default: RepoRepair-v0's).")] = None,
     manifest: Annotated[Path | None, typer.Option(help="Task manifest (JSONL).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    tells: Annotated[bool, typer.Option(
+        help="Also the tell rate per operator (greps each project's source: fetches its sdist).")] = False,
 ) -> None:
     """Per project, operator and tier; the fail-to-pass histogram; validation rate; median
-    grading time."""
+    grading time; with --tells, the tell rate per operator."""
     import orjson
 
     from proofgym.envs.repo_repair import split_of
@@ -80,6 +82,11 @@ def stats_command(
     pins = Recipe.load(recipe or default_recipe)
     splits = {r.id: split_of(r, pins) for r in records if r.project in {p.name for p in pins.projects}}
     report = distribution(records, read_reports(manifest.with_suffix(".report.json")), splits)
+    if tells:
+        from proofgym.tasks.synth.tells import project_source, tell_rates
+
+        rates = tell_rates(records, lambda name: project_source(pins.project(name)))
+        report["tells"] = {k: v for k, v in rates.items() if k != "ids"}
     if json_out:
         typer.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
     else:
@@ -148,3 +155,26 @@ def fetch_command(
                   f"{time.monotonic() - start:.1f} s", highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+@tasks_app.command("curate")
+def curate_command(
+    recipe: Annotated[Path | None, typer.Option(help="Recipe JSON (default: RepoRepair-v0's).")] = None,
+    manifest: Annotated[Path | None, typer.Option(help="Task manifest (JSONL) to curate in place.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Print what would be dropped; write nothing.")] = False,
+) -> None:
+    """Drop the tasks a grep for their operator's signature finds, those failing with a
+    NameError of a name the bug deleted, and tier-2 tasks spread over modules; rewrite template
+    reports. Fetches each project's sdist; re-runnable (a curated manifest stays as it is)."""
+    from proofgym.tasks.synth import Recipe, read_manifest
+    from proofgym.tasks.synth.curate import curate
+    from proofgym.tasks.synth.manifest import write_manifest
+    from proofgym.tasks.synth.tells import project_source
+
+    default_recipe, default_manifest = _defaults()
+    manifest = manifest or default_manifest
+    pins = Recipe.load(recipe or default_recipe)
+    result = curate(read_manifest(manifest), lambda name: project_source(pins.project(name)))
+    if not dry_run:
+        write_manifest(manifest, result.kept)
+    typer.echo(("would have " if dry_run else "") + result.summary())

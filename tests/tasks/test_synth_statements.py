@@ -90,7 +90,7 @@ def test_the_offline_report_says_what_was_expected_and_what_was_observed(tmp_pat
     assert "raises `KeyError`: 'number expected'" in report, report
     assert "To reproduce: call `add(1, 2)`" in report
     # the title names the function the bug is in, never another one
-    assert statement.title == "calc: `add` in `calc` gives wrong results"
+    assert statement.title == "calc: wrong results from `add` in `calc`"
     assert "pick" not in statement.title
     assert not quotes_hidden_test(report, [HIDDEN])
     assert not only_names_and_exceptions(report, evidence.bugs)

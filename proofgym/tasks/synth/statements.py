@@ -182,14 +182,15 @@ class OfflineWriter:
         observations = [(f, observe(f)) for f in evidence.failures]
         errors = sorted({o.exception for _, o in observations
                          if o.exception and o.exception != "AssertionError"})
-        what = f"raises {errors[0]}" if errors and len(errors) == len(observations) else \
-            "gives wrong results"
+        what = f"{errors[0]} raised" if errors and len(errors) == len(observations) else \
+            "wrong results"
         where = " and ".join(functions) + f" in `{modules[0]}`" if len(modules) == 1 else \
             ", ".join(f"`{f}` in `{m}`" for m, f in places)
-        title = f"{evidence.project}: {where} {what}"
+        title = f"{evidence.project}: {what} from {where}"
+        count = len(evidence.failures)
         lines = [f"# {title}", "",
-                 f"Since a recent change, code that goes through {where} misbehaves. "
-                 f"{len(evidence.failures)} of the project's checks now fail while "
+                 f"Since a recent change, code that goes through {where} misbehaves: "
+                 f"{count} of the project's checks now {'fails' if count == 1 else 'fail'} while "
                  f"{evidence.passing} others still pass.", "",
                  "What happens, against what should happen:", ""]
         for failure, obs in observations:

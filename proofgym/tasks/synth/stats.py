@@ -76,6 +76,13 @@ def format_report(report: Mapping[str, Any]) -> str:
     if report.get("splits"):
         lines += ["", "| split | tasks |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in report["splits"].items()]
+    if report.get("tells"):
+        tells = report["tells"]
+        lines += ["", f"Tell rate (a grep for the operator's signature finds the bug among at most "
+                      f"3 hits): {tells['rate']:.1%} of {tells['tasks']} tasks", "",
+                  "| operator | tasks | tells | tell rate |", "|---|---:|---:|---:|"]
+        lines += [f"| {k} | {v['tasks']} | {v['tells']} | {v['rate']:.1%} |"
+                  for k, v in tells["operators"].items()]
     rate = report["validation_rate"]
     lines += ["", f"Candidates tried: {report['candidates_tried']}; validation rate: "
               f"{'' if rate is None else f'{rate:.0%}'}; candidates per minute: "
