@@ -23,24 +23,28 @@ def _fail(exc: Exception) -> None:
 def freeze_command(
     env_id: Annotated[str, typer.Argument(metavar="ENV", help="e.g. proofgym/Arith-v0")],
     out: Annotated[Path, typer.Option(help="Manifest file to write.")],
-    ratios: Annotated[str, typer.Option(help="train,dev,heldout fractions summing to 1.")] = "0.8,0.1,0.1",
+    ratios: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
+        help="train,dev,heldout fractions summing to 1 (default 0.8,0.1,0.1).")] = None,
     salt: Annotated[str, typer.Option(help="Changes every assignment (a new, independent split).")] = "",
     group_by: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         metavar="KEY", help="Split by this task metadata key (e.g. template, level): the tasks of "
                             "one value share a split.")] = None,
 ) -> None:
     """Assign every task of ENV to a split by a hash of its id (or of its --group-by value) and
-    write the manifest."""
+    write the manifest. Tasks whose source assigns their split (RepoRepair's recipe) keep it."""
     from proofgym.core import ProofgymError
     from proofgym.make import make_env
 
-    try:
-        values = [float(x) for x in ratios.split(",")]
-    except ValueError:
-        raise typer.BadParameter(f"{ratios!r} is not three comma-separated numbers",
-                                 param_hint="--ratios") from None
-    if len(values) != 3:
-        raise typer.BadParameter("give three fractions: train,dev,heldout", param_hint="--ratios")
+    split_ratios = None
+    if ratios is not None:
+        try:
+            values = [float(x) for x in ratios.split(",")]
+        except ValueError:
+            raise typer.BadParameter(f"{ratios!r} is not three comma-separated numbers",
+                                     param_hint="--ratios") from None
+        if len(values) != 3:
+            raise typer.BadParameter("give three fractions: train,dev,heldout", param_hint="--ratios")
+        split_ratios = dict(zip(("train", "dev", "heldout"), values, strict=True))
     if out.exists():
         _fail(FileExistsError(f"{out} exists; a frozen manifest is never overwritten (choose another "
                               "file, or delete it knowingly)"))
@@ -49,7 +53,6 @@ def freeze_command(
         if env.tasks is None:
             _fail(ValueError(f"{env_id!r} has no task set"))
         try:
-            split_ratios = dict(zip(("train", "dev", "heldout"), values, strict=True))
             tasks = env.tasks.with_splits(ratios=split_ratios, salt=salt, group_by=group_by)
         except ProofgymError as exc:
             _fail(exc)
@@ -93,6 +96,8 @@ def burn_command(
 
 def _print(manifest, path: Path) -> None:
     grouped = f" · grouped by {manifest.group_by}" if manifest.group_by else ""
+    if manifest.assigned_by:
+        grouped += f" · assigned by {manifest.assigned_by}"
     console.print(f"{manifest.taskset} · splits {manifest.digest}{grouped} · {path}", highlight=False)
     table = Table(show_header=False)
     for name, count in manifest.counts().items():

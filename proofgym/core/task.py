@@ -39,6 +39,9 @@ class Task(ABC):
     #: none. A grading of the key never runs while an episode with the key is live on the host:
     #: the env holds an episode lease on it, the sandboxed grader a grading lease.
     hidden_key: str | None = None
+    #: The split the task's own source assigns it (``"train"``, ``"dev"``, ``"heldout"``), which
+    #: every manifest of a task set holding it keeps; ``None``: the manifest assigns it by a hash.
+    split: str | None = None
 
     @property
     @abstractmethod

@@ -77,6 +77,14 @@ def group_of(task: Task, group_by: GroupBy) -> str:
     return str(value)
 
 
+def _declared_split(task: Task) -> str | None:
+    """The task's own split (:attr:`Task.split`), checked to be a split name."""
+    own = getattr(task, "split", None)
+    if own is not None and own not in SPLITS:
+        raise SplitManifestError(f"task {task.id!r} declares split {own!r}; splits are {list(SPLITS)}")
+    return own
+
+
 def _check_ratios(ratios: Mapping[str, float]) -> dict[str, float]:
     unknown = set(ratios) - set(SPLITS)
     if unknown:
@@ -102,6 +110,8 @@ class SplitManifest:
         * A burned task stays listed under its original split but leaves the held-out pool
           (:meth:`pool`) and is reported as ``"burned"`` by :meth:`split_of`; ``burned`` records
           why, so the manifest says which held-out numbers are no longer clean.
+        * A task that declares its split (:attr:`Task.split`) has that split here
+          (:meth:`verify_tasks` refuses a manifest that disagrees).
         * :attr:`digest` is the sha256 of the canonical JSON: it goes into the rollout contract.
     """
 
@@ -113,18 +123,37 @@ class SplitManifest:
     burned: dict[str, dict[str, str]] = field(default_factory=dict)
     #: The metadata key (or function name) tasks were grouped by, ``None``: each task alone.
     group_by: str | None = None
+    #: ``"task"``: every task's split is its own (:attr:`Task.split`); ``"task+hash"``: some
+    #: tasks' are; ``None``: every split is the hash's.
+    assigned_by: str | None = None
 
     @classmethod
     def freeze(cls, tasks: Iterable[Task], *, name: str, taskset_hash: str,
-               ratios: Mapping[str, float] = DEFAULT_RATIOS, salt: str = "",
+               ratios: Mapping[str, float] | None = None, salt: str = "",
                group_by: GroupBy | None = None) -> SplitManifest:
-        """Assign every task by the hash of its id, or with ``group_by`` by the hash of its group
-        (a metadata key such as ``template``, or a function of the task): the tasks of one group
-        land in one split, so a template, database or project is never in train and held out at once."""
-        checked = _check_ratios(ratios)
+        """Assign every task by the hash of its id (``ratios``, default :data:`DEFAULT_RATIOS`), or
+        with ``group_by`` by the hash of its group (a metadata key such as ``template``, or a
+        function of the task): the tasks of one group land in one split, so a template, database
+        or project is never in train and held out at once.
+
+        A task whose source assigns its split (:attr:`Task.split`, RepoRepair's recipe) keeps it:
+        the split is defined once, by the task set's source. Hash options for a task set whose
+        every task declares its split would change nothing, so they are refused."""
+        tasks = list(tasks)
+        declared = {t.id: _declared_split(t) for t in tasks}
+        if any(declared.values()) and all(declared.values()) and (
+                ratios is not None or salt or group_by is not None):
+            raise SplitManifestError(
+                f"the tasks of {name!r} carry their split (their source assigns it, e.g. RepoRepair's "
+                "recipe: held-out projects whole); ratios, salt and group_by do not apply to them. "
+                "Freeze without them, or change the source's split rule")
+        checked = _check_ratios(DEFAULT_RATIOS if ratios is None else ratios)
         entries = {}
         for t in tasks:
-            if group_by is None:
+            own = declared[t.id]
+            if own is not None:
+                entries[t.id] = {"split": own, "id_hash": id_hash(t.id), "content_hash": t.content_hash}
+            elif group_by is None:
                 entries[t.id] = {"split": assign_split(t.id, checked, salt=salt), "id_hash": id_hash(t.id),
                                  "content_hash": t.content_hash}
             else:
@@ -133,7 +162,12 @@ class SplitManifest:
                                  "id_hash": id_hash(t.id), "content_hash": t.content_hash, "group": group}
         label = None if group_by is None else (group_by if isinstance(group_by, str)
                                                 else getattr(group_by, "__qualname__", repr(group_by)))
-        return cls(name, taskset_hash, checked, salt, entries, group_by=label)
+        assigned_by = None
+        if any(declared.values()):
+            assigned_by = "task" if all(declared.values()) else "task+hash"
+            if assigned_by == "task":  # no hash ratios apply: the shares the tasks' splits make
+                checked = {n: sum(e["split"] == n for e in entries.values()) / len(entries) for n in SPLITS}
+        return cls(name, taskset_hash, checked, salt, entries, group_by=label, assigned_by=assigned_by)
 
     # ------------------------------------------------------------- queries
     def split_of(self, task_id: str) -> str:
@@ -169,7 +203,8 @@ class SplitManifest:
                 "TaskSet.split('train') or TaskSet.for_training()")
 
     def verify_tasks(self, tasks: Iterable[Task]) -> None:
-        """Raise when a task's content changed since freezing, or a task is missing from it."""
+        """Raise when a task's content changed since freezing, a task is missing from it, or a
+        task's own split (:attr:`Task.split`) is not the one the manifest gives it."""
         problems = []
         for t in tasks:
             entry = self.tasks.get(t.id)
@@ -178,6 +213,9 @@ class SplitManifest:
             elif entry["content_hash"] != t.content_hash:
                 problems.append(f"{t.id!r} changed (content hash {entry['content_hash']} -> "
                                 f"{t.content_hash})")
+            elif (own := _declared_split(t)) is not None and own != entry["split"]:
+                problems.append(f"{t.id!r} is {own!r} by its source's split rule, {entry['split']!r} "
+                                "in the manifest")
         if problems:
             raise SplitManifestError(
                 f"the task set no longer matches its split manifest ({len(problems)} problems: "
@@ -199,6 +237,8 @@ class SplitManifest:
                 "ratios": self.ratios, "salt": self.salt, "tasks": self.tasks, "burned": self.burned}
         if self.group_by is not None:  # absent for per-task splits: their digests stay as they were
             data["group_by"] = self.group_by
+        if self.assigned_by is not None:
+            data["assigned_by"] = self.assigned_by
         return data
 
     def to_json(self) -> bytes:
@@ -218,7 +258,7 @@ class SplitManifest:
         try:
             return cls(data["taskset"], data["taskset_hash"], _check_ratios(data["ratios"]),
                        data.get("salt", ""), dict(data["tasks"]), dict(data.get("burned", {})),
-                       group_by=data.get("group_by"))
+                       group_by=data.get("group_by"), assigned_by=data.get("assigned_by"))
         except KeyError as exc:
             raise SplitManifestError(f"split manifest lacks the field {exc.args[0]!r}") from None
 

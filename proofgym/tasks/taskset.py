@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from proofgym.core import Task, TaskNotFoundError
-from proofgym.tasks.splits import DEFAULT_RATIOS, GroupBy, HeldOutError, SplitManifest
+from proofgym.tasks.splits import GroupBy, HeldOutError, SplitManifest
 
 #: Most tasks :meth:`TaskSet.from_generator` builds (1e6 Arith tasks: about 40 s and 0.6 GB).
 MAX_GENERATED = 1_000_000
@@ -24,8 +24,11 @@ class TaskSet:
     task; ``sample(rng)`` depends only on the generator's state (so a seeded env samples the same
     task every time); ``content_hash`` changes when any task's content changes.
 
-    Splits: :attr:`manifest` is the frozen train/dev/heldout assignment (by default frozen from the
-    task ids with :data:`DEFAULT_RATIOS`; attach another with :meth:`with_splits`). A task set made
+    Splits: :attr:`manifest` is the frozen train/dev/heldout assignment, the one every consumer
+    reads (``eval --split``, records, ``show``, ``export``, ``serve``, the TRL guard). By default it
+    is frozen from the task ids with :data:`DEFAULT_RATIOS`, except that a task which carries its
+    own split (:attr:`Task.split`: RepoRepair's recipe rule) keeps it; attach another with
+    :meth:`with_splits` (checked against both). A task set made
     by :meth:`for_training` holds only training tasks and refuses any other id with
     :class:`HeldOutError`, so an env built on it cannot be reset on a held-out task.
     """
@@ -133,10 +136,11 @@ class TaskSet:
     # ----------------------------------------------------------------- splits
     @property
     def manifest(self) -> SplitManifest:
-        """The split manifest (frozen from the ids with the default ratios unless one was set)."""
+        """The split manifest (frozen from the tasks' own splits and the ids' hashes with the
+        default ratios, unless one was set)."""
         if self._manifest is None:
             self._manifest = SplitManifest.freeze(self._tasks, name=self.name,
-                                                  taskset_hash=self.content_hash, ratios=DEFAULT_RATIOS)
+                                                  taskset_hash=self.content_hash)
         return self._manifest
 
     def with_splits(self, manifest: SplitManifest | None = None, *,
@@ -147,7 +151,7 @@ class TaskSet:
         or a function of the task) keeps each group's tasks in one split."""
         if manifest is None:
             manifest = SplitManifest.freeze(self._tasks, name=self.name, taskset_hash=self.content_hash,
-                                            ratios=ratios or DEFAULT_RATIOS, salt=salt, group_by=group_by)
+                                            ratios=ratios, salt=salt, group_by=group_by)
         else:
             manifest.verify_tasks(self._tasks)
         return TaskSet(self._tasks, name=self.name, manifest=manifest, training=self.training)

@@ -200,3 +200,47 @@ def test_splits_cli_freeze_burn_and_eval_heldout(tmp_path: Path, cli) -> None:
     refused = cli("eval", "proofgym/Guess-v0", "--split", "heldout", "--splits", str(manifest),
                   "--resume", str(run), check=False)
     assert refused.returncode == 2 and "tasks.split_manifest" in refused.stdout + refused.stderr
+
+
+class _Declared(QATask):
+    """A QA task whose source assigns its split (as RepoRepair's recipe does): by its metadata."""
+
+    @property
+    def split(self) -> str:  # type: ignore[override]
+        return self.metadata["split"]
+
+
+def _declared_set() -> TaskSet:
+    splits = ["heldout"] * 30 + ["dev"] * 10 + ["train"] * 60
+    return TaskSet([_Declared(f"d{i}", "1+1?", "2", metadata={"split": s}) for i, s in enumerate(splits)],
+                   name="declared")
+
+
+def test_a_task_that_declares_its_split_keeps_it_in_every_manifest(tmp_path: Path) -> None:
+    """One split: the task set's manifest (what eval --split, records, export, serve and the TRL
+    guard read) is the tasks' own split, never a second hash split."""
+    ts = _declared_set()
+    own = {t.id: t.split for t in ts}
+    assert {tid: ts.split_of(tid) for tid in ts.ids} == own  # the hash would move some
+    assert any(assign_split(tid) != split for tid, split in own.items())
+    assert ts.manifest.assigned_by == "task" and ts.manifest.counts()["heldout"] == 30
+    assert set(ts.split("heldout").ids) == {t for t, s in own.items() if s == "heldout"}
+    with pytest.raises(HeldOutError):
+        ts.for_training().get("d0")
+    saved = SplitManifest.load(ts.manifest.save(tmp_path / "m.json"))
+    assert saved == ts.manifest and ts.with_splits(saved).split_of("d0") == "heldout"
+    # hash options cannot make a second split of such a set, and a hash-frozen manifest of it is
+    # refused when attached
+    for options in ({"ratios": {"train": 0.8, "dev": 0.1, "heldout": 0.1}}, {"salt": "x"},
+                    {"group_by": "split"}):
+        with pytest.raises(SplitManifestError, match="carry their split"):
+            ts.with_splits(**options)
+    hashed = SplitManifest.from_dict(json.loads(ts.manifest.to_json()))
+    for tid, entry in hashed.tasks.items():  # what a hash split of the same tasks would say
+        entry["split"] = assign_split(tid)
+    moved = next(t for t, s in own.items() if s == "heldout" and hashed.split_of(t) != "heldout")
+    with pytest.raises(SplitManifestError, match=f"'{moved}' is 'heldout' by its source's split rule"):
+        ts.with_splits(hashed)
+    # a burned task still agrees with its source: it was held out
+    ts.manifest.burn("d0", "read while tuning")
+    ts.manifest.verify_tasks(ts)

@@ -4,8 +4,10 @@ The tasks are synthesised (:mod:`proofgym.tasks.synth`) from the pinned projects
 ``data/recipe.json``; ``data/tasks.jsonl`` is the manifest. Each task's directory is built from
 the project's sdist on first use (fetched from PyPI, verified by its sha256, cached). Splits: the
 recipe's ``heldout`` projects are held out whole (never in train); within the other projects a
-stable hash of the task id puts a tenth of the tasks in ``dev``. The tools and the grading are
-CodeRepair's (see :mod:`proofgym.envs.code_repair`).
+stable hash of the task id puts a tenth of the tasks in ``dev``. Each task carries that split
+(:attr:`RepoRepairTask.split`), so the manifest of any task set of them, and everything that
+reads it (``eval --split``, records, ``export``, ``serve``, the TRL guard), has it. The tools
+and the grading are CodeRepair's (see :mod:`proofgym.envs.code_repair`).
 """
 
 from __future__ import annotations
@@ -15,31 +17,26 @@ from pathlib import Path
 
 from proofgym.core import Limits
 from proofgym.env import UniversalVerifiableEnv
-from proofgym.envs.repo_repair.task import RepoRepairTask, check_record
+from proofgym.envs.repo_repair.task import DEV_SHARE, RepoRepairTask, check_record, recipe_split
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
-from proofgym.tasks import TaskSet, assign_split
+from proofgym.tasks import TaskSet
 from proofgym.tasks.synth import Recipe, TaskRecord, read_manifest
 
 DATA = Path(__file__).resolve().parent / "data"
 RECIPE = DATA / "recipe.json"
 MANIFEST = DATA / "tasks.jsonl"
-#: Within a training project, the share of tasks in dev.
-DEV_SHARE = 0.1
 
 
 def split_of(record: TaskRecord, recipe: Recipe) -> str:
-    """``heldout`` for every task of a held-out project; else ``dev`` or ``train`` by a stable
-    hash of the task id."""
-    if recipe.project(record.project).split == "heldout":
-        return "heldout"
-    return "dev" if assign_split(record.id, {"train": 1 - DEV_SHARE, "dev": DEV_SHARE, "heldout": 0.0},
-                                 salt="repo-repair") == "dev" else "train"
+    """The recipe's split of ``record`` (:func:`~proofgym.envs.repo_repair.task.recipe_split`)."""
+    return recipe_split(record, recipe.project(record.project))
 
 
 def repo_repair_tasks(manifest: str | Path = MANIFEST, recipe: str | Path = RECIPE, *,
                       split: str | None = None, projects: Sequence[str] | None = None,
                       cache_root: str | Path | None = None) -> TaskSet:
-    """The tasks of ``manifest`` (optionally one split, or some projects), by id."""
+    """The tasks of ``manifest`` (optionally some projects), by id, split by the recipe; with
+    ``split``, that split of them (``train``: guarded as :meth:`TaskSet.for_training`)."""
     pins = Recipe.load(recipe)
     records = read_manifest(manifest)
     if not records:
@@ -48,13 +45,12 @@ def repo_repair_tasks(manifest: str | Path = MANIFEST, recipe: str | Path = RECI
     for record in records:
         if projects is not None and record.project not in projects:
             continue
-        if split is not None and split_of(record, pins) != split:
-            continue
         chosen.append(RepoRepairTask(record, pins.project(record.project),
                                      cache_root=Path(cache_root) if cache_root else None))
     if not chosen:
-        raise ValueError(f"no RepoRepair tasks for split={split!r}, projects={projects!r}")
-    return TaskSet(chosen, name=f"repo-repair:{Path(manifest).name}" + (f":{split}" if split else ""))
+        raise ValueError(f"no RepoRepair tasks for projects={projects!r}")
+    tasks = TaskSet(chosen, name=f"repo-repair:{Path(manifest).name}")
+    return tasks.split(split) if split is not None else tasks
 
 
 def make_env(manifest: str | Path = MANIFEST, recipe: str | Path = RECIPE, split: str | None = None,
@@ -69,5 +65,5 @@ def make_env(manifest: str | Path = MANIFEST, recipe: str | Path = RECIPE, split
                                   limits=Limits(max_turns=1, max_tool_calls=max_tool_calls))
 
 
-__all__ = ["DATA", "MANIFEST", "RECIPE", "RepoRepairTask", "check_record", "make_env",
+__all__ = ["DATA", "DEV_SHARE", "MANIFEST", "RECIPE", "RepoRepairTask", "check_record", "make_env",
            "repo_repair_tasks", "split_of"]

@@ -18,9 +18,22 @@ from typing import Any
 
 from proofgym.core import ActionScript, Task, TaskSpec, Trace, Verdict
 from proofgym.envs.code_repair.task import CodeRepairTask
+from proofgym.tasks.splits import assign_split
 from proofgym.tasks.synth import ProjectPin, TaskRecord, materialize
 from proofgym.tasks.synth.images import project_image
 from proofgym.verify.sandboxed import TestRun, files_under, run_pytest, swebench_verdict
+
+#: Within a training project, the share of tasks in dev.
+DEV_SHARE = 0.1
+
+
+def recipe_split(record: TaskRecord, pin: ProjectPin) -> str:
+    """The recipe's split of a task: ``heldout`` for every task of a held-out project; else
+    ``dev`` or ``train`` by a stable hash of the task id (:data:`DEV_SHARE` of them in dev)."""
+    if pin.split == "heldout":
+        return "heldout"
+    return "dev" if assign_split(record.id, {"train": 1 - DEV_SHARE, "dev": DEV_SHARE, "heldout": 0.0},
+                                 salt="repo-repair") == "dev" else "train"
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,6 +49,11 @@ class RepoRepairTask(Task):
     @property
     def id(self) -> str:
         return self.record.id
+
+    @property
+    def split(self) -> str:  # type: ignore[override]
+        """The recipe's split (:func:`recipe_split`), which every manifest of this task keeps."""
+        return recipe_split(self.record, self.pin)
 
     @cached_property
     def inner(self) -> CodeRepairTask:
