@@ -1,8 +1,9 @@
 """``RemoteEnv``: a Gymnasium env over ``proofgym serve``, indistinguishable from the local one.
 
 It is a :class:`~proofgym.env.UniversalVerifiableEnv` whose steps run on the server, over one
-WebSocket session (OpenEnv's messages): the same seeds give the same observations and infos as
-the env built locally, and because the server describes its tools, limits, runtime settings and
+WebSocket session (OpenEnv's messages): the same seeds and task ids give the same observations
+and infos as the env built locally (a reset without a task id gets a train task, unless
+``allow_heldout``: the local env's draw whenever that is one), and because the server describes its tools, limits, runtime settings and
 tasks (ids, content hashes, grader versions: never their content), a run through it has the same
 rollout contract, and so the same trajectory ids, as a local run. Grading is out of band: the
 server grades each finished episode itself, from what it saw; the verdict comes back through
@@ -11,7 +12,8 @@ the orchestrator and a ``VerifierPool`` use it unchanged.
 
 Use it where a local env goes: ``RemoteEnv("ws://127.0.0.1:8000")``,
 ``proofgym eval ENV --env-url ws://...``, ``gymnasium.make_vec("proofgym.remote:Remote-v0",
-num_envs=4, vectorization_mode="sync", url=...)``.
+num_envs=4, vectorization_mode="sync", url=...)`` (or ``"async"``: a pickled ``RemoteEnv`` is a new
+session on the same server).
 """
 
 from __future__ import annotations
@@ -177,6 +179,12 @@ class RemoteEnv(UniversalVerifiableEnv):
         artifact = Artifact("remote", meta={"server": self.url, "trajectory_id": self.episode_id})
         return VerificationJob(self.current_task, Trace.coerce(trace), artifact)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A copy (pickle, ``copy``, an async vector env's worker) is a new session on the same
+        server with the same settings, the bearer token included: the server's session, its
+        episode and its sandbox stay with this env; the copy starts at its first ``reset``."""
+        return (_reconnect, (self.url, self.token, self.allow_heldout, self.render_mode, self.timeout_s))
+
     def close(self) -> None:
         ws = getattr(self, "_ws", None)
         if ws is not None:
@@ -186,3 +194,8 @@ class RemoteEnv(UniversalVerifiableEnv):
             self._ws = None
         gymnasium.Env.close(self)
 
+
+def _reconnect(url: str, token: str | None, allow_heldout: bool, render_mode: str | None,
+               timeout_s: float) -> RemoteEnv:
+    return RemoteEnv(url, token=token, allow_heldout=allow_heldout, render_mode=render_mode,
+                     timeout_s=timeout_s)

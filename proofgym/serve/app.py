@@ -1,9 +1,11 @@
 """The ASGI app of ``proofgym serve`` (Starlette): routes, authentication, error mapping.
 
 * ``WS /ws``: one session per connection, OpenEnv's messages (:mod:`proofgym.serve.protocol`).
-  The session, and its env's sandbox, ends with the connection, however the connection ends.
+  The session, and its env's sandbox, ends with the connection, however the connection ends. A
+  malformed frame gets OpenEnv's error frame (a binary one ends the session, as OpenEnv's does).
 * HTTP, NeMo-Gym style: ``POST /reset`` (opens a session when no ``X-Proofgym-Session`` header
-  names one; the response carries the id in that header and in ``metadata.session_id``),
+  names one; the response carries the id in that header and in ``metadata.session_id``; a refused
+  reset closes the session it opened, whose id the client never got),
   ``POST /step``, ``GET /state``, ``POST /close``, with the session in the header.
 * ``GET /health``; ``GET /tasks`` and ``GET /splits`` (ids, splits, content hashes: no task
   content); ``GET /prompts`` (each task's spec as the agent is shown it); ``GET /describe``
@@ -44,6 +46,7 @@ from proofgym.serve.protocol import (
     dumps,
     error_frame,
     loads,
+    parse_frame,
     public_error,
 )
 from proofgym.serve.sessions import SessionManager
@@ -92,16 +95,14 @@ def build_app(manager: SessionManager, *, token: str | None = None,
 
     async def http_call(request: Request, what: str) -> Response:
         session_id = request.headers.get(SESSION_HEADER)
-        if session_id is None and what == "reset":
-            session = await manager.open("http")
-        else:
-            session = manager.get(session_id)
         data = await body(request) if request.method == "POST" else {}
+        opened = session_id is None and what == "reset"
+        session = await manager.open("http") if opened else manager.get(session_id)
         try:
             result = await session.run(what, data)
-        except ServeError:
-            raise
         except Exception as exc:
+            if opened:  # its id never reaches the client: a refused reset holds no session
+                await manager.close(session)
             raise public_error(exc, what) from None
         return _json(result, headers={SESSION_HEADER: session.id})
 
@@ -170,17 +171,22 @@ def build_app(manager: SessionManager, *, token: str | None = None,
             return
         try:
             while True:
-                text = await ws.receive_text()
+                received = await ws.receive()
+                if received["type"] == "websocket.disconnect":
+                    break
+                if received.get("text") is None:
+                    # OpenEnv's server answers a binary frame with SESSION_ERROR and ends the session
+                    await ws.send_text(dumps(error_frame(ServeError(
+                        Code.SESSION_ERROR, "binary frames are not part of the protocol: send each "
+                        "message as a JSON text frame; the session is closed"))))
+                    await ws.close(code=1003)  # 1003: a data type the endpoint does not accept
+                    break
                 try:
-                    message = loads(text)
-                    kind = message.get("type") if isinstance(message, dict) else None
+                    kind, data = parse_frame(received["text"])
                     if kind == "close":
                         break
-                    if kind not in ("reset", "step", "state"):
-                        raise ServeError(Code.UNKNOWN_TYPE, f"unknown message type {kind!r}; send "
-                                         "reset, step, state or close")
                     try:
-                        result = await session.run(kind, message.get("data", {}))
+                        result = await session.run(kind, data)
                     except ServeError:
                         raise
                     except Exception as exc:

@@ -171,5 +171,35 @@ def loads(text: str | bytes) -> Any:
         raise ServeError(Code.INVALID_JSON, f"invalid JSON: {exc}") from None
 
 
+#: The fields each client frame may carry, as OpenEnv's message models allow them (``WSResetMessage``,
+#: ``WSStepMessage``, ``WSStateMessage``, ``WSCloseMessage``: extra fields forbidden).
+_FRAME_FIELDS = {"reset": {"type", "data"}, "step": {"type", "data"}, "state": {"type"}, "close": {"type"}}
+
+
+def parse_frame(text: str) -> tuple[str, Any]:
+    """A client's WebSocket text frame as ``(type, data)``, or the error OpenEnv's server answers:
+    ``INVALID_JSON`` for text that is not JSON, ``UNKNOWN_TYPE`` for another type, and
+    ``VALIDATION_ERROR`` for a frame that is not an object, has fields its type does not take, or
+    whose ``data`` is not an object (a reset's may be left out)."""
+    message = loads(text)
+    if not isinstance(message, dict):
+        raise ServeError(Code.VALIDATION_ERROR, f"a frame is a JSON object, not a {type(message).__name__}")
+    kind = message.get("type")
+    if not isinstance(kind, str) or kind not in _FRAME_FIELDS:
+        raise ServeError(Code.UNKNOWN_TYPE, f"unknown message type {kind!r}; send reset, step, state "
+                         "or close")
+    extra = sorted(set(message) - _FRAME_FIELDS[kind])
+    if extra:
+        raise ServeError(Code.VALIDATION_ERROR, f"a {kind} frame takes no field {extra[0]!r} "
+                         f"(its fields: {sorted(_FRAME_FIELDS[kind])})")
+    if kind == "step" and "data" not in message:
+        raise ServeError(Code.VALIDATION_ERROR, "a step frame needs data: the action")
+    data = message.get("data", {})
+    if kind in ("reset", "step") and not isinstance(data, dict):
+        raise ServeError(Code.VALIDATION_ERROR, f"a {kind} frame's data is an object, not "
+                         f"{type(data).__name__ if data is not None else 'null'}")
+    return kind, data
+
+
 def error_frame(error: ServeError) -> dict[str, Any]:
     return {"type": "error", "data": error.payload()}

@@ -1,5 +1,9 @@
 """One session of the step tier: one client's env, its current episode, and the held-out guard.
 
+A reset names its task (``task_id``: a held-out one only with ``allow_heldout``, which burns it),
+or lets the server draw one among the tasks it may serve (:meth:`EnvSource.draw`: train tasks,
+every task with ``allow_heldout``), so a plain seeded reset is never refused as held out.
+
 A session owns its env (and so the env's runtime: a sandbox, its mounts and processes) from
 open to :meth:`Session.close`; nothing else holds it. Calls on one session run one at a time
 (its lock); a blocking runtime call runs on the server's thread pool, a cheap in-process one on
@@ -18,12 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium
+import numpy as np
+
 from proofgym.core import TraceStep
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.make import make_env, takes_tasks
 from proofgym.serve.protocol import Code, ServeError, parse_action, step_payload
 from proofgym.serve.verdicts import VerdictStore
-from proofgym.tasks import BURNED, SplitManifest
+from proofgym.tasks import BURNED, SplitManifest, TaskSet
 
 log = logging.getLogger("proofgym.serve")
 
@@ -45,6 +52,8 @@ class EnvSource:
     _shared: dict[str, Any] | None = None
     _tasks: Any = None
     template: UniversalVerifiableEnv | None = None
+    _servable: list[str] | None = None
+    _servable_set: frozenset[str] = frozenset()
 
     def build(self) -> UniversalVerifiableEnv:
         if self.template is None:
@@ -64,6 +73,25 @@ class EnvSource:
         if self._tasks is not None:
             env.tasks = self._tasks
         return env
+
+    def draw(self, tasks: TaskSet, rng: np.random.Generator, allow: bool) -> str:
+        """The task of a reset without a task id: among every task with ``allow`` (``allow_heldout``),
+        else among the train tasks (the served split's tasks when it has none, held-out ones never).
+        The env's own draw (:meth:`TaskSet.sample`) is kept when it is one of them, so a seeded
+        reset gives the local env's task whenever the local env's task may be served."""
+        first = tasks.sample(rng).id
+        if allow:
+            return first
+        if self._servable is None:
+            train = [t for t in tasks.ids if tasks.split_of(t) == "train"]
+            self._servable = train or [t for t in tasks.ids if tasks.split_of(t) != "heldout"]
+            self._servable_set = frozenset(self._servable)
+        if not self._servable:
+            raise ServeError(Code.HELD_OUT, "every task of this server is held out: a reset names one "
+                             "(options={'task_id': ...}) with allow_heldout=true, which burns it")
+        if first in self._servable_set:
+            return first
+        return self._servable[int(rng.integers(len(self._servable)))]
 
     def close(self) -> None:
         if self.template is not None:
@@ -104,7 +132,10 @@ class Session:
             self.busy = True
             try:
                 if what == "reset":
-                    return await self._reset(data if isinstance(data, dict) else {})
+                    if not isinstance(data, dict):  # OpenEnv's answer; never a default reset
+                        raise ServeError(Code.VALIDATION_ERROR, "a reset's data is an object such as "
+                                         f"{{'seed': 0}}, not {type(data).__name__}")
+                    return await self._reset(data)
                 if what == "step":
                     return await self._step(data)
                 return self.state()
@@ -124,15 +155,20 @@ class Session:
             raise ServeError(Code.VALIDATION_ERROR, "a served env picks tasks by id: use "
                              "options={'task_id': ...} (GET /tasks lists them)")
         task_id = options.get("task_id", data.get("task_id"))
-        allow = data.get("allow_heldout") is True or options.get("allow_heldout") is True
+        if task_id is not None and not isinstance(task_id, str):
+            raise ServeError(Code.VALIDATION_ERROR, f"task_id must be a string, got {task_id!r}")
+        flags = [f.get("allow_heldout") for f in (data, options) if f.get("allow_heldout") is not None]
+        if any(not isinstance(flag, bool) for flag in flags):
+            raise ServeError(Code.VALIDATION_ERROR, "allow_heldout must be true or false")
+        allow = any(flags)
         grading = data.get("grading", "inline")
         if grading not in ("inline", "deferred"):
             raise ServeError(Code.VALIDATION_ERROR, "grading must be 'inline' (the verdict comes with "
                              "the last step) or 'deferred' (fetch it from /verdicts/ID)")
         if task_id is not None:
-            self._guard(str(task_id), allow, before=True)
+            self._guard(task_id, allow, before=True)
         self.done = True
-        obs, info = await self._call(lambda: self.env.reset(seed=seed, options={"task_id": task_id}))
+        obs, info = await self._call(lambda: self._start(seed, task_id, allow))
         task = self.env.current_task
         assert task is not None
         self._guard(task.id, allow, before=False)
@@ -141,6 +177,14 @@ class Session:
         self.done = False
         self.inline_grading = grading == "inline"
         return step_payload(obs, False, False, info, self._metadata())
+
+    def _start(self, seed: int | None, task_id: str | None, allow: bool) -> tuple[Any, dict[str, Any]]:
+        """The env's reset; without a task id, on a task drawn among those it may serve."""
+        if task_id is None and self.env.tasks is not None:
+            gymnasium.Env.reset(self.env, seed=seed)  # seeds np_random exactly as env.reset(seed=) does
+            task_id = self.source.draw(self.env.tasks, self.env.np_random, allow)
+            seed = None  # seeded above: the reset below must not reseed
+        return self.env.reset(seed=seed, options={"task_id": task_id})
 
     def _guard(self, task_id: str, allow: bool, *, before: bool) -> None:
         if not before and not allow:

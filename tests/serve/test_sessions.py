@@ -43,7 +43,8 @@ def test_http_sessions_are_named_by_a_header(small):
         assert first.status_code == 200
         session = first.headers[SESSION_HEADER]
         assert first.json()["metadata"]["session_id"] == session
-        assert first.json()["observation"] == make_env(ENV).reset(seed=3)[0]
+        served_task = first.json()["info"]["task_id"]
+        assert first.json()["observation"] == make_env(ENV).reset(seed=3, options={"task_id": served_task})[0]
         step = http.post("/step", json={"action": {"message": "\\boxed{0}"}},
                          headers={SESSION_HEADER: session}).json()
         assert step["done"] and step["terminated"] and step["verdict"]["status"] == "scored"
