@@ -1,10 +1,11 @@
 """One split for RepoRepair: every task of a recipe's held-out project is ``heldout`` in the task
-set, in ``eval --split``, in the run's records, to ``export``, and to the TRL guard (the served
+set, in ``eval --split``, in the run's records and ``show``, to ``export``, and to the TRL guard (the served
 side: tests/serve/test_served_resets.py). The recipe's rule is the only split there is."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -80,6 +81,8 @@ def test_a_held_out_projects_episodes_are_recorded_heldout_and_never_exported(tm
     held = {r.id for r in records[:2]}
     assert {t for t, s in split_by_id.items() if s == "heldout"} == held, split_by_id
     assert all(r["reward"] == 1.0 for r in lines)  # the reference: every episode exportable but for its split
+    shown = cli("show", str(run)).stdout
+    assert all(re.search(rf"heldout\s+{t}", shown) for t in held), shown
     export = tmp_path / "sft.jsonl"
     done = cli("export", str(run), "--format", "sft", "--out", str(export))
     exported = [json.loads(x)["task_id"] for x in export.read_text().splitlines()]
