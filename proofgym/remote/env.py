@@ -5,9 +5,9 @@ WebSocket session (OpenEnv's messages): the same seeds and task ids give the sam
 and infos as the env built locally (a reset without a task id gets a train task, unless
 ``allow_heldout``: the local env's draw whenever that is one), and because the server describes
 its tools, limits, runtime settings and tasks (ids, content hashes, grader versions: never their
-content), a run through it has the same
-rollout contract, and so the same trajectory ids, as a local run. Grading is out of band: the
-server grades each finished episode itself, from what it saw; the verdict comes back through
+content), a run through it has the same rollout contract, and so the same trajectory ids, as a
+local run. Grading is out of band: the server grades each finished episode itself, from what it
+saw; the verdict comes back through
 :meth:`verification_job` (a job whose "grader" fetches the server's verdict), so ``evaluate``,
 the orchestrator and a ``VerifierPool`` use it unchanged.
 
