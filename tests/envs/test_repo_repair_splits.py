@@ -26,7 +26,7 @@ def _held_out_ids() -> set[str]:
 
 def test_every_task_of_a_held_out_project_is_heldout_in_the_task_set_and_eval_split(tmp_path, cli):
     held = _held_out_ids()
-    assert len(held) >= 30, len(held)  # the bundled recipe holds out whole projects
+    assert len(held) >= 10, len(held)  # the bundled recipe holds out whole projects (17 tasks after curation)
     tasks = repo_repair_tasks()
     assert {t for t in tasks.ids if tasks.split_of(t) == "heldout"} == held
     recipe = Recipe.load(RECIPE)
