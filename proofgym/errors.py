@@ -16,10 +16,12 @@ its subclass: 1, a run that failed)::
     ├── records: ContractError, RunStoreError
     ├── runs: RolloutError > RunFailedError; PolicyInfrastructureError, TransportError,
     │         RetriesExhausted, SlotLostError
-    ├── tasks: HeldOutError, SplitManifestError; synthesis: FetchError, PatchError, RecipeError
+    ├── tasks: HeldOutError, SplitManifestError; synthesis: FetchError, PatchError, RecipeError,
+    │         StatementError
     ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
     ├── serving: ServeError > CapacityError; RemoteError
-    ├── sandbox: SandboxSetupError > IdBusyError, ImageError;  LayerError (ValueError)
+    ├── sandbox: SandboxSetupError > IdBusyError, ImageError;  LayerError (ValueError);
+    │            LeaseTimeout (RuntimeError)
     └── verify: PoolClosedError, RegradeError, GraderSpecError, HedgedAnswer, MathCheckStarved,
         JudgeError > JudgeTimeout, UngradedReply; TestSourceError, ArtifactRejected
 """
@@ -51,6 +53,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
     from proofgym.rollout.openai_policy import PolicyInfrastructureError
     from proofgym.rollout.orchestrator import RolloutError, RunFailedError
     from proofgym.rollout.slots import SlotLostError
+    from proofgym.runtimes.grading_lease import LeaseTimeout
     from proofgym.runtimes.sandbox import (
         IdBusyError,
         ImageError,
@@ -63,6 +66,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
     from proofgym.tasks.loaders import MissingExtraError, TaskRecordError
     from proofgym.tasks.splits import HeldOutError, SplitManifestError
     from proofgym.tasks.synth import FetchError, PatchError, RecipeError
+    from proofgym.tasks.synth.statements import StatementError
     from proofgym.testing.scripts import UnknownPrompt
     from proofgym.tools.result import ToolError
     from proofgym.verify.graders import (
@@ -109,6 +113,8 @@ _WHERE = {
     "FetchError": "proofgym.tasks.synth",
     "PatchError": "proofgym.tasks.synth",
     "RecipeError": "proofgym.tasks.synth",
+    "StatementError": "proofgym.tasks.synth.statements",
+    "LeaseTimeout": "proofgym.runtimes.grading_lease",
     "UnknownPrompt": "proofgym.testing.scripts",
     "ToolError": "proofgym.tools.result",
     "HedgedAnswer": "proofgym.verify.graders",
@@ -149,6 +155,7 @@ __all__ = [
     "JudgeError",
     "JudgeTimeout",
     "LayerError",
+    "LeaseTimeout",
     "MathCheckStarved",
     "MissingExtraError",
     "MultiTurnNotSupported",
@@ -170,6 +177,7 @@ __all__ = [
     "SlotLostError",
     "SnapshotSourceError",
     "SplitManifestError",
+    "StatementError",
     "TaskNotFoundError",
     "TaskRecordError",
     "TestSourceError",

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from proofgym.core import ProofgymError
+
 _MESSAGE_CHARS = 200
 _VALUE_CHARS = 120
 
@@ -227,7 +229,7 @@ def build_prompt(evidence: BugEvidence) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-class StatementError(RuntimeError):
+class StatementError(ProofgymError, RuntimeError):
     """The writer's endpoint failed or wrote a report that quotes a hidden test."""
 
 
