@@ -21,7 +21,8 @@ its subclass: 1, a run that failed)::
     ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
     ├── serving: ServeError > CapacityError; RemoteError
     ├── sandbox: SandboxSetupError > IdBusyError, ImageError;  LayerError (ValueError);
-    │            LeaseTimeout (RuntimeError)
+    │            LeaseTimeout (RuntimeError);
+    │            UnsafeStateDirError (RuntimeError): state another user could change
     └── verify: PoolClosedError, RegradeError, GraderSpecError, HedgedAnswer, MathCheckStarved,
         JudgeError > JudgeTimeout, UngradedReply; TestSourceError, ArtifactRejected
 """
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
     from proofgym.rollout.orchestrator import RolloutError, RunFailedError
     from proofgym.rollout.slots import SlotLostError
     from proofgym.runtimes.grading_lease import LeaseTimeout
+    from proofgym.runtimes.private_dirs import UnsafeStateDirError
     from proofgym.runtimes.sandbox import (
         IdBusyError,
         ImageError,
@@ -106,6 +108,7 @@ _WHERE = {
     "SnapshotSourceError": "proofgym.runtimes.sandbox",
     "SandboxSetupError": "proofgym.runtimes.sandbox",
     "UnknownToolError": "proofgym.runtimes.sandbox",
+    "UnsafeStateDirError": "proofgym.runtimes.private_dirs",
     "TaskRecordError": "proofgym.tasks.loaders",
     "MissingExtraError": "proofgym.tasks.loaders",
     "HeldOutError": "proofgym.tasks.splits",
@@ -186,4 +189,5 @@ __all__ = [
     "UngradedReply",
     "UnknownPrompt",
     "UnknownToolError",
+    "UnsafeStateDirError",
 ]

@@ -20,13 +20,13 @@ import select
 import shutil
 import stat
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from proofgym.runtimes.private_dirs import state_dir
 from proofgym.runtimes.sandbox import ids, namespaces, seccomp
 from proofgym.runtimes.sandbox.cgroups import SandboxCgroup
 from proofgym.runtimes.sandbox.limits import SandboxLimits
@@ -273,11 +273,12 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
 
 @cache
 def _mountpoints() -> Path:
-    """``/tmp/proofgym-mnt/{workspace,system}``: empty directories every user can reach, where
-    the child (as root, in its own mount namespace) shows ``bwrap`` the workspace and the
-    minimal system. Root-owned and writable only by root, or refused (``/tmp`` is shared)."""
-    base = Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()) / "proofgym-mnt"
-    for path in (base, base / "workspace", base / "system", base / "dev"):
+    """``mnt/{workspace,system,dev}`` of root's private state (``/var/cache/proofgym``): empty
+    directories the sandbox's uid can reach (every directory above them is root's, mode 0755),
+    where the child (as root, in its own mount namespace) shows ``bwrap`` the workspace and the
+    minimal system. Root's and writable only by root, or refused."""
+    base = state_dir("mnt")
+    for path in (base / "workspace", base / "system", base / "dev"):
         with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o755)
         st = path.lstat()

@@ -10,10 +10,11 @@ episode through its count of inotify instances) and a denial of service.
   (:func:`id_range`, ``PROOFGYM_SANDBOX_UID``/``PROOFGYM_SANDBOX_GID`` and
   ``PROOFGYM_SANDBOX_ID_COUNT``; default 4096 ids from 2147352576). The range is checked against
   the host's accounts, groups and subordinate-id ranges before first use. A lease is an
-  exclusive ``flock`` on a file per id in a root-only directory, so every proofgym process of the
-  host draws from the same range without a server, and a process that dies (even by
-  ``SIGKILL``) releases its leases with its descriptors. The sandbox's first process checks,
-  before it drops to the leased uid, that no process of that uid is alive
+  exclusive ``flock`` on a file per id in root's private state (``/var/cache/proofgym/ids``),
+  so every proofgym process of the host draws from the same range without a server, and a
+  process that dies (even by ``SIGKILL``) releases its leases with its descriptors. The
+  sandbox's first process checks, before it drops to the leased uid, that no process of that
+  uid is alive
   (``getpriority(PRIO_USER)``) and that the uid holds no kernel keys (``/proc/key-users``, which
   every sandbox's session keyring shows, also across pid namespaces: another proofgym in a
   container on this kernel): a sandbox of a killed run still dying, or a foreign process, makes
@@ -32,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import stat
 import threading
 import time
 import weakref
@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from proofgym.runtimes.private_dirs import state_dir
 from proofgym.runtimes.sandbox.system import SandboxSetupError
 
 SANDBOX_UID_ENV, SANDBOX_GID_ENV = "PROOFGYM_SANDBOX_UID", "PROOFGYM_SANDBOX_GID"
@@ -162,18 +163,10 @@ def _ids_in_use() -> tuple[set[int], set[int]]:
 
 @cache
 def _lease_dir(privileged: bool) -> Path:
-    """Where lease files live: shared by every proofgym process of this host user (as root:
-    root-owned and writable by root only, or refused)."""
-    base = Path("/tmp" if os.path.isdir("/tmp") else "/var/tmp")
-    path = base / ("proofgym-ids" if privileged else f"proofgym-ids-{os.geteuid()}")
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o755 if privileged else 0o700)
-    st = path.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid not in {os.geteuid(), os.getuid()} or \
-            st.st_mode & 0o022:
-        raise SandboxSetupError(f"{path} must be a directory owned by uid {os.geteuid()} and "
-                                "writable only by it (it holds the sandbox id leases); remove it")
-    return path
+    """Where lease files live: ``ids/`` of the user's private state (see
+    :mod:`proofgym.runtimes.private_dirs`), shared by every proofgym process of this host user
+    (as root: ``/var/cache/proofgym/ids``, root's alone)."""
+    return state_dir("ids")
 
 
 class IdLease:
@@ -258,7 +251,8 @@ class _Leases:
                 if slot in self._held or self._busy.get(slot, 0) > now:
                     continue
                 self._held.add(slot)  # reserved while we try its file
-            fd = os.open(folder / str(slot), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(folder / str(slot), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                         0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -12,11 +12,13 @@ import ctypes.util
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
 _MNT_DETACH = 2
+_UMOUNT_NOFOLLOW = 8
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -46,7 +48,9 @@ def scratch_dir(prefix: str, size_mb: int, parent: str | Path | None = None) -> 
 
 def sweep_scratch(parent: Path) -> list[Path]:
     """Remove the scratch directories (and their tmpfs) under ``parent`` whose owning process
-    is gone: what an eval process killed with SIGKILL left behind. Returns what was removed."""
+    is gone: what an eval process killed with SIGKILL left behind. Returns what was removed.
+    Only this user's directories: in a shared temp dir another user can make one of that name
+    (or swap in a link to a mount point), and it is not ours to remove or unmount."""
     removed = []
     try:
         names = os.listdir(parent)
@@ -57,7 +61,11 @@ def sweep_scratch(parent: Path) -> list[Path]:
         if m is None or int(m.group(1)) == os.getpid() or os.path.exists(f"/proc/{m.group(1)}"):
             continue
         path = parent / name
-        if path.is_dir() and not path.is_symlink():
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
             remove_scratch(path)
             removed.append(path)
     return removed
@@ -66,7 +74,7 @@ def sweep_scratch(parent: Path) -> list[Path]:
 def remove_scratch(root: Path) -> None:
     """Unmount (if mounted) and delete a :func:`scratch_dir`."""
     if os.path.ismount(root):
-        _libc.umount2(str(root).encode(), _MNT_DETACH)
+        _libc.umount2(str(root).encode(), _MNT_DETACH | _UMOUNT_NOFOLLOW)
 
     remove_tree(root)
 

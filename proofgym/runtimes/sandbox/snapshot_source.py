@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import TypeAlias
 
 from proofgym.core import ConfigError
+from proofgym.runtimes.private_dirs import check_private, override_dir, state_dir
 
 #: What a snapshot may be given as: a directory, an archive (path or bytes), or a mapping of
 #: workspace-relative paths to file contents (``str`` is written as UTF-8).
@@ -50,10 +51,9 @@ class SnapshotSourceError(ConfigError):
 
 
 def default_cache_dir() -> Path:
-    """``$PROOFGYM_SNAPSHOT_CACHE``, else ``<temp dir>/proofgym-snapshots-<uid>`` (per user: a
-    shared cache in ``/tmp`` could be pre-filled by another user)."""
-    env = os.environ.get("PROOFGYM_SNAPSHOT_CACHE")
-    return Path(env) if env else Path(tempfile.gettempdir()) / f"proofgym-snapshots-{os.getuid()}"
+    """``$PROOFGYM_SNAPSHOT_CACHE``, else ``snapshots/`` of the user's private state (see
+    :mod:`proofgym.runtimes.private_dirs`); either is refused if another user could change it."""
+    return override_dir("PROOFGYM_SNAPSHOT_CACHE") or state_dir("snapshots")
 
 
 def materialize(source: SnapshotSource, *, cache_dir: str | Path | None = None,
@@ -238,14 +238,7 @@ def _digest(files: Mapping[str, tuple[bytes, bool]], dirs: set[str]) -> str:
 
 def _cache_root(cache: Path) -> Path:
     cache.mkdir(mode=0o755, parents=True, exist_ok=True)
-    st = os.lstat(cache)
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise SnapshotSourceError(f"snapshot cache {cache} is not a directory (a symlink?); remove it "
-                                  "or set PROOFGYM_SNAPSHOT_CACHE")
-    if st.st_uid != os.getuid():
-        raise SnapshotSourceError(f"snapshot cache {cache} belongs to uid {st.st_uid}, not to this "
-                                  "user; set PROOFGYM_SNAPSHOT_CACHE to a directory of your own")
-    return cache
+    return check_private(cache, "the snapshot cache")
 
 
 def _store(files: Mapping[str, tuple[bytes, bool]], dirs: set[str], cache: Path) -> Path:

@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from proofgym.core.errors import ProofgymError
+from proofgym.runtimes.private_dirs import owned_entry, state_dir, write_atomic
 
 #: Packages the tests of a Python repository need: pytest and what it imports.
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
@@ -126,7 +127,8 @@ class MinimalSystem:
     """The read-only system of a sandbox, staged once as a small directory tree.
 
     ``files`` maps sandbox paths to host files. They are hard-linked (or, across file systems,
-    copied) into a content-keyed directory under the host's temp dir, whose ``sys/`` the sandbox
+    copied) into a content-keyed directory of the user's private state (``system/`` of
+    :func:`~proofgym.runtimes.private_dirs.state_root`), whose ``sys/`` the sandbox
     mounts as ``/usr``, ``/opt`` and ``/etc``: three mounts instead of one per file (bubblewrap spends
     about half a millisecond per mount), and nothing else of the host is reachable.
 
@@ -146,19 +148,20 @@ class MinimalSystem:
     def default(cls, packages: tuple[str, ...] = PYTEST_PACKAGES) -> MinimalSystem:
         # Listing the files runs ldd over ~100 binaries (about a second); the list is kept next
         # to the staged trees, keyed by everything it depends on, so later processes skip it.
-        index = Path(tempfile.gettempdir()) / f"proofgym-system-index-{_inputs_key(packages)}.json"
+        # Both live in the user's private state (private_dirs.py): whoever could write them
+        # would choose the system every sandbox runs.
+        home = state_dir("system")
+        index = home / f"index-{_inputs_key(packages)}.json"
         try:
             data = json.loads(index.read_text())
-            root = Path(data["root"])
-            if (root / ".complete").exists():
+            root = home / data["root"]
+            if data["root"] == root.name and _complete(root):
                 return cls(packages, tuple(map(tuple, data["files"])), root)
         except (OSError, ValueError, KeyError, TypeError):
             pass
         files = tuple(_system_files(packages))
-        root = _stage(files)
-        tmp = index.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"root": str(root), "files": files}))
-        tmp.replace(index)
+        root = _stage(files, home)
+        write_atomic(index, json.dumps({"root": root.name, "files": files}).encode())
         return cls(packages, files, root)
 
     def bwrap_args(self) -> list[str]:
@@ -224,16 +227,22 @@ def _inputs_key(packages: tuple[str, ...]) -> str:
     return digest.hexdigest()[:20]
 
 
-def _stage(files: tuple[tuple[str, str], ...]) -> Path:
-    """The staged tree for ``files`` (``(sandbox path, host path)``), built once per content."""
+def _complete(root: Path) -> bool:
+    """Whether ``root`` is a staged tree this user finished (its own, and marked complete)."""
+    return owned_entry(root) and owned_entry(root / ".complete")
+
+
+def _stage(files: tuple[tuple[str, str], ...], home: Path) -> Path:
+    """The staged tree for ``files`` (``(sandbox path, host path)``) in ``home``, built once per
+    content."""
     digest = hashlib.sha256(_LAYOUT)
     for dest, src in files:
         st = os.stat(src)
         digest.update(f"{dest}\0{src}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    root = Path(tempfile.gettempdir()) / f"proofgym-system-{digest.hexdigest()[:20]}"
-    if (root / ".complete").exists():
+    root = home / f"proofgym-system-{digest.hexdigest()[:20]}"
+    if _complete(root):
         return root
-    tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", dir=root.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", dir=home))
     for dest, src in files:
         target = tmp / "sys" / dest.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -250,7 +259,7 @@ def _stage(files: tuple[tuple[str, str], ...]) -> Path:
     for d in (tmp, *tmp.rglob("*")):
         if d.is_dir() and not d.is_symlink():
             d.chmod(0o755)
-    (tmp / ".complete").touch()
+    (tmp / ".complete").touch(mode=0o644)  # (a umask of 002 would make it untrusted)
     try:
         tmp.rename(root)
     except OSError:  # built concurrently by another process: keep theirs

@@ -1,6 +1,8 @@
 """Fetching a project's sdist from PyPI at a pinned version, checked against its sha256, cached.
 
-The cache (``$PROOFGYM_CACHE``, else ``~/.cache/proofgym``) holds each sdist once, under its
+The cache (``$PROOFGYM_CACHE``, else the user's private state root: ``/var/cache/proofgym`` as
+root, ``$XDG_CACHE_HOME/proofgym`` or ``~/.cache/proofgym`` otherwise; refused if another user
+could write it, see :mod:`proofgym.runtimes.private_dirs`) holds each sdist once, under its
 hash; an unpacked tree lives next to it. Nothing here is ever mounted into a sandbox: the
 pristine source stays on the host (see ``docs/real-repositories.md``).
 """
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from proofgym.core import ProofgymError
+from proofgym.runtimes.private_dirs import cache_home
 
 #: The package index asked for sdists; ``$PROOFGYM_PYPI`` names another (a mirror), read at each call.
 DEFAULT_INDEX = "https://pypi.org"
@@ -35,8 +38,7 @@ class FetchError(ProofgymError):
 
 def cache_dir() -> Path:
     """Where sdists, unpacked trees and task checkouts are cached."""
-    root = os.environ.get("PROOFGYM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "proofgym")
-    return Path(root)
+    return cache_home()
 
 
 def sdist_url(name: str, version: str) -> tuple[str, str]:

@@ -1,7 +1,9 @@
 """The image cache: content-addressed, read-only directories built once and shared by runs.
 
-Where: ``$PROOFGYM_CACHE/images`` if set, else ``$XDG_CACHE_HOME/proofgym/images``, else
-``~/.cache/proofgym/images``. Every entry is built into a temporary sibling and renamed into
+Where: ``$PROOFGYM_CACHE/images`` if set, else ``images/`` of the user's state root
+(:mod:`proofgym.runtimes.private_dirs`: ``/var/cache/proofgym`` as root, else
+``$XDG_CACHE_HOME/proofgym`` or ``~/.cache/proofgym``); either is refused if another user could
+write it or a directory above it. Every entry is built into a temporary sibling and renamed into
 place when complete, so a reader never sees half an entry and two builders at once each
 finish (the second one's rename fails and its copy is dropped).
 
@@ -22,6 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from proofgym.runtimes.private_dirs import cache_home, check_private, owned_entry, state_dir, write_atomic
+
 __all__ = ["build_once", "cache_root", "list_images", "mount_root", "write_record"]
 
 #: The marker of a complete entry (a directory is only ever renamed into place with it).
@@ -30,37 +34,37 @@ COMPLETE = ".proofgym-complete"
 
 def cache_root() -> Path:
     """The image cache's directory (made if missing)."""
-    env = os.environ.get("PROOFGYM_CACHE")
-    if env:
-        root = Path(env) / "images"
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = Path(base) / "proofgym" / "images"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    root = cache_home() / "images"
+    root.mkdir(mode=0o755 if os.geteuid() == 0 else 0o700, exist_ok=True)
+    return check_private(root, "the image cache")
 
 
 def build_once(dest: Path, build: Callable[[Path], None]) -> Path:
     """``dest``, built by ``build(tmp)`` into a temporary sibling and renamed into place, unless
     a complete ``dest`` exists already (built by this or another process)."""
-    if (dest / COMPLETE).exists():
+    if _complete(dest):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         build(tmp)
-        (tmp / COMPLETE).touch()
+        (tmp / COMPLETE).touch(mode=0o444)
         _read_only(tmp)
         try:
             tmp.rename(dest)
         except OSError:
-            if not (dest / COMPLETE).exists():  # an incomplete leftover: replace it
+            if not _complete(dest):  # an incomplete leftover: replace it
                 remove(dest)
                 tmp.rename(dest)
     finally:
         if tmp.exists():
             remove(tmp)
     return dest
+
+
+def _complete(dest: Path) -> bool:
+    """Whether ``dest`` is an entry this user built and finished."""
+    return owned_entry(dest) and owned_entry(dest / COMPLETE)
 
 
 def remove(path: Path) -> None:
@@ -92,9 +96,7 @@ def write_record(name: str, record: dict[str, Any]) -> Path:
     """Store ``record`` as ``records/NAME.json`` (atomically; what ``image ls`` lists)."""
     path = cache_root() / "records" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(record, indent=1, sort_keys=True).encode())
     return path
 
 
@@ -110,11 +112,12 @@ def list_images() -> list[dict[str, Any]]:
 def mount_root(name: str, lowers: Sequence[Path]) -> Path:
     """A mount root (see :class:`~proofgym.runtimes.sandbox.system.SandboxSystem`) over the
     directories ``lowers`` (topmost first): ``lN`` links to them, ``sys/``, ``empty/`` and the
-    ``lowerdir`` file, in the host's temp dir under ``proofgym-image-NAME-UID`` (rebuilt if a
-    temp cleaner removed it; one per user, whose caches differ). Links, so the sandbox's
-    mountinfo names ``l0``, not a host path."""
-    root = Path(tempfile.gettempdir()) / f"proofgym-image-{name}-{os.getuid()}"
-    if (root / COMPLETE).exists() and all(
+    ``lowerdir`` file, under ``mounts/`` of the user's private state (one per user, whose
+    caches differ). Links, so the sandbox's mountinfo names ``l0``, not a host path."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"an image mount root's name must be a plain file name, not {name!r}")
+    root = state_dir("mounts") / f"proofgym-image-{name}"
+    if _complete(root) and all(
             os.path.realpath(root / f"l{i}") == os.path.realpath(p) for i, p in enumerate(lowers)):
         return root
 
