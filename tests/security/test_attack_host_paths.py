@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from proofgym.runtimes.private_dirs import state_root
 from proofgym.runtimes.sandbox import SandboxRuntime
 from tests.conftest import require_tool
 from tests.sandbox_helpers import FAST_LIMITS
@@ -37,7 +38,7 @@ def task_rt(tmp_path):
 def _host_markers(runtime: SandboxRuntime, snap: Path) -> list[str]:
     changes = runtime.workspace_changes_dir
     return [str(snap), snap.name, str(changes), str(changes.parent), "/tmp/proofgym",
-            "proofgym-sandbox-", "proofgym-system-"]
+            str(state_root()), "proofgym-sandbox-", "proofgym-system-"]
 
 
 def test_mountinfo_shows_no_host_path(task_rt):

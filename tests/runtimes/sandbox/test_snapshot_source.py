@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from proofgym.core import ProofgymError
+from proofgym.runtimes.private_dirs import UnsafeStateDirError
 from proofgym.runtimes.sandbox import SandboxRuntime, SnapshotSourceError, materialize
 from tests.conftest import require_tool
 from tests.sandbox_helpers import FAST_LIMITS
@@ -134,11 +135,15 @@ def test_a_malicious_zip_or_mapping_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "escape.txt").exists()
 
 
-def test_a_cache_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+def test_a_cache_reached_through_a_directory_others_can_write_is_refused(tmp_path: Path) -> None:
+    """Another user could swap the link (or the directory) for theirs: refused, nothing written."""
     (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "cache").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(SnapshotSourceError, match="symlink"):
-        materialize({"a": "b"}, cache_dir=tmp_path / "cache")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "cache").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UnsafeStateDirError, match="shared is writable by others"):
+        materialize({"a": "b"}, cache_dir=shared / "cache")
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
