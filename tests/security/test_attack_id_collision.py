@@ -1,15 +1,16 @@
 """Attack: two proofgym instances on one kernel lease the same sandbox uid.
 
 As root every concurrent sandbox gets a host uid of its own, leased from a reserved range: the
-lease is a lock file in ``/tmp/proofgym-ids`` and the sandbox's first process checks that no
-live process already runs as that uid. Both are scoped to a namespace: the lock files to the
-mount namespace (``/tmp``), the liveness check to the pid namespace. Two proofgym instances in
-two containers of one host (Docker's default: separate mount and pid namespaces, one user
-namespace, so one kernel uid space) each see an empty range, lease its first id, and their
-sandboxes share every per-uid kernel counter again: the inotify channel of issue 20 is back.
-Simulated here with ``unshare --pid --mount`` and a private ``/tmp`` for the second instance,
-whose range starts at the first sandbox's uid: it must take another id of its range
-(``/proc/key-users``, per user namespace, shows the first sandbox's keyring).
+lease is a lock file in ``/var/cache/proofgym/ids`` and the sandbox's first process checks that
+no live process already runs as that uid. Both are scoped to a namespace: the lock files to the
+mount namespace (a container's own file system), the liveness check to the pid namespace. Two
+proofgym instances in two containers of one host (Docker's default: separate mount and pid
+namespaces, one user namespace, so one kernel uid space) each see an empty range, lease its
+first id, and their sandboxes share every per-uid kernel counter again: the inotify channel of
+issue 20 is back. Simulated here with ``unshare --pid --mount`` and a private ``/tmp`` and lease
+directory for the second instance, whose range starts at the first sandbox's uid: it must take
+another id of its range (``/proc/key-users``, per user namespace, shows the first sandbox's
+keyring).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.runtimes.sandbox import SandboxRuntime
+from proofgym.runtimes.sandbox import SandboxRuntime, ids
 from tests.conftest import REPO, require_tool
 from tests.security.conftest import python_inside
 from tests.security.test_attack_neighbour_channels import _INOTIFY_COUNT, _LIBC, _LIMITS, _count, _holders
@@ -70,7 +71,8 @@ def test_an_instance_in_another_container_does_not_share_a_sandbox_uid():
                "PROOFGYM_SANDBOX_GID": str(gid), "PROOFGYM_SANDBOX_ID_COUNT": "4"}
         other = subprocess.Popen(
             ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
-             "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$0" -c "$1" "$2"',
+             "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs /tmp && mount -t tmpfs -o mode=0755 '
+             f'tmpfs {ids._lease_dir(True)} && exec "$0" -c "$1" "$2"',
              sys.executable, _OTHER, comm], cwd=REPO, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 120
