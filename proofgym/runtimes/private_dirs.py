@@ -114,13 +114,16 @@ def owned_entry(path: str | Path) -> bool:
 
 def write_atomic(path: str | Path, data: bytes, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` at once: written to a fresh ``mkstemp`` name in its
-    directory (``O_EXCL``, never through a link), then renamed over it."""
+    directory (``O_EXCL``, never through a link), synced, then renamed over it (a crash leaves
+    the old file or the new one)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             os.fchmod(f.fileno(), mode)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

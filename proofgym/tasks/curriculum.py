@@ -13,9 +13,7 @@ with the reason it was made, for the caller to record on the trajectory.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -26,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from proofgym.core import ConfigError, Task
+from proofgym.runtimes.private_dirs import write_atomic
 from proofgym.tasks.taskset import TaskSet
 
 CURRICULUM_FILE = "curriculum.json"
@@ -148,16 +147,7 @@ class Curriculum:
         """Write the state to ``RUN_DIR/curriculum.json`` so that a crash leaves the old or the new
         file, never a torn one."""
         path = Path(run_dir) / CURRICULUM_FILE
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with tmp.open("w") as f:
-                json.dump(self.state(), f, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+        write_atomic(path, json.dumps(self.state(), sort_keys=True).encode())
         return path
 
     @classmethod

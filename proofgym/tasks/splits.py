@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import orjson
 
 from proofgym.core import ProofgymError, Task
+from proofgym.runtimes.private_dirs import write_atomic
 
 SPLITS = ("train", "dev", "heldout")
 DEFAULT_RATIOS: Mapping[str, float] = {"train": 0.8, "dev": 0.1, "heldout": 0.1}
@@ -266,12 +266,7 @@ class SplitManifest:
         """Write atomically (a temporary file renamed over the target), so a crash leaves the old
         manifest or the new one, never half of one."""
         path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("wb") as f:
-            f.write(self.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, self.to_json())
         return path
 
     @classmethod

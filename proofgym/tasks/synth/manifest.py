@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from proofgym.runtimes.private_dirs import write_atomic
 from proofgym.tasks.synth.fetch import cache_dir, fetch_sdist, unpack
 from proofgym.tasks.synth.hiding import strip_tests
 from proofgym.tasks.synth.patch import apply_patch, patched_paths
@@ -100,11 +101,8 @@ def read_manifest(path: str | Path) -> list[TaskRecord]:
 def write_manifest(path: str | Path, records: Iterable[TaskRecord]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
-        for record in records:
-            f.write(orjson.dumps(record.to_dict(), option=orjson.OPT_SORT_KEYS) + b"\n")
-    os.replace(tmp, path)
+    write_atomic(path, b"".join(orjson.dumps(record.to_dict(), option=orjson.OPT_SORT_KEYS) + b"\n"
+                                for record in records))
 
 
 def pristine_tree(pin: ProjectPin, *, quiet: bool = False) -> Path:

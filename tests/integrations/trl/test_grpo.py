@@ -237,6 +237,6 @@ def test_grpo_trains_on_code_repair_in_sandboxes_and_leaves_nothing_behind(tmp_p
 
     # the trainer process has exited: none of its sandboxes, shells or mounts is left
     assert _leftovers(str(private_tmp)) == []
-    # every sandbox scratch dir is gone (proofgym-system-* is the minimal system, a cache kept on
-    # purpose across processes)
+    # every sandbox scratch dir is gone (the minimal system, a cache kept on purpose across
+    # processes, is in the user's state root, not here)
     assert [p.name for p in private_tmp.iterdir() if p.name.startswith("proofgym-sandbox-")] == []
