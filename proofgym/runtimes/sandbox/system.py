@@ -154,8 +154,9 @@ class MinimalSystem:
         index = home / f"index-{_inputs_key(packages)}.json"
         try:
             data = json.loads(index.read_text())
-            root = home / data["root"]
-            if data["root"] == root.name and _complete(root):
+            name = data["root"]
+            root = home / name
+            if name.startswith("proofgym-system-") and "/" not in name and _complete(root):
                 return cls(packages, tuple(map(tuple, data["files"])), root)
         except (OSError, ValueError, KeyError, TypeError):
             pass
