@@ -38,7 +38,6 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import stat
 import threading
 import time
 import weakref
@@ -47,6 +46,7 @@ from functools import cache
 from pathlib import Path
 
 from proofgym.core import ProofgymError
+from proofgym.runtimes.private_dirs import state_dir
 
 #: How long a lease waits before it raises :class:`LeaseTimeout` (a grading of a key may wait
 #: for a long LLM episode; an episode for every grading of its key).
@@ -79,20 +79,10 @@ def hidden_key_of(hidden: Mapping[str, bytes], snapshot: str | Path) -> str:
 
 @cache
 def lease_dir() -> Path:
-    """Where the lease files live: one directory per host user, shared by all its proofgym
-    processes (as root: root-owned and writable by root only, or refused). The one place that
-    names it (it moves with the private state directory)."""
-    privileged = os.geteuid() == 0
-    base = Path("/tmp" if os.path.isdir("/tmp") else "/var/tmp")
-    path = base / ("proofgym-ids" if privileged else f"proofgym-ids-{os.geteuid()}")
-    for folder in (path, path / "grading"):
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=0o755 if privileged else 0o700)
-        st = folder.lstat()
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            raise LeaseTimeout(f"{folder} must be a directory owned by uid {os.geteuid()} and "
-                               "writable only by it (it holds the grading leases); remove it")
-    return path / "grading"
+    """Where the lease files live: ``grading/`` of the user's private state (see
+    :mod:`proofgym.runtimes.private_dirs`; as root ``/var/cache/proofgym/grading``), shared by
+    all the user's proofgym processes. The one place that names it."""
+    return state_dir("grading")
 
 
 def _disabled() -> bool:

@@ -211,7 +211,9 @@ STEPS = [("root", lower), ("user", plant), ("root", use)]
 
 
 def test_a_planted_lease_directory_stops_no_sandbox():
+    """The sandbox id leases and the grading leases."""
     state = _run("""
+from proofgym.runtimes import grading_lease
 from proofgym.runtimes.sandbox import ids
 def plant(state):
     Path("/tmp/proofgym-ids").mkdir(mode=0o777)
@@ -222,10 +224,14 @@ def use(state):
     lease = ids.lease()
     state["leases"] = str(ids._lease_dir(True))
     lease.release()
+    grading = grading_lease.grading_lease("0" * 32, timeout_s=30)
+    grading.release()
+    state["grading"] = str(grading_lease.lease_dir())
 STEPS = [("user", plant), ("root", use)]
 """)
     _no_error(state)
     assert not state["leases"].startswith("/tmp/"), state["leases"]
+    assert not state["grading"].startswith("/tmp/"), state["grading"]
 
 
 def test_a_planted_mount_point_directory_stops_no_sandbox():
