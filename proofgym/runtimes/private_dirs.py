@@ -83,7 +83,10 @@ def check_private(path: str | Path, what: str = "a proofgym state directory") ->
     for chain, end in (((*reversed(lexical.parents), lexical), lexical),
                        ((*reversed(real.parents), real), real)):
         for d in chain:
-            st = os.lstat(d)
+            try:
+                st = os.lstat(d)
+            except OSError as exc:
+                raise UnsafeStateDirError(f"{what} {path}: cannot check {d}: {exc.strerror}") from None
             why = None
             if st.st_uid not in (0, me):
                 why = f"belongs to uid {st.st_uid}"
@@ -133,7 +136,11 @@ def write_atomic(path: str | Path, data: bytes, mode: int = 0o644) -> None:
 
 def _made(path: Path, mode: int, what: str) -> Path:
     try:
-        os.makedirs(path, mode=mode, exist_ok=True)
+        if not os.path.lexists(path):
+            os.makedirs(path, mode=mode, exist_ok=True)
+            # the mode whatever the umask: with 077, root's mnt/ would be out of the sandbox
+            # user's reach
+            os.chmod(path, mode)
     except OSError as exc:
         raise UnsafeStateDirError(f"cannot make {what} {path}: {exc}") from None
     return check_private(path, what)
