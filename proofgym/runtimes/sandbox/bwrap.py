@@ -52,10 +52,15 @@ INSTALL_HINT = ("bubblewrap (`bwrap`) is required for SandboxRuntime and was not
 OWN_DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8),
                "urandom": (1, 9), "tty": (5, 0)}
 
-#: Kernel knobs under /proc that stay visible but read-only (as in Docker and bwrap itself).
+#: Kernel knobs under /proc that stay visible but read-only (as in Docker and bwrap itself): the
+#: sandbox's own procfs bound read-only over itself, never the host's (a file lock or inotify
+#: watch on an inode two sandboxes reach is a channel between them,
+#: ``tests/security/test_attack_shared_inodes.py``; procfs makes new inodes per mount).
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
-#: Files under /proc hidden behind /dev/null, and directories behind an empty tmpfs (Docker's
-#: masked paths): kernel memory, keys, timers and scheduler internals.
+#: Files under /proc hidden behind an empty read-only file of the sandbox's own (not the host's
+#: ``/dev/null``: its inode is every sandbox's, so a watch on it sees the neighbours' opens), and
+#: directories behind an empty tmpfs (Docker's masked paths): kernel memory, keys, timers and
+#: scheduler internals.
 PROC_MASKED_FILES = ("kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats",
                      # host-wide counters any sandbox moves and any other reads: a channel
                      # between concurrent sandboxes (open files, inodes, dentries, aio, ptys,
@@ -127,17 +132,34 @@ def bwrap_argv(bwrap: str, system: SandboxSystem, limits: SandboxLimits, command
     return argv
 
 
+#: bwrap mounts a bind's source from below the host's root (``/oldroot/SOURCE`` while it sets
+#: up); from there ``..`` is its private setup root, where ``newroot`` is the sandbox's tree being
+#: built. So this prefix names a path of the sandbox itself, e.g. the procfs bwrap just mounted
+#: for it. bwrap first resolves every bind's source on the host (``realpath``), where this path
+#: does not exist: only ``--ro-bind-try`` keeps such a source, and :func:`_proc_covers` refuses
+#: a host that has it (``/newroot``), whose path bwrap would bind instead.
+_IN_SANDBOX = "/../newroot"
+
+#: The source :func:`bwrap_argv` gives a masked /proc file; :func:`spawn` replaces it with an
+#: empty file of the sandbox's own (bwrap's ``--ro-bind-data``, which needs a descriptor; the
+#: ``--perms`` before it are that file's).
+_MASK = "/dev/null"
+
+
 @cache
 def _proc_covers() -> tuple[str, ...]:
     """bwrap arguments that make :data:`PROC_READ_ONLY` read-only and mask the rest (only the
     entries this kernel has: a mount needs its target; looked up once, they do not change)."""
+    if os.path.lexists(os.path.normpath(_IN_SANDBOX)):
+        raise SandboxSetupError(f"{os.path.normpath(_IN_SANDBOX)} exists on this host: bubblewrap "
+                                "would bind it instead of the sandbox's own /proc/sys; remove it")
     args: list[str] = []
     for name in PROC_READ_ONLY:
         if os.path.exists(f"/proc/{name}"):
-            args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
+            args += ["--ro-bind-try", f"{_IN_SANDBOX}/proc/{name}", f"/proc/{name}"]
     for name in PROC_MASKED_FILES:
         if os.path.exists(f"/proc/{name}"):
-            args += ["--ro-bind", "/dev/null", f"/proc/{name}"]
+            args += ["--perms", "0444", "--ro-bind", _MASK, f"/proc/{name}"]
     for name in PROC_MASKED_DIRS:
         if os.path.isdir(f"/proc/{name}"):
             args += ["--size", "4096", "--tmpfs", f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
@@ -235,11 +257,12 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
                 if options[i] == "--remount-ro" and options[i + 1] == dev:
                     del options[i:i + 2]
                     break
+        empty = _own_masks(options, fds)
         args_r = _args_pipe(["--info-fd", str(info_w), "--seccomp", str(sec_r), *options], fds)
         if overlay is not None and not all(d.parent == overlay.upper.parent for d in
                                            (overlay.work, overlay.merged, overlay.view)):
             raise SandboxSetupError("an Overlay's directories must share one parent (Overlay.create)")
-        keep = (info_w, sec_r, args_r, *pass_fds)
+        keep = (info_w, sec_r, args_r, *empty, *pass_fds)
         plan = namespaces.plan_for(
             argv=[argv[0], "--args", str(args_r), *argv[cut:]], keep_fds=keep,
             episode_dir=str(overlay.upper.parent) if overlay is not None else None,
@@ -250,7 +273,7 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
             devices=OWN_DEVICES if own_dev else None)
         proc = namespaces.start(plan, stdin=stdin, stdout=stdout, stderr=stderr, keep_fds=keep,
                                 lease=lease)
-        for fd in (info_w, sec_r, args_r):
+        for fd in keep[:len(keep) - len(pass_fds)]:
             os.close(fd)
             fds.remove(fd)
         if privileged:
@@ -287,6 +310,22 @@ def _mountpoints() -> Path:
                                     "by it (sandboxes see their workspace and system through it); "
                                     "remove it")
     return base
+
+
+def _own_masks(options: list[str], fds: list[int]) -> list[int]:
+    """Point each mask of :func:`_proc_covers` at an empty read-only file of the sandbox's own
+    (in place): bwrap's ``--ro-bind-data`` of an empty pipe, a file on bwrap's private setup
+    tmpfs (unlinked once bound, so each mask needs its own). Returns the pipes' read ends, for
+    bwrap to inherit (also in ``fds``)."""
+    ends = []
+    for i in range(len(options) - 2):
+        if options[i] == "--ro-bind" and options[i + 1] == _MASK and options[i + 2].startswith("/proc/"):
+            empty_r, empty_w = _pipe(fds)
+            os.close(empty_w)
+            fds.remove(empty_w)
+            options[i:i + 2] = ["--ro-bind-data", str(empty_r)]
+            ends.append(empty_r)
+    return ends
 
 
 def _pipe(fds: list[int]) -> tuple[int, int]:
