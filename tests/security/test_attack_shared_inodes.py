@@ -89,14 +89,22 @@ def lock_struct(kind):
     return struct.pack("hhqqi4x", kind, 0, BYTE, 1, 0)
 """
 
-#: Hold a shared ``flock`` and an open-file-description read lock on every path it can open.
-_LOCK_ALL = _WALK + """
-fds = []
+#: Paths both sides must reach (open): where the shared inodes were and are most likely.
+_KEY_PATHS = ("/proc/sys/kernel/osrelease", "/proc/sys/kernel", "/proc/irq", "/proc/bus",
+              "/dev/null", "/dev/urandom", "/usr/bin/bash", "/etc/ld.so.cache")
+
+#: Hold a shared ``flock`` and an open-file-description read lock on every path it can open
+#: (a descriptor each: the soft limit may be 1,024, the system tree alone holds thousands).
+_LOCK_ALL = _WALK + f"KEY_PATHS = {_KEY_PATHS!r}\n" + """
+import resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+fds, keys = [], []
 for path in paths:
     fd = open_ro(path)
     if fd is None:
         continue
     fds.append(fd)
+    keys += [path] if path in KEY_PATHS else []
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
@@ -105,12 +113,9 @@ for path in paths:
         fcntl.fcntl(fd, fcntl.F_OFD_SETLK, lock_struct(fcntl.F_RDLCK))
     except OSError:
         pass
+print("HOLDER", json.dumps(keys))
 HELD = len(fds)
 """
-
-#: Paths the probe must reach (open): where the shared inodes were and are most likely.
-_KEY_PATHS = ("/proc/sys/kernel/osrelease", "/proc/sys/kernel", "/proc/irq", "/proc/bus",
-              "/dev/null", "/dev/urandom", "/usr/bin/bash", "/etc/ld.so.cache")
 
 #: Which paths show a lock (``F_OFD_GETLK`` finds one on the holder's byte, or an exclusive
 #: ``flock`` is refused), and which files outside the private trees open for writing.
@@ -153,7 +158,7 @@ print("PROBED", json.dumps({"paths": len(paths), "opened": opened, "reached": re
 """
 
 #: Watch every path (all events), count each watch's events in a thread until released.
-_WATCH_ALL = _WALK + """
+_WATCH_ALL = _WALK + f"KEY_PATHS = {_KEY_PATHS!r}\n" + """
 import threading
 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])  # before the reader thread starts
 ino = libc.inotify_init1(0)
@@ -177,6 +182,7 @@ def read_events():
 
 
 threading.Thread(target=read_events, daemon=True).start()
+print("WATCHER", json.dumps(sorted(p for ps in names.values() for p in ps if p in KEY_PATHS)))
 HELD = len(names)
 """ + _HOLD + """
 import time
@@ -219,6 +225,7 @@ def test_no_lock_taken_in_one_sandbox_shows_in_another(two: tuple[SandboxRuntime
     out, probe = hold_and_probe(holder, _LOCK_ALL, prober, _PROBE_LOCKS)
     during = _probed(probe)
     assert held(out) > 1000 and during["opened"] > 1000, (out, during["opened"])
+    assert re.findall(r"^HOLDER (.*)$", out, re.M) == [json.dumps(sorted(_KEY_PATHS))], out
     assert set(during["reached"]) == set(_KEY_PATHS), during["reached"]
     assert during["n_locked"] == 0, (
         f"locks taken in one sandbox show in its neighbour on {during['n_locked']} paths: "
@@ -250,6 +257,7 @@ def test_no_open_in_one_sandbox_shows_in_a_watch_next_door(two: tuple[SandboxRun
         runner.join(90)
     assert out and not _holders(comm), "the watcher did not finish"
     assert held(out[0].output) > 1000, out[0]
+    assert re.findall(r"^WATCHER (.*)$", out[0].output, re.M) == [json.dumps(sorted(_KEY_PATHS))], out[0]
     assert int(re.findall(r"^TOUCHED (\d+)$", touched.output, re.M)[0]) > 2000, touched
     found = re.findall(r"^EVENTS (.*)$", out[0].output, re.M)
     assert found, out[0]
