@@ -11,12 +11,14 @@ on ``/proc/sys/kernel/osrelease`` and a live episode of the same task read them 
 hidden-only literals).
 
 So the test walks each sandbox's whole visible tree (everything but the processes' own
-``/proc/<pid>`` directories and the private ``/workspace`` and ``/tmp``), one sandbox locks or
-touches every path it finds, and the other, which walked its own tree, looks for the signal on
-every path it found: a lock it can see, or an inotify event. Nothing may come across, and no file
-outside the private trees may be writable (a file both can write, or map writable, carries
-anything). Without root a user cannot make device nodes: the device nodes of ``/dev`` are the
-host's, a gap the threat model names ('The downgrade'); the test pins it to exactly those nodes.
+``/proc/<pid>`` directories and the private ``/tmp``; the workspace too, both sandboxes being
+over one task snapshot, as an episode and a grading of a task are); one sandbox locks or touches
+every path it finds, and the other, which walked its own tree, looks for the signal on every path
+it found: a lock it can see, or an inotify event. Nothing may come across, and no file outside
+``/tmp`` and the workspace (whose writes go to a copy of the sandbox's own) may be writable (a
+file both can write, or map writable, carries anything). Without root a user cannot make device
+nodes: the device nodes of ``/dev`` are the host's, a gap the threat model names ('The
+downgrade'); the test pins it to exactly those nodes.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ import re
 import secrets
 import signal
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from proofgym.runtimes.sandbox import SandboxRuntime
 from proofgym.tools import ToolResult
-from tests.security.conftest import python_inside
+from tests.conftest import require_tool
+from tests.security.conftest import NEIGHBOUR_LIMITS, python_inside
 from tests.security.test_attack_neighbour_channels import (
     _HOLD,
     _LIBC,
@@ -44,6 +49,29 @@ from tests.security.test_attack_neighbour_channels import (
 
 pytestmark = pytest.mark.sandbox
 
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[SandboxRuntime, SandboxRuntime]]:
+    """Two sandboxes running at once over one task snapshot (an episode and a grading of a task:
+    the files neither has changed are the same files beneath their workspaces)."""
+    require_tool("bwrap")
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("def f():\n    return 0\n")
+    (tmp_path / "pkg" / "sub" / "data.txt").write_text("x" * 5000)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_pkg.py").write_text("import pkg\n")
+    a = SandboxRuntime(tmp_path, limits=NEIGHBOUR_LIMITS)
+    try:
+        b = SandboxRuntime(tmp_path, limits=NEIGHBOUR_LIMITS)
+    except BaseException:
+        a.close()
+        raise
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
 #: Without root the sandbox's device nodes are bind mounts of the host's (an unprivileged user
 #: cannot make device nodes; docs/threat-model.md, 'The downgrade'). Nothing else may be shared.
 SHARED_WITHOUT_ROOT = frozenset(
@@ -54,7 +82,7 @@ SHARED_WITHOUT_ROOT = frozenset(
 #: (per pid namespace already), without following symbolic links. Sorted, so both sides agree.
 _WALK = f"ALLOWED = {sorted(SHARED_WITHOUT_ROOT)!r}\n" + """
 import fcntl, json, stat, struct
-PRIVATE = {"/workspace", "/tmp", "/proc/self", "/proc/thread-self"}
+PRIVATE = {"/tmp", "/proc/self", "/proc/thread-self"}
 paths = []
 stack = ["/"]
 while stack:
@@ -91,7 +119,8 @@ def lock_struct(kind):
 
 #: Paths both sides must reach (open): where the shared inodes were and are most likely.
 _KEY_PATHS = ("/proc/sys/kernel/osrelease", "/proc/sys/kernel", "/proc/irq", "/proc/bus",
-              "/dev/null", "/dev/urandom", "/usr/bin/bash", "/etc/ld.so.cache")
+              "/dev/null", "/dev/urandom", "/usr/bin/bash", "/etc/ld.so.cache",
+              "/workspace/pkg/__init__.py", "/workspace/pkg/sub")
 
 #: Hold a shared ``flock`` and an open-file-description read lock on every path it can open
 #: (a descriptor each: the soft limit may be 1,024, the system tree alone holds thousands).
@@ -145,7 +174,7 @@ for path in paths:
     os.close(fd)
     if kinds:
         locked[path] = kinds
-    if stat.S_ISREG(os.lstat(path).st_mode):
+    if stat.S_ISREG(os.lstat(path).st_mode) and not path.startswith("/workspace/"):
         try:
             os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY))
             writable.append(path)
@@ -160,6 +189,8 @@ print("PROBED", json.dumps({"paths": len(paths), "opened": opened, "reached": re
 #: Watch every path (all events), count each watch's events in a thread until released.
 _WATCH_ALL = _WALK + f"KEY_PATHS = {_KEY_PATHS!r}\n" + """
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])  # before the reader thread starts
 ino = libc.inotify_init1(0)
 assert ino >= 0, err()
