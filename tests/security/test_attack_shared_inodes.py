@@ -43,8 +43,10 @@ from tests.security.test_attack_neighbour_channels import (
     _LIBC,
     _holders,
     _wait_for_holder,
+    graded_snap,  # noqa: F401 (a fixture)
     held,
     hold_and_probe,
+    read_while_grading_holds,
 )
 
 pytestmark = pytest.mark.sandbox
@@ -295,3 +297,42 @@ def test_no_open_in_one_sandbox_shows_in_a_watch_next_door(two: tuple[SandboxRun
     seen = json.loads(found[0])
     assert seen["n"] == 0, (
         f"a sandbox's watches see its neighbour's opens on {seen['n']} paths: {seen['paths']}")
+
+
+#: The red team's leak, as the code under test of a grading: 64 bits as one-byte read locks on a
+#: file every sandbox could read, ``O_RDONLY``.
+_OSRELEASE_WRITE = """
+import fcntl, struct
+fd = os.open("/proc/sys/kernel/osrelease", os.O_RDONLY)
+for k in range(64):
+    if ({value} >> k) & 1:
+        fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack("hhqqi4x", fcntl.F_RDLCK, 0, 4096 + k, 1, 0))
+HELD = {value}
+"""
+_OSRELEASE_READ = """
+import fcntl, struct
+fd = os.open("/proc/sys/kernel/osrelease", os.O_RDONLY)
+value = 0
+for k in range(64):
+    got = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 4096 + k, 1, 0))
+    if struct.unpack("hhqqi4x", got)[0] != fcntl.F_UNLCK:
+        value |= 1 << k
+print("READ", value)
+"""
+
+
+def test_a_grading_cannot_signal_a_live_episode_through_proc_sys(graded_snap: Path):  # noqa: F811
+    """The code under test of a grading writes 64 bits as read locks on
+    ``/proc/sys/kernel/osrelease``; a live episode of the task reads them with ``F_GETLK``."""
+    episode = SandboxRuntime(graded_snap, limits=NEIGHBOUR_LIMITS)
+    try:
+        value = secrets.randbits(64) | 1
+        probe = read_while_grading_holds(graded_snap, episode, _OSRELEASE_WRITE.format(value=value),
+                                         _OSRELEASE_READ)
+    finally:
+        episode.close()
+    found = re.findall(r"^READ (\d+)$", probe.output, re.M)
+    assert found, probe
+    assert int(found[0]) == 0, (
+        f"a live episode reads the locks a grading's code under test holds on /proc/sys: sent "
+        f"{value}, read {found[0]}")
