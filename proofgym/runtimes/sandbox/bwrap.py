@@ -141,8 +141,7 @@ def bwrap_argv(bwrap: str, system: SandboxSystem, limits: SandboxLimits, command
 _IN_SANDBOX = "/../newroot"
 
 #: The source :func:`bwrap_argv` gives a masked /proc file; :func:`spawn` replaces it with an
-#: empty file of the sandbox's own (bwrap's ``--ro-bind-data``, which needs a descriptor; the
-#: ``--perms`` before it are that file's).
+#: empty file of the sandbox's own (bwrap's ``--ro-bind-data``, which needs a descriptor).
 _MASK = "/dev/null"
 
 
@@ -159,7 +158,7 @@ def _proc_covers() -> tuple[str, ...]:
             args += ["--ro-bind-try", f"{_IN_SANDBOX}/proc/{name}", f"/proc/{name}"]
     for name in PROC_MASKED_FILES:
         if os.path.exists(f"/proc/{name}"):
-            args += ["--perms", "0444", "--ro-bind", _MASK, f"/proc/{name}"]
+            args += ["--ro-bind", _MASK, f"/proc/{name}"]
     for name in PROC_MASKED_DIRS:
         if os.path.isdir(f"/proc/{name}"):
             args += ["--size", "4096", "--tmpfs", f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
@@ -318,13 +317,15 @@ def _own_masks(options: list[str], fds: list[int]) -> list[int]:
     tmpfs (unlinked once bound, so each mask needs its own). Returns the pipes' read ends, for
     bwrap to inherit (also in ``fds``)."""
     ends = []
-    for i in range(len(options) - 2):
+    i = 0
+    while i < len(options) - 2:
         if options[i] == "--ro-bind" and options[i + 1] == _MASK and options[i + 2].startswith("/proc/"):
             empty_r, empty_w = _pipe(fds)
             os.close(empty_w)
             fds.remove(empty_w)
-            options[i:i + 2] = ["--ro-bind-data", str(empty_r)]
+            options[i:i + 2] = ["--perms", "0444", "--ro-bind-data", str(empty_r)]
             ends.append(empty_r)
+        i += 1
     return ends
 
 
