@@ -16,9 +16,9 @@ import io
 import tarfile
 from pathlib import Path
 
+import packaging
 import pytest
 
-import packaging
 from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.envs.repo_repair import RepoRepairTask, make_env
 from proofgym.rollout import ScriptedPolicy, run_episode
@@ -120,3 +120,16 @@ def test_copying_the_module_out_of_site_packages_does_not_score(tmp_path, monkey
     assert traj.status == "error" and "packaging" in (traj.error or ""), traj.error
     with pytest.raises(ImageError, match=r"installs module\(s\) \['packaging'\].*drop"):
         project_image(task.pin)
+
+
+def test_synth_refuses_a_project_the_image_holds_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROOFGYM_CACHE", str(tmp_path / "cache"))  # empty: nothing fetched
+    from proofgym.envs.repo_repair.synth import synthesize
+    from proofgym.tasks.synth import Recipe
+
+    pin = ProjectPin("iniconfig", "2.3.1", "0" * 64, source=("src/iniconfig",), python_path=("src",))
+    manifest = tmp_path / "tasks.jsonl"
+    with pytest.raises(ImageError, match=r"project 'iniconfig': the default system installs "
+                                         r"module\(s\) \['iniconfig'\].*drop it from the recipe"):
+        synthesize(Recipe.of([pin]), manifest, quiet=True)
+    assert not manifest.exists() and not (tmp_path / "cache" / "sdists").exists()

@@ -20,7 +20,7 @@ from proofgym.tasks.synth import (
     synthesize_project,
     write_manifest,
 )
-from proofgym.tasks.synth.images import lock_lines
+from proofgym.tasks.synth.images import check_project_image, lock_lines, project_image
 from proofgym.verify.sandboxed import keep_no_spares
 
 
@@ -40,22 +40,32 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
     and write them into ``manifest`` (replacing those projects' earlier tasks; the others stay).
     With ``grade`` each kept candidate must pass :func:`check_record` (the real grader scores the
     bug 0 and the original 1). ``reports`` (default: ``manifest`` with ``.report.json``) records
-    per project what was tried, kept and rejected, and how long it took."""
+    per project what was tried, kept and rejected, and how long it took.
+
+    A project whose image would hold its own modules (see
+    :func:`~proofgym.tasks.synth.images.check_project_image`) is refused before any work, with an
+    :class:`~proofgym.runtimes.sandbox.ImageError` saying which and what to do."""
     recipe_path = None if isinstance(recipe, Recipe) else Path(recipe)
     recipe = recipe if isinstance(recipe, Recipe) else Recipe.load(recipe)
+    names = list(projects) if projects else [p.name for p in recipe.projects]
+    pins = [recipe.project(n) for n in names]
+    for pin in pins:
+        check_project_image(pin)
     keep_no_spares()  # each grading is over a new task tree: a spare runner would only linger
     manifest = Path(manifest)
     reports = Path(reports) if reports else manifest.with_suffix(".report.json")
-    names = list(projects) if projects else [p.name for p in recipe.projects]
-    pins = [recipe.project(n) for n in names]
     done: list[ProjectReport] = []
     root = Path(cache_root) if cache_root else None
     for pin in pins:
         if pin.requirements and not pin.lock:  # pin the image's wheels once, in the recipe
-            pin = replace(pin, lock=lock_lines(pin, progress=None if quiet else _progress))
+            pin = replace(pin, lock=lock_lines(pin, progress=None if quiet else _progress))  # checked
             recipe = recipe.with_project(pin)
             if recipe_path is not None:
                 recipe_path.write_bytes(recipe.to_json())
+
+        image = project_image(pin)
+        if grade and image is not None:  # refused here, not as a rejection of every candidate
+            image.build(progress=None if quiet else _progress)
 
         def validate(record: TaskRecord, pin=pin) -> tuple[bool, str | None, dict[str, float]]:
             return check_record(record, pin, cache_root=root)

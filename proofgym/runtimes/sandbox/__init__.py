@@ -11,8 +11,12 @@ from proofgym.runtimes.sandbox.images import (
     Pin,
     WheelLock,
     cache_root,
+    default_system_modules,
+    installed_modules,
     list_images,
     lock_packages,
+    own_module_refusal,
+    wheel_modules,
 )
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.namespaces import IdBusyError
@@ -31,4 +35,5 @@ __all__ = ["DEFAULT_TOOLS", "PYTEST_PACKAGES", "IdBusyError", "ImageError", "Lay
            "MinimalSystem", "OciImage", "PackagesImage", "Pin", "Sandbox", "SandboxHome",
            "SandboxLimits", "SandboxRuntime", "SandboxSetupError", "SandboxSystem",
            "SnapshotSourceError", "Spawned", "UnknownToolError", "WheelLock", "ansi_c_quote",
-           "cache_root", "list_images", "lock_packages", "materialize"]
+           "cache_root", "default_system_modules", "installed_modules", "list_images",
+           "lock_packages", "materialize", "own_module_refusal", "wheel_modules"]

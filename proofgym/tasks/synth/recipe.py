@@ -84,6 +84,24 @@ class ProjectPin:
     def key(self) -> str:
         return f"{self.name}-{self.version}"
 
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The top-level modules of the source paths: the first component under the
+        ``python_path`` directory that holds them (``src/attr`` with ``src`` on the path:
+        ``attr``; ``six.py``: ``six``)."""
+        out = []
+        for path in self.source:
+            parts = path.strip("/").split("/")
+            for root in sorted(self.python_path, key=len, reverse=True):
+                head = root.strip("/").split("/")
+                if parts[:len(head)] == head and len(parts) > len(head):
+                    parts = parts[len(head):]
+                    break
+            name = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
+            if name not in out:
+                out.append(name)
+        return tuple(out)
+
 
 @dataclass(frozen=True)
 class Recipe:

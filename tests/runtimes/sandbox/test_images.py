@@ -343,6 +343,29 @@ def test_a_wheel_that_does_not_match_its_pin_is_refused(cache, tmp_path):
         WheelLock.parse("pgbad>=1.0\n")
 
 
+def test_an_image_installing_the_projects_module_is_refused(cache, tmp_path):
+    """A user's project ``pgdate`` whose test dependency pulls in a distribution of another name
+    that installs module ``pgdate`` (as freezegun pulls in python-dateutil): refused when the
+    wheels are locked, and when the image is built, even from a tree another build cached."""
+    wheels = tmp_path / "wheels"
+    write_wheel(wheels, "pgdate_util", "1.0", {"pgdate/__init__.py": "X = 1\n"})
+    write_wheel(wheels, "pgfreeze", "1.0", {"pgfreeze.py": "import pgdate\n"})
+    lock = lock_packages(["pgfreeze", "pgdate-util"], find_links=[wheels])
+    refusal = r"project 'pgdate': .* installs module\(s\) \['pgdate'\] \(pgdate[-_]util==1.0\).*drop"
+    with pytest.raises(ImageError, match=refusal):
+        PackagesImage(lock, (str(wheels),), project="pgdate", modules=("pgdate",)).check_wheels()
+    with pytest.raises(ImageError, match=refusal):
+        PackagesImage(lock, (str(wheels),), project="pgdate", modules=("pgdate",)).build()
+    PackagesImage(lock, (str(wheels),)).build()  # the same tree, cached by a build for no project
+    with pytest.raises(ImageError, match=r"the image \(its installed tree\) installs module\(s\) "
+                                         r"\['pgdate'\] \(pgdate_util==1.0\)"):
+        PackagesImage(lock, (str(wheels),), project="pgdate", modules=("pgdate",)).build()
+    with pytest.raises(ImageError, match=r"pins the project itself \(pgfreeze==1.0\)"):
+        PackagesImage(lock, (str(wheels),), project="PGFreeze", modules=("other",)).build()
+    ok = PackagesImage(lock, (str(wheels),), project="pgother", modules=("pgother",)).build()
+    assert ok.root is not None
+
+
 def test_pytest_from_pinned_pypi_wheels_grades_in_the_image(cache, tmp_path):
     """Real pip against PyPI: one small pinned wheel (iniconfig) plus pytest's closure."""
     pins = {"iniconfig==2.0.0": ["b6a85871a79d2e3b22d2d1b94ac2824226a63c6b741c88f7ae975f18b6778374"]}

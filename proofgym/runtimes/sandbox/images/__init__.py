@@ -29,6 +29,12 @@ filter, masked ``/proc``, no network, and only ``/workspace`` and ``/tmp`` writa
 
 from proofgym.runtimes.sandbox.images.cache import cache_root, list_images
 from proofgym.runtimes.sandbox.images.layers import LayerError, unpack_layer
+from proofgym.runtimes.sandbox.images.modules import (
+    default_system_modules,
+    installed_modules,
+    own_module_refusal,
+    wheel_modules,
+)
 from proofgym.runtimes.sandbox.images.oci import OciImage
 from proofgym.runtimes.sandbox.images.packages import (
     ImageError,
@@ -39,4 +45,5 @@ from proofgym.runtimes.sandbox.images.packages import (
 )
 
 __all__ = ["ImageError", "LayerError", "OciImage", "PackagesImage", "Pin", "WheelLock",
-           "cache_root", "list_images", "lock_packages", "unpack_layer"]
+           "cache_root", "default_system_modules", "installed_modules", "list_images",
+           "lock_packages", "own_module_refusal", "unpack_layer", "wheel_modules"]

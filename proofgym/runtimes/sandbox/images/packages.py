@@ -23,11 +23,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from proofgym.runtimes.sandbox.images.cache import build_once, cache_root, mount_root, write_record
+from proofgym.runtimes.sandbox.images.modules import installed_modules, own_module_refusal, wheel_modules
 from proofgym.runtimes.sandbox.system import (
     SANDBOX_PYTHON,
     STAGED_ENV,
@@ -189,11 +190,19 @@ class PackagesImage:
 
     Use :meth:`build` once (idempotent, cached across runs), then pass the image as
     ``SandboxRuntime(image=...)`` or to a grading (``run_pytest(..., image=...)``).
+
+    ``project`` and ``modules``: the project whose checkout the sandbox's workspace is, and its
+    top-level modules. Such an image refuses (:class:`ImageError`, before downloading anything) a
+    lock that pins the project itself, and (once installed) one in which any distribution
+    installs one of ``modules``: the agent could copy the original source out of
+    ``site-packages``.
     """
 
     lock: WheelLock
     find_links: tuple[str, ...] = field(default=(), compare=False)
     root: Path | None = field(default=None, compare=False, repr=False)
+    project: str | None = field(default=None, compare=False)
+    modules: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_requirements(cls, pins: Sequence[str] | Mapping[str, Sequence[str]], *,
@@ -220,17 +229,75 @@ class PackagesImage:
         """The image with its layer built (downloaded and installed once, then cached)."""
         if self.root is not None:
             return self
+        self.refuse_project_pin()
         hexd = self.digest.split(":", 1)[1]
         site = cache_root() / "sites" / hexd[:32]
         if progress:
             progress(f"packages image {self.digest[:19]}: {len(self.lock.pins)} packages")
         build_once(site, lambda tmp: self._install(tmp, progress))
+        self._refuse(installed_modules(_site_packages(site)), "its installed tree")
         root = mount_root(hexd[:20], [site, self.base.root / "sys"])
         write_record(f"packages-{hexd[:20]}", {"kind": "packages", "digest": self.digest,
                                                "packages": self.lock.names(), "path": str(site)})
         if progress:
             progress(f"ready: {self.digest}")
-        return PackagesImage(self.lock, self.find_links, root)
+        return replace(self, root=root)
+
+    def refuse_project_pin(self) -> None:
+        """Raise :class:`ImageError` when the lock pins the project itself (see the class)."""
+        if self.project is None:
+            return
+        pinned = [p for p in self.lock.pins if p.name == canonical_name(self.project)]
+        if pinned:
+            raise ImageError(f"project {self.project!r}: its image's lock pins the project itself "
+                             f"({pinned[0].name}=={pinned[0].version}), so an agent could copy "
+                             "its original source out of site-packages over the workspace. Remove "
+                             "the requirement that pulls it in, or drop the project")
+
+    def wheel_modules(self) -> dict[str, frozenset[str]]:
+        """``name==version`` -> the top-level modules its wheel installs, for every pin whose
+        wheel is in the cache (each checked against its pinned sha256); see :meth:`fetch`."""
+        wheels = cache_root() / "wheels"
+        out = {}
+        for pin in self.lock.pins:
+            for path in wheels.glob("*.whl"):
+                m = _WHEEL.match(path.name)
+                if m and canonical_name(m["name"]) == pin.name and m["version"] == pin.version \
+                        and _sha256(path) in pin.sha256:
+                    out[f"{pin.name}=={pin.version}"] = wheel_modules(path)
+                    break
+        return out
+
+    def check_wheels(self) -> None:
+        """Refuse (:class:`ImageError`) a lock that pins the project or whose cached wheels
+        install one of its modules (wheels not in the cache are checked once installed)."""
+        self.refuse_project_pin()
+        self._refuse(self.wheel_modules(), "its lock")
+
+    def fetch(self, progress: Progress | None = None) -> None:
+        """Download the locked wheels into the cache (``pip download --require-hashes``)."""
+        wheels = cache_root() / "wheels"
+        wheels.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", dir=wheels, prefix=".req-") as req:
+            req.write(self.lock.to_text())
+            req.flush()
+            self._download(wheels, req.name, progress)
+
+    def _refuse(self, installs: Mapping[str, frozenset[str]], where: str) -> None:
+        if self.project is None or not self.modules:
+            return
+        why = own_module_refusal(installs, self.project, self.modules, f"the image ({where})",
+                                 "Remove the requirement that pulls it in from the project's "
+                                 "requirements, or drop the project")
+        if why:
+            raise ImageError(why)
+
+    def _download(self, wheels: Path, req: str, progress: Progress | None) -> None:
+        if progress:
+            progress("fetching wheels (pip download --require-hashes --no-deps)")
+        _pip(["download", "--require-hashes", "--only-binary", ":all:", "--no-deps",
+              "--dest", str(wheels), *_links(self.find_links), "-r", req], progress,
+             "downloading the locked wheels")
 
     def _install(self, tmp: Path, progress: Progress | None) -> None:
         wheels = cache_root() / "wheels"
@@ -238,13 +305,9 @@ class PackagesImage:
         with tempfile.NamedTemporaryFile("w", suffix=".txt", dir=wheels, prefix=".req-") as req:
             req.write(self.lock.to_text())
             req.flush()
-            if progress:
-                progress("fetching wheels (pip download --require-hashes --no-deps)")
-            _pip(["download", "--require-hashes", "--only-binary", ":all:", "--no-deps",
-                  "--dest", str(wheels), *_links(self.find_links), "-r", req.name], progress,
-                 "downloading the locked wheels")
-            ver = f"{sys.version_info.major}.{sys.version_info.minor}"
-            target = tmp / SANDBOX_PYTHON.lstrip("/") / "lib" / f"python{ver}" / "site-packages"
+            self._download(wheels, req.name, progress)
+            target = _site_packages(tmp)
+            self._refuse(self.wheel_modules(), "its lock")
             if progress:
                 progress(f"installing into the image's site-packages ({len(self.lock.pins)} wheels)")
             _pip(["install", "--require-hashes", "--only-binary", ":all:", "--no-deps",
@@ -266,3 +329,9 @@ class PackagesImage:
     def describe(self) -> dict[str, Any]:
         return {"kind": "packages", "digest": self.digest, "packages": self.lock.names(),
                 "lock_digest": self.lock.digest, "base": self.base.digest}
+
+
+def _site_packages(layer: Path) -> Path:
+    """The interpreter's ``site-packages`` inside a packages image's layer."""
+    ver = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return layer / SANDBOX_PYTHON.lstrip("/") / "lib" / f"python{ver}" / "site-packages"
