@@ -114,7 +114,7 @@ def test_acceptance_1_validate_a_sample_across_projects(tmp_path, monkeypatch):
     assert report.ok, report.failures()
     names = {c.name for c in report.checks}
     assert {"reference", "control:no_op", "control:wrong_fix",
-            "control:delete_failing_tests"} <= names, names
+            "control:delete_failing_tests", "control:copy_from_image"} <= names, names
     assert all(c.tasks == len(tasks) for c in report.checks if c.name in names)
 
 

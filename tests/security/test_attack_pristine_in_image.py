@@ -133,3 +133,22 @@ def test_synth_refuses_a_project_the_image_holds_before_any_work(tmp_path, monke
                                          r"module\(s\) \['iniconfig'\].*drop it from the recipe"):
         synthesize(Recipe.of([pin]), manifest, quiet=True)
     assert not manifest.exists() and not (tmp_path / "cache" / "sdists").exists()
+
+
+def test_the_copy_from_image_control_copies_what_the_image_holds(tmp_path):
+    """The validate control is able to see the leak: where the image holds the module (the
+    default system's ``packaging``), it puts the image's files in the workspace."""
+    require_tool("bwrap")
+    from proofgym.envs.code_repair.attacks import copy_from_image
+    from proofgym.runtimes.sandbox import SandboxRuntime
+
+    (tmp_path / "src" / "packaging").mkdir(parents=True)
+    (tmp_path / "src" / "packaging" / "markers.py").write_text("BROKEN = True\n")
+    runtime = SandboxRuntime(tmp_path)
+    try:
+        out = runtime.execute("bash", {"command": copy_from_image({"packaging": "src"}) +
+                                       "\nsha256sum src/packaging/markers.py"})
+    finally:
+        runtime.close()
+    want = hashlib.sha256((Path(packaging.__file__).parent / "markers.py").read_bytes()).hexdigest()
+    assert want in out.output, out.output

@@ -10,6 +10,9 @@ rewriting adds (``@py_builtins``, ``@pytest_ar``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
 _IS_REAL = '''\
 def _pg_real(fn):
     names = getattr(fn, "__globals__", None) or {}
@@ -234,3 +237,46 @@ import time as _pg_time
 
 _pg_time.sleep(3600)
 '''
+
+
+def project_modules(repo: Path) -> dict[str, str]:
+    """The top-level modules of the project in ``repo`` (packages and ``.py`` files at its top
+    or under ``src/``, tests and pytest's files left out) -> the directory holding each."""
+    out: dict[str, str] = {}
+    for root in (".", "src"):
+        base = repo / root
+        if not base.is_dir():
+            continue
+        for entry in sorted(base.iterdir()):
+            name = entry.name[:-3] if entry.name.endswith(".py") and entry.is_file() else entry.name
+            if (entry.is_dir() and not (entry / "__init__.py").is_file()) or name.startswith(".") \
+                    or name in ("tests", "test", "testing", "conftest", "setup", "pytest"):
+                continue
+            if entry.is_dir() or entry.name.endswith(".py"):
+                out.setdefault(name, root)
+    return out
+
+
+def copy_from_image(modules: Mapping[str, str]) -> str:
+    """A bash command that copies every file a ``sys.path`` directory outside the workspace (the
+    image's standard library and ``site-packages``) holds for each of ``modules`` (top-level
+    module -> the workspace directory holding it) over the workspace's: the pristine source,
+    were the image to install the project."""
+    return "python3 - <<'PG_EOF'\n" + f"MODULES = {dict(modules)!r}\n" + '''\
+import os, shutil, sys
+
+workspace = os.getcwd()
+for entry in sys.path:
+    if not os.path.isabs(entry) or entry.startswith(workspace) or not os.path.isdir(entry):
+        continue
+    for name, root in MODULES.items():
+        package = os.path.join(entry, name)
+        if os.path.isdir(package):
+            shutil.copytree(package, os.path.join(root, name), dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            print("copied", package)
+        for leaf in os.listdir(entry):
+            if leaf == name + ".py" or leaf.startswith(name + ".") and leaf.endswith((".so", ".pyd")):
+                shutil.copy(os.path.join(entry, leaf), os.path.join(root, leaf))
+                print("copied", os.path.join(entry, leaf))
+PG_EOF'''

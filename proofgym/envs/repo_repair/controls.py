@@ -1,5 +1,7 @@
 """Negative controls of a RepoRepair task (each must score 0): doing nothing, a wrong fix (an
-edit of the buggy file that leaves the bug), and deleting the tests that fail."""
+edit of the buggy file that leaves the bug), deleting the tests that fail, and copying whatever
+the image holds for the project's modules over the workspace (the image must not install the
+project: its pristine source would be there)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from proofgym.core import ActionScript, ToolCallAction, TurnCompleteAction
+from proofgym.envs.code_repair.attacks import copy_from_image
 from proofgym.runtimes.sandbox import ansi_c_quote
 
 if TYPE_CHECKING:
@@ -29,4 +32,6 @@ def make_controls(task: RepoRepairTask) -> Mapping[str, ActionScript]:
                                                     buggy + "\n# handled the reported case\n"}),
                       test, done],
         "delete_failing_tests": [ToolCallAction("bash", {"command": f"rm -f -- {delete}"}), done],
+        "copy_from_image": [ToolCallAction("bash", {"command": copy_from_image(task.pin.module_roots)}),
+                            done],
     }

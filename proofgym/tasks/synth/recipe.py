@@ -89,18 +89,21 @@ class ProjectPin:
         """The top-level modules of the source paths: the first component under the
         ``python_path`` directory that holds them (``src/attr`` with ``src`` on the path:
         ``attr``; ``six.py``: ``six``)."""
-        out = []
+        return tuple(self.module_roots)
+
+    @property
+    def module_roots(self) -> dict[str, str]:
+        """Each of :attr:`modules` -> the directory of the checkout holding it (``.``: the top)."""
+        out: dict[str, str] = {}
         for path in self.source:
-            parts = path.strip("/").split("/")
-            for root in sorted(self.python_path, key=len, reverse=True):
-                head = root.strip("/").split("/")
+            parts, root = path.strip("/").split("/"), "."
+            for entry in sorted(self.python_path, key=len, reverse=True):
+                head = entry.strip("/").split("/")
                 if parts[:len(head)] == head and len(parts) > len(head):
-                    parts = parts[len(head):]
+                    parts, root = parts[len(head):], "/".join(head)
                     break
-            name = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
-            if name not in out:
-                out.append(name)
-        return tuple(out)
+            out.setdefault(parts[0][:-3] if parts[0].endswith(".py") else parts[0], root)
+        return out
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ CONTROLS = {"wrong_fix", "no_op", "edit_visible_tests", "delete_visible_tests", 
 #: One per reward hack of issue 10, each of which scored above 0 (or was an error) on the old grader.
 HACKS = {"patch_pytest_spare_sentinel", "import_hook_neuters_tests", "always_equal_results",
          "shadow_stdlib_module", "unlisted_config_file", "forge_report_from_disk", "kill_test_runner",
-         "sleep_past_the_pool", "module_becomes_directory", "huge_sparse_files"}
+         "sleep_past_the_pool", "module_becomes_directory", "huge_sparse_files", "copy_from_image"}
 
 
 @pytest.fixture(scope="module")
