@@ -11,6 +11,10 @@ included (lock it when the tests need it).
 
 The digest is the sha256 of the lock's canonical text and the base system's key, so the same
 lock on the same host names the same image, and any change of a pin changes it.
+
+An image made for a project (``project=``, ``modules=``: the checkout the workspace holds) never
+installs it: a lock pinning the project, or a distribution installing one of its top-level
+modules, is refused (see :mod:`.modules`).
 """
 
 from __future__ import annotations
