@@ -16,6 +16,9 @@ def eval_command(
     env_id: Annotated[str, typer.Argument(metavar="ENV", help="e.g. proofgym/Arith-v0")],
     n: Annotated[Optional[int], typer.Option("-n", "--episodes", min=1,  # noqa: UP045 - typer
                                              help="Episodes to run (default: every task once).")] = None,
+    sample: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
+        min=1, help="Run this many distinct tasks, drawn with --seed evenly across the tasks' "
+                    "groups (RepoRepair: projects); each --repeats times.")] = None,
     policy: Annotated[str, typer.Option(
         help="reference | random | control:NAME | openai:MODEL (with --base-url)")] = "reference",
     seed: Annotated[int, typer.Option(
@@ -139,6 +142,8 @@ def eval_command(
     if env_url is not None:
         env_factory, env_kwargs = _served(env_id, env_url, env_token, env_arg)
     pol = make_policy(policy, seed=seed, **options)  # an unknown policy is a ConfigError (exit 2)
+    if sample is not None and n is not None:
+        raise typer.BadParameter("-n and --sample both choose the tasks: give one", param_hint="--sample")
     if split not in (None, "train", "dev", "heldout"):
         raise typer.BadParameter(f"unknown split {split!r}; use train, dev or heldout", param_hint="--split")
     if resume is not None and out is not None and out != resume:
@@ -150,8 +155,9 @@ def eval_command(
     title = f"{env_id} · {policy}"
     if split == "train":
         console.print(f"[bold white on red] WARNING [/] [bold red]{train_split_warning(env_id)}[/]")
-    common = {"episodes": n, "repeats": repeats, "seed": seed, "out": None if resume else out,
-              "resume": resume, "split": split, "splits": splits, "env_kwargs": env_kwargs}
+    common = {"episodes": n, "sample": sample, "repeats": repeats, "seed": seed,
+              "out": None if resume else out, "resume": resume, "split": split, "splits": splits,
+              "env_kwargs": env_kwargs}
     # One loop at every concurrency: the pool's timeout and isolation hold at -c 1 too. Errors
     # (ProofgymError) are printed once, by the CLI's entry point.
     try:

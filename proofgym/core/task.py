@@ -42,6 +42,9 @@ class Task(ABC):
     #: The split the task's own source assigns it (``"train"``, ``"dev"``, ``"heldout"``), which
     #: every manifest of a task set holding it keeps; ``None``: the manifest assigns it by a hash.
     split: str | None = None
+    #: The group a stratified sample draws evenly across (a RepoRepair task's project), or
+    #: ``None``: no grouping (:func:`proofgym.tasks.sampling.stratified_sample`).
+    stratum: str | None = None
 
     @property
     @abstractmethod

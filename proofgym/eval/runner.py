@@ -27,6 +27,7 @@ from proofgym.rollout import AsyncPolicy, Orchestrator, Policy, is_async_policy
 from proofgym.rollout.episode import run_sync
 from proofgym.rollout.progress import RunProgress
 from proofgym.rollout.slots import LocalSlots, SlotBackend
+from proofgym.tasks.sampling import stratified_sample
 from proofgym.verify.pool import VerifierPool
 
 
@@ -122,6 +123,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
              resume: Path | None = None, split: str | None = None, splits: Path | None = None,
              backend: str | SlotBackend = "local", ray_address: str | None = None,
              env_factory: Callable[[], UniversalVerifiableEnv] | None = None,
+             sample: int | None = None,
              ) -> tuple[list[Trajectory], dict[str, Any]]:
     """Run a policy on ``env_id`` and summarise.
 
@@ -130,7 +132,10 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     ``resume``, continue the run in that directory: its finished episodes are kept and only the
     rest run; a different contract is refused. ``split`` restricts the plan to one split of the
     task set (``train`` warns loudly and is recorded in the contract and summary); ``splits`` a
-    frozen split manifest file to take the splits from.
+    frozen split manifest file to take the splits from. ``sample`` runs ``sample`` distinct tasks
+    (of the split, if one is given) drawn with ``seed`` evenly across the tasks' groups
+    (:func:`~proofgym.tasks.sampling.stratified_sample`: a RepoRepair sample covers projects
+    evenly), each ``repeats`` times; it is recorded in the contract's seeds.
 
     Episodes run in the :class:`~proofgym.rollout.Orchestrator` at every concurrency (one env per
     slot), graded by ``verifier`` (``"process"``, ``"inline"`` or a :class:`VerifierPool`, whose
@@ -154,15 +159,21 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
         verifier = "ray"  # graders on the cluster too
     if verifier is None:
         verifier = "process" if concurrency > 1 or is_async_policy(policy) else "inline"
+    if sample is not None and episodes is not None:
+        raise ConfigError("episodes and sample both choose the tasks of a run: give one")
     env = make_env(env_factory) if env_factory is not None else make_env(env_id, **(env_kwargs or {}))
     pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
     pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
-                        seeds={"seed": seed, "episodes": episodes, "repeats": repeats},
+                        seeds={"seed": seed, "episodes": episodes, "repeats": repeats,
+                               **({"sample": sample} if sample is not None else {})},
                         out=out, resume=resume, splits=splits, pool=pool)
         try:
-            plan = run.pending(plan_episodes(run.task_ids, episodes=episodes, repeats=repeats, seed=seed))
+            task_ids = run.task_ids
+            if sample is not None:
+                task_ids = stratified_sample([env.tasks.get(t) for t in task_ids], sample, seed=seed)
+            plan = run.pending(plan_episodes(task_ids, episodes=episodes, repeats=repeats, seed=seed))
             trajectories = _run(env, env_id, policy, plan, sink=run.store, on_episode=on_episode,
                                 concurrency=concurrency, verifier=pool, group_size=repeats,
                                 env_kwargs=env_kwargs or {}, progress=progress,

@@ -33,6 +33,7 @@ class _Index:
         self.in_flight = 0
         self.most = 0
         self.barrier = False  # set by a test that wants to see parallel downloads
+        self.requests = 0
         self.cond = threading.Condition()
         index = self
 
@@ -41,6 +42,7 @@ class _Index:
                 return
 
             def do_GET(self) -> None:
+                index.requests += 1
                 parts = self.path.strip("/").split("/")
                 if parts[0] == "pypi" and len(parts) == 3:
                     self._json(parts[1])
@@ -145,3 +147,23 @@ def test_fetch_downloads_several_sdists_at_once_and_verifies_each(index, tmp_pat
     again = fetch_pins([wrong, *pins[1:]], jobs=4)
     assert isinstance(again[wrong.name], FetchError) and "differs from the pinned" in str(again[wrong.name])
     assert all(isinstance(again[p.name], Path) for p in pins[1:])
+
+
+def test_a_task_sets_prefetch_fetches_the_missing_sdists_together_and_a_cached_one_asks_nothing(index):
+    import pickle
+
+    from proofgym.tasks.synth.pin import SdistPrefetch
+
+    pins = [type(p)(**{**p.__dict__, "url": None}) for p in Recipe.load(BUNDLED).projects
+            if f"{p.name}-{p.version}.tar.gz" in index.files]  # url None: asked of this index
+    index.barrier = True
+    prefetch = SdistPrefetch(pins, jobs=4)
+    prefetch.wait(pins[0])  # the first one needed: every missing one starts
+    assert index.most >= 2, "the set's sdists were not fetched together"
+    for pin in pins:
+        prefetch.wait(pin)
+    served = index.requests
+    SdistPrefetch(pins).wait(pins[1])  # all cached now: nothing asked of the index
+    assert index.requests == served
+    copy = pickle.loads(pickle.dumps(prefetch))  # a task pickled to a grader carries only its pins
+    assert copy.pins == prefetch.pins

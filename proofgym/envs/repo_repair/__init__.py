@@ -21,6 +21,7 @@ from proofgym.envs.repo_repair.task import DEV_SHARE, RepoRepairTask, check_reco
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
 from proofgym.tasks import TaskSet
 from proofgym.tasks.synth import Recipe, TaskRecord, read_manifest
+from proofgym.tasks.synth.pin import SdistPrefetch
 
 DATA = Path(__file__).resolve().parent / "data"
 RECIPE = DATA / "recipe.json"
@@ -42,10 +43,10 @@ def repo_repair_tasks(manifest: str | Path = MANIFEST, recipe: str | Path = RECI
     if not records:
         raise ValueError(f"{manifest}: no task records; synthesise some with `proofgym tasks synth`")
     chosen = []
-    for record in records:
-        if projects is not None and record.project not in projects:
-            continue
-        chosen.append(RepoRepairTask(record, pins.project(record.project),
+    kept = [r for r in records if projects is None or r.project in projects]
+    prefetch = SdistPrefetch(pins.project(r.project) for r in kept)
+    for record in kept:
+        chosen.append(RepoRepairTask(record, pins.project(record.project), prefetch=prefetch,
                                      cache_root=Path(cache_root) if cache_root else None))
     if not chosen:
         raise ValueError(f"no RepoRepair tasks for projects={projects!r}")

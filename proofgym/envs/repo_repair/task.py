@@ -21,6 +21,7 @@ from proofgym.envs.code_repair.task import CodeRepairTask
 from proofgym.tasks.splits import assign_split
 from proofgym.tasks.synth import ProjectPin, TaskRecord, materialize
 from proofgym.tasks.synth.images import project_image
+from proofgym.tasks.synth.pin import SdistPrefetch
 from proofgym.verify.sandboxed import TestRun, files_under, run_pytest, swebench_verdict
 
 #: Within a training project, the share of tasks in dev.
@@ -43,6 +44,8 @@ class RepoRepairTask(Task):
     cache_root: Path | None = field(default=None, repr=False)
     grading_timeout_s: float = 60.0
     test_timeout_s: float = 20.0
+    #: the task set's sdists, fetched together when the first is needed (``None``: alone)
+    prefetch: SdistPrefetch | None = field(default=None, repr=False, compare=False)
 
     verifier_version = "repo-repair-1"
 
@@ -55,10 +58,18 @@ class RepoRepairTask(Task):
         """The recipe's split (:func:`recipe_split`), which every manifest of this task keeps."""
         return recipe_split(self.record, self.pin)
 
+    @property
+    def stratum(self) -> str:  # type: ignore[override]
+        """The project: a stratified sample (``eval --sample``) covers projects evenly."""
+        return self.record.project
+
     @cached_property
     def inner(self) -> CodeRepairTask:
         """The materialized task, as the CodeRepair task its directory is."""
-        # the first use of a project downloads its sdist: fetch says so on stderr, with progress
+        # the first use of a project downloads its sdist (with the rest of the set's, in the
+        # background, where the set has a prefetch): fetch says so on stderr, with progress
+        if self.prefetch is not None:
+            self.prefetch.wait(self.pin)
         root = materialize(self.record, self.pin, root=self.cache_root, quiet=False)
         return CodeRepairTask.load(root)
 

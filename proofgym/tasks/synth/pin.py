@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from proofgym.tasks.synth.discover import list_test_files
 from proofgym.tasks.synth.fetch import FetchError, cache_dir, fetch_sdist, sdist_url, unpack
@@ -107,3 +108,56 @@ def fetch_pins(pins: Iterable[ProjectPin], *, jobs: int = FETCH_JOBS,
     workers = max(1, min(jobs, len(pins), (os.cpu_count() or 1) * 8))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="proofgym-fetch") as pool:
         return dict(zip((p.name for p in pins), pool.map(one, pins), strict=True))
+
+
+class SdistPrefetch:
+    """The sdists of a task set's projects, fetched together the first time any is needed.
+
+    A run over many projects otherwise downloads each project's sdist when its first episode
+    reaches it, one project after another. :meth:`wait` for a pin whose sdist is not in the cache
+    starts :func:`fetch_pins` of every pin of the set not in the cache, in the background (once),
+    then waits for that pin's own download only; a cached pin starts nothing (a warm or offline
+    cache never reaches the index). A failed prefetch is not an error here: the caller's own
+    fetch then reports it. Pickles as its pins alone.
+    """
+
+    def __init__(self, pins: Iterable[ProjectPin], *, jobs: int = FETCH_JOBS) -> None:
+        import threading
+
+        self.pins = tuple({p.name: p for p in pins}.values())
+        self.jobs = jobs
+        self._lock = threading.Lock()
+        self._futures: dict[str, Any] | None = None
+
+    def wait(self, pin: ProjectPin) -> None:
+        from concurrent.futures import Future
+
+        if _cached(pin):
+            return
+        with self._lock:
+            if self._futures is None:
+                missing = [p for p in self.pins if not _cached(p)]
+                self._futures = {p.name: Future() for p in missing}
+                futures = self._futures
+
+                def resolve(done: ProjectPin, got: Path | FetchError) -> None:
+                    futures[done.name].set_result(got)
+
+                import threading
+
+                threading.Thread(target=fetch_pins, args=(missing,),
+                                 kwargs={"jobs": self.jobs, "on_done": resolve},
+                                 name="proofgym-prefetch", daemon=True).start()
+            future = self._futures.get(pin.name)
+        if future is not None:
+            future.result()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"pins": self.pins, "jobs": self.jobs}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["pins"], jobs=state["jobs"])  # type: ignore[misc]
+
+
+def _cached(pin: ProjectPin) -> bool:
+    return any((cache_dir() / "sdists").glob(f"{pin.sha256}-*"))
