@@ -13,8 +13,10 @@ a kernel object behind, and test process B reads it:
   output pipe (their mode, times and pipe size belong to the open file, shared by every fork).
 
 Each hidden test looks for what an earlier one left, then leaves it. Mutants are off: each test
-must pass (it found nothing), or the run must stop as tampering *before* the next test runs,
-never let a test see an earlier one's mark.
+must pass (it found nothing). The runner's own settings are out of a test process's reach now
+(its seccomp filter refuses the calls: ``test_attack_runner_limits.py``, which also checks the
+second line, the runner putting back every limit by number and stopping the run as tampering
+on what it cannot put back); a refused attempt leaves nothing, so its test passes.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.sandbox
 _NAMES = ("alpha", "bravo", "charlie", "delta")
 
 _LEAVER = r'''
-import ctypes, fcntl, os, platform, resource
+import contextlib, ctypes, fcntl, os, platform, resource
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _librt = _libc  # glibc >= 2.34 has mq_open in libc itself
@@ -51,15 +53,17 @@ def rlimit_look_and_leave(hard):
         found.append(f"nofile {soft_now}/{hard_now}")
     ppid = os.getppid()
     limit = (_MARK_NOFILE, _MARK_NOFILE if hard else hard_now)
-    resource.prlimit(ppid, resource.RLIMIT_NOFILE, limit)
+    with contextlib.suppress(PermissionError):  # refused: the runner is out of reach
+        resource.prlimit(ppid, resource.RLIMIT_NOFILE, limit)
     return found
 
 
 def nice_look_and_leave():
     found = []
-    if os.getpriority(os.PRIO_PROCESS, 0) != 0:
+    if os.getpriority(os.PRIO_PROCESS, 0) == 17:  # (the host may run it reniced already)
         found.append(f"nice {os.getpriority(os.PRIO_PROCESS, 0)}")
-    os.setpriority(os.PRIO_PROCESS, os.getppid(), 7)
+    with contextlib.suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, os.getppid(), 17)
     return found
 
 
@@ -68,7 +72,8 @@ def affinity_look_and_leave():
     cpus = os.sched_getaffinity(0)
     if len(cpus) == 1 and os.cpu_count() > 1:
         found.append(f"affinity {sorted(cpus)}")
-    os.sched_setaffinity(os.getppid(), {min(cpus)})
+    with contextlib.suppress(PermissionError):
+        os.sched_setaffinity(os.getppid(), {min(cpus)})
     return found
 
 
@@ -78,7 +83,7 @@ def ioprio_look_and_leave():
     now = _libc.syscall(get, 1, 0)  # IOPRIO_WHO_PROCESS, this process
     if now == (2 << 13) | 7:  # best-effort class, level 7: the mark
         found.append(f"ioprio {now}")
-    if _libc.syscall(put, 1, os.getppid(), (2 << 13) | 7) != 0:
+    if _libc.syscall(put, 1, os.getppid(), (2 << 13) | 7) != 0 and ctypes.get_errno() != 1:
         found.append(f"ioprio_set failed: errno {ctypes.get_errno()}")
     return found
 
@@ -138,11 +143,6 @@ _CHANNELS = {
 }
 
 
-#: Lowered hard limits and raised nice values cannot be undone without a capability the
-#: sandbox's processes never have: what the run reports instead.
-_UNDOABLE = {"rlimit_hard": "RLIMIT_NOFILE", "nice": "nice value (7, was 0)"}
-
-
 def _tests(call: str) -> bytes:
     return b"from leaver import *\n" + b"".join(
         f"\n\ndef test_{n}():\n    found = {call.format(name=n)}\n"
@@ -159,9 +159,4 @@ def test_no_test_process_sees_what_the_one_before_left(tmp_path: Path, channel: 
                      timeout_s=60)
     seen = {t: m for t, m in run.messages.items() if "FOUND" in m}
     assert not seen, seen
-    if channel in _UNDOABLE:  # a setting the runner cannot put back stops the run
-        assert run.failure == "tampering_detected" and run.results == {}, (run.failure, run.results)
-        assert _UNDOABLE[channel] in (run.report_error or ""), run.report_error
-        assert "before the next test" in (run.report_error or ""), run.report_error
-    else:
-        assert run.results == {i: "passed" for i in ids}, (run.results, run.messages)
+    assert run.results == {i: "passed" for i in ids}, (run.results, run.messages)

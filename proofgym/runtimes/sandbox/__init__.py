@@ -21,6 +21,7 @@ from proofgym.runtimes.sandbox.images import (
 from proofgym.runtimes.sandbox.limits import SandboxLimits
 from proofgym.runtimes.sandbox.namespaces import IdBusyError
 from proofgym.runtimes.sandbox.runtime import SandboxRuntime
+from proofgym.runtimes.sandbox.seccomp import GRADING_PROTECTED_PIDS, guard_program
 from proofgym.runtimes.sandbox.shell import ansi_c_quote
 from proofgym.runtimes.sandbox.snapshot_source import SnapshotSourceError, materialize
 from proofgym.runtimes.sandbox.system import (
@@ -31,9 +32,9 @@ from proofgym.runtimes.sandbox.system import (
 )
 from proofgym.runtimes.sandbox.tools import DEFAULT_TOOLS, Sandbox, UnknownToolError
 
-__all__ = ["DEFAULT_TOOLS", "PYTEST_PACKAGES", "IdBusyError", "ImageError", "LayerError",
-           "MinimalSystem", "OciImage", "PackagesImage", "Pin", "Sandbox", "SandboxHome",
+__all__ = ["DEFAULT_TOOLS", "GRADING_PROTECTED_PIDS", "PYTEST_PACKAGES", "IdBusyError", "ImageError",
+           "LayerError", "MinimalSystem", "OciImage", "PackagesImage", "Pin", "Sandbox", "SandboxHome",
            "SandboxLimits", "SandboxRuntime", "SandboxSetupError", "SandboxSystem",
            "SnapshotSourceError", "Spawned", "UnknownToolError", "WheelLock", "ansi_c_quote",
-           "cache_root", "default_system_modules", "installed_modules", "list_images",
+           "cache_root", "default_system_modules", "guard_program", "installed_modules", "list_images",
            "lock_packages", "materialize", "own_module_refusal", "wheel_modules"]

@@ -106,6 +106,80 @@ def filter_program(contain_sessions: bool = False) -> bytes:
         return out.read()
 
 
+#: Who a test process of a grading may not signal or change: the sandbox's init (pid 1) and the
+#: grading runner (pid 2: bwrap's init starts the command as its one child).
+GRADING_PROTECTED_PIDS = (1, 2)
+
+#: ``(name, argument index)`` of the calls that act on another process named by pid (or, for
+#: ``kill``-like calls, a negative process group or -1 for "all").
+_PID_CALLS = (
+    ("kill", 0), ("tkill", 0), ("tgkill", 0), ("tgkill", 1), ("rt_sigqueueinfo", 0),
+    ("rt_tgsigqueueinfo", 0), ("rt_tgsigqueueinfo", 1), ("pidfd_open", 0), ("prlimit64", 0),
+    ("sched_setaffinity", 0), ("sched_setscheduler", 0), ("sched_setparam", 0),
+    ("sched_setattr", 0), ("migrate_pages", 0), ("move_pages", 0),
+)
+#: ``(name, argument index of "which", its values that name a pid or group, index of "who")``
+_WHICH_WHO_CALLS = (("setpriority", 0, (0, 1), 1), ("ioprio_set", 0, (1, 2), 1))
+#: ... and the "which" values that name a whole user (every process of the uid): refused.
+_WHOLE_USER = (("setpriority", 0, 2), ("ioprio_set", 0, 3))
+_F_SETOWN, _F_SETOWN_EX = 8, 15
+#: ``ioctl`` requests that set the owner a file signals (``FIOSETOWN``, ``SIOCSPGRP``)
+#: or a terminal's foreground group (``TIOCSPGRP``): refused whatever their argument.
+_OWNER_IOCTLS = (0x8901, 0x8902, 0x5410)
+_CLONE_PARENT = 0x00008000
+
+
+@cache
+def guard_program(protected: tuple[int, ...] = GRADING_PROTECTED_PIDS) -> bytes:
+    r"""A second filter, installed in each test process of a grading before any test code runs
+    (over the sandbox's, which stays): it refuses with ``EPERM`` every call that would signal,
+    ``prlimit``, renice, re-pin, re-schedule or change the I/O priority of a process in
+    ``protected`` (the runner and the sandbox's init), whichever way it names them: by pid, by
+    process group (a negative pid), as "all processes" (-1), as every process of the user, by a
+    pidfd (``pidfd_send_signal`` is refused outright: a ``/proc/<pid>`` directory is a pidfd to
+    it), or as a file's owner that ``SIGIO`` goes to (``F_SETOWN``; ``F_SETOWN_EX`` and the
+    owner ``ioctl``\ s outright). ``clone(CLONE_PARENT)`` is refused too (a child of the runner's
+    own), and so is ``perf_event_open``.
+
+    The kernel reads a pid as 32 bits: only those are compared, so high bits set by the caller
+    cannot slip past a rule. Everything else a test process does is left to the sandbox's
+    filter; ``ptrace``, ``process_vm_*``, ``kcmp`` and ``pidfd_getfd`` are refused there."""
+    sc = _library()
+    eperm = sc.ERRNO(errno.EPERM)
+    f = sc.SyscallFilter(sc.ALLOW)
+    f.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)
+    native = sc.system_arch()
+    low = 0xFFFFFFFF
+    targets = sorted({p & low for p in protected} | {-p & low for p in protected} | {low})
+    for name, index in _PID_CALLS:
+        if _exists(sc, native, name):
+            for value in targets:
+                f.add_rule(eperm, name, sc.Arg(index, sc.MASKED_EQ, low, value))
+    for name, which_at, whiches, who_at in _WHICH_WHO_CALLS:
+        if _exists(sc, native, name):
+            for which in whiches:
+                for value in targets:
+                    f.add_rule(eperm, name, sc.Arg(which_at, sc.MASKED_EQ, low, which),
+                               sc.Arg(who_at, sc.MASKED_EQ, low, value))
+    for name, which_at, which in _WHOLE_USER:
+        if _exists(sc, native, name):
+            f.add_rule(eperm, name, sc.Arg(which_at, sc.MASKED_EQ, low, which))
+    for name in ("pidfd_send_signal", "perf_event_open"):
+        if _exists(sc, native, name):
+            f.add_rule(eperm, name)
+    for value in targets:
+        f.add_rule(eperm, "fcntl", sc.Arg(1, sc.MASKED_EQ, low, _F_SETOWN),
+                   sc.Arg(2, sc.MASKED_EQ, low, value))
+    f.add_rule(eperm, "fcntl", sc.Arg(1, sc.MASKED_EQ, low, _F_SETOWN_EX))
+    for request in _OWNER_IOCTLS:
+        f.add_rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, low, request))
+    f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_PARENT, _CLONE_PARENT))
+    with tempfile.TemporaryFile() as out:
+        f.export_bpf(out)
+        out.seek(0)
+        return out.read()
+
+
 def _personality_rules(sc, f, eperm: int) -> None:  # type: ignore[no-untyped-def]
     """``personality(x)`` is refused unless ``x`` is one of :data:`ALLOWED_PERSONALITIES`.
 

@@ -36,7 +36,14 @@ from pathlib import Path
 
 from proofgym.core import Verdict
 from proofgym.runtimes.grading_lease import grading_lease, hidden_key_of
-from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError, SandboxSystem
+from proofgym.runtimes.sandbox import (
+    GRADING_PROTECTED_PIDS,
+    PYTEST_PACKAGES,
+    SandboxLimits,
+    SandboxSetupError,
+    SandboxSystem,
+    guard_program,
+)
 from proofgym.verify.sandboxed.mutants import Layout, TestSourceError, build_layout, list_tests
 from proofgym.verify.sandboxed.runner import BACKSTOP
 from proofgym.verify.sandboxed.warm_runners import WARM, Runner
@@ -253,7 +260,10 @@ def _boot_runner(snapshot: Path, config: str | None, limits: SandboxLimits,
     report_r, report_w = os.pipe()
     job_r, job_w = os.pipe()
     python = image.python if image is not None else "/opt/python/bin/python3"
-    argv = [python, "-I", "-B", "-c", _RUNNER, str(report_w), str(job_r), config or ""]
+    guard = {"protects": list(GRADING_PROTECTED_PIDS),
+             "filter": guard_program(GRADING_PROTECTED_PIDS).hex()}
+    argv = [python, "-I", "-B", "-c", _RUNNER, str(report_w), str(job_r), config or "",
+            json.dumps(guard)]
     try:
         booted = start_sandbox(snapshot, {}, {}, command=argv, limits=limits, packages=packages,
                                pass_fds=(report_w, job_r), image=image)

@@ -38,10 +38,22 @@ It uses the standard library and pytest only, and never imports code from the wo
   process zeroes its copy of the job before any test code runs.
 * After each test, the writable areas are put back as they were before the first test and every
   System V IPC object is removed: a test process leaves nothing for the next one
-  (``tests/security/test_attack_test_isolation.py``). Before each fork the runner puts back its
-  own resource limits, nice value, scheduling policy, CPU affinity and I/O priority (a test
-  process of the same uid can change its parent's); one it cannot put back (a lowered hard
-  limit, a raised nice value) stops the run as tampering before the next test. Each test process
+  (``tests/security/test_attack_test_isolation.py``).
+* **A test process cannot touch the runner.** It runs as the runner's uid (the sandbox's user
+  namespace maps one uid: there is no second one to give it), so before any test code runs it
+  installs a seccomp filter the host built (:func:`proofgym.runtimes.sandbox.guard_program`)
+  that refuses, with ``EPERM``, every call that would signal, ``prlimit``, renice, re-pin,
+  re-schedule or change the I/O priority of this runner or the sandbox's init: by pid, process
+  group, "all processes", the whole user, a pidfd or ``/proc/<pid>`` directory, or as the owner
+  a file sends ``SIGIO`` to (``tests/security/test_attack_runner_limits.py``: each limit number,
+  renice, affinity, scheduling, I/O priority, ``SIGSTOP``/``SIGKILL`` by each of those routes).
+  ``ptrace`` and the other process-memory calls are refused by the sandbox's own filter, and a
+  setuid program gains nothing (``no_new_privs``). As a second line, before each fork the runner
+  puts back its own resource limits, by number (0 to the kernel's ``RLIM_NLIMITS`` less one, with
+  ``prlimit``: Python's ``resource`` module does not name ``RLIMIT_LOCKS``), nice value,
+  scheduling policy, CPU affinity and I/O priority; one it cannot put back (a lowered hard
+  limit, a raised nice value) stops the run as tampering before the next test (the same test
+  file checks this without the filter). Each test process
   gets fresh standard descriptors (``/dev/null``, a pipe of its own for its output) and a fresh
   pytest capture file, and may not create POSIX message queues (``RLIMIT_MSGQUEUE`` 0: the sandbox
   mounts no ``mqueue`` file system, so the runner could not list one to remove it)
@@ -60,6 +72,7 @@ it (``tests/security/test_attack_test_isolation.py``, ``test_attack_mutant_pairs
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import resource
@@ -133,6 +146,7 @@ def main() -> None:
         del os.environ[key]
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     _non_dumpable()
+    guard = _check_guard(json.loads(sys.argv[4]))
     _preload()
     phases.done("preload")
     session = _configure(sys.argv[3] or _empty_config())
@@ -182,7 +196,7 @@ def main() -> None:
             _write_one(node.split("::", 1)[0], tests[node.split("::", 1)[0]])
             limit = min(remaining, per_test)
             status, message, own = _run_one(node, session, limit, min(BACKSTOP * limit, backstop),
-                                            report_fd, secret, messages)
+                                            report_fd, secret, messages, guard)
             used += own
         results[node] = status
         if message is not None and status != "passed":
@@ -324,6 +338,52 @@ def _write_one(path: str, data) -> None:
         os.close(fd)
 
 
+def _check_guard(guard: dict) -> bytes:
+    """The seccomp program each test process installs before its test runs (built by the host:
+    :func:`proofgym.runtimes.sandbox.seccomp.guard_program`), once this process is sure it
+    protects the processes it must (this runner and its parent, the sandbox's init) and that a
+    process can install it (a test process that could not would count as the test's error)."""
+    protects = set(guard["protects"])
+    if not {os.getpid(), os.getppid()} <= protects:
+        raise SystemExit(f"proofgym runner: the test processes' filter protects {sorted(protects)}, "
+                         f"not this runner ({os.getpid()}) and its parent ({os.getppid()})")
+    program = bytes.fromhex(guard["filter"])
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _install_guard(program)
+            os.kill(os.getppid(), 0)  # refused (EPERM) once the filter is in place
+        except PermissionError:
+            os._exit(0)
+        except BaseException:
+            os._exit(2)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit("proofgym runner: a test process cannot install its seccomp filter "
+                         f"(exit {os.waitstatus_to_exitcode(status)})")
+    return program
+
+
+def _install_guard(program: bytes) -> None:
+    """Install ``program`` over the sandbox's filter in this (test) process: from here on it
+    cannot signal or change this runner or the sandbox's init (see :func:`_check_guard`)."""
+    import ctypes
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = ctypes.create_string_buffer(program, len(program))
+    prog = Program(len(program) // 8, ctypes.cast(code, ctypes.c_void_p))
+    ulong = ctypes.c_ulong
+    # no_new_privs is set already (bwrap needs it for the sandbox's filter): set for certain
+    if libc.prctl(38, ulong(1), ulong(0), ulong(0), ulong(0)) != 0 or \
+            libc.prctl(22, ulong(2), ctypes.byref(prog), ulong(0), ulong(0)) != 0:
+        err = ctypes.get_errno()  # PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP (SECCOMP_MODE_FILTER)
+        raise OSError(err, f"installing the test process's seccomp filter: {os.strerror(err)}")
+
+
 def _non_dumpable() -> None:
     import ctypes
 
@@ -407,7 +467,7 @@ def _empty_config() -> str:
 
 
 def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int,
-             secret: bytearray, messages: dict) -> tuple[str, bytearray | None, float]:
+             secret: bytearray, messages: dict, guard: bytes) -> tuple[str, bytearray | None, float]:
     """The test's status, its failure message (its own words: informative, never trusted) and
     the own time it took (see :func:`_wait`).
 
@@ -436,6 +496,7 @@ def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int
             os.set_blocking(msg_w, False)  # a test that filled the pipe loses its message only
             os.setpgid(0, 0)
             _fresh_process(out_w, keep=(msg_w, ctl_child.fileno()))
+            _install_guard(guard)
             code = _child(node, session, msg_w)
             _prove(ctl_child, code)
         except BaseException:  # shown in the run's output; the test counts as an error
@@ -792,7 +853,7 @@ class _Settings:
     back before every fork."""
 
     def __init__(self) -> None:
-        self.limits = {r: resource.getrlimit(r) for r in _RLIMITS}
+        self.limits = {n: _rlimit(n) for n in range(_limit_count())}
         self.nice = os.getpriority(os.PRIO_PROCESS, 0)
         self.sched = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
         self.affinity = os.sched_getaffinity(0)
@@ -800,10 +861,10 @@ class _Settings:
 
     def restore(self) -> str | None:
         """``None`` when all is as recorded (again); else what could not be put back."""
-        for r, want in self.limits.items():
-            if resource.getrlimit(r) != want:
-                with contextlib.suppress(ValueError, OSError):  # a lowered hard limit stays
-                    resource.setrlimit(r, want)
+        for n, want in self.limits.items():
+            if _rlimit(n) != want:
+                with contextlib.suppress(OSError):  # a lowered hard limit stays
+                    _rlimit(n, want)
         if os.getpriority(os.PRIO_PROCESS, 0) != self.nice:
             with contextlib.suppress(OSError):  # a raised nice value needs CAP_SYS_NICE
                 os.setpriority(os.PRIO_PROCESS, 0, self.nice)
@@ -815,7 +876,8 @@ class _Settings:
                 os.sched_setaffinity(0, self.affinity)
         if _ioprio(None) != self.ioprio:
             _ioprio(self.ioprio)
-        wrong = [name for r, name in _RLIMITS.items() if resource.getrlimit(r) != self.limits[r]]
+        wrong = [_RLIMITS.get(n, f"resource limit {n}") for n, want in self.limits.items()
+                 if _rlimit(n) != want]
         if os.getpriority(os.PRIO_PROCESS, 0) != self.nice:
             wrong.append(f"nice value ({os.getpriority(os.PRIO_PROCESS, 0)}, was {self.nice})")
         if (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) != self.sched:
@@ -827,10 +889,52 @@ class _Settings:
         return ", ".join(wrong) or None
 
 
-_RLIMITS: dict[int, str] = {}
+_RLIMITS: dict[int, str] = {}  # the names Python knows (not all: RLIMIT_LOCKS is missing)
 for _name in sorted(dir(resource), reverse=True):  # an alias (RLIMIT_OFILE) yields to its name
     if _name.startswith("RLIMIT_"):
         _RLIMITS[getattr(resource, _name)] = _name
+
+
+def _rlimit(number: int, new: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Resource limit ``number`` of this process (set to ``new`` first), by the ``prlimit``
+    system call: Python's ``resource`` module refuses numbers its headers did not name."""
+    libc, limit = _prlimit()
+    old = limit()
+    if libc.prlimit(0, number, None if new is None else limit(*new), old) != 0:
+        err = _errno()
+        raise OSError(err, os.strerror(err))
+    return (old.cur, old.max) if new is None else _rlimit(number)
+
+
+@functools.cache
+def _prlimit():  # type: ignore[no-untyped-def]
+    import ctypes
+
+    class Limit(ctypes.Structure):
+        _fields_ = [("cur", ctypes.c_uint64), ("max", ctypes.c_uint64)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prlimit.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(Limit),
+                             ctypes.POINTER(Limit)]
+    return libc, Limit
+
+
+def _errno() -> int:
+    import ctypes
+
+    return ctypes.get_errno()
+
+
+def _limit_count() -> int:
+    """The kernel's number of resource limits (its ``RLIM_NLIMITS``): limits 0 to this less one
+    exist, the first number it refuses (``EINVAL``) is the count."""
+    count = 0
+    while True:
+        try:
+            _rlimit(count)
+        except OSError:
+            return count
+        count += 1
 #: ioprio_set, ioprio_get
 _IOPRIO_CALLS = {"x86_64": (251, 252), "aarch64": (30, 31)}
 

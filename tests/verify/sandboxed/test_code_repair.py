@@ -101,8 +101,8 @@ def test_every_control_of_every_task_scores_zero(env):
             assert m["pass_to_pass_passed"] == m["fail_to_pass_passed"] == 0, (task_id, v)
         if name == "sleep_past_the_pool":
             assert v.components == {"resolved": 0.0, "tests_timed_out": 0.0}, (task_id, v)
-        if name == "kill_test_runner":
-            assert v.components == {"resolved": 0.0, "runner_killed": 0.0}, (task_id, v)
+        if name == "kill_test_runner":  # refused: the runner is out of a test process's reach
+            assert v.components == {"resolved": 0.0}, (task_id, v)
 
 
 @pytest.fixture(scope="module")
