@@ -7,7 +7,9 @@ A test that sleeps, waits on an event or stops itself past its limit used no CPU
 none: a scored timeout. So is one that starves one of its own processes with CPU burnt where
 per-process accounting does not see it: children auto-reaped (``SIGCHLD`` ignored) add their CPU
 time to no parent's ``cutime``, and a ``nice 19`` spinner beside them waits on the run queue as
-if the host were busy.
+if the host were busy. As root the sandbox's CPU cgroup counts their CPU; without one the
+runner counts it (a ``perf`` task clock every process it starts inherits, reaped or not), and
+where neither can, a starved test is a scored timeout (``test_attack_busy_host.py``).
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ _SLOWS_THE_RUNNER = _HIDDEN_SPINNERS.replace(
     "    try:\n        os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)\n"
     "    except PermissionError:\n        pass\n    os.nice(19)\n")
 
+#: The many spinners' spawner orphaned first (a double fork): the sandbox's init is its parent.
+_ORPHANED_SPINNERS = _MANY_HIDDEN_SPINNERS.replace(
+    "    if os.fork() == 0:\n        while True:",
+    "    if os.fork() == 0:\n        if os.fork():\n            os._exit(0)\n        while True:")
+
 STALLS = {
     "sleeps": "import time\n\n\ndef double(x):\n    time.sleep(3600)\n",
     "waits_on_an_event": "import threading\n\n\ndef double(x):\n    threading.Event().wait()\n",
@@ -64,6 +71,7 @@ STALLS = {
     "starves_its_own_spinner": _HIDDEN_SPINNERS,
     "starves_it_with_many_spinners": _MANY_HIDDEN_SPINNERS,
     "starves_the_runner_too": _SLOWS_THE_RUNNER,
+    "starves_it_with_orphaned_spinners": _ORPHANED_SPINNERS,
 }
 
 

@@ -98,10 +98,12 @@ class SandboxHome:
 
     def boot(self, overlay: Overlay | None, command: Sequence[str], *, as_pid_1: bool = False,
              pass_fds: Sequence[int] = (), stdin: int | None = None, stdout: int | None = None,
-             stderr: int | None = None, system: SandboxSystem | None = None) -> Spawned:
+             stderr: int | None = None, system: SandboxSystem | None = None,
+             count_own_cpu: bool = False) -> Spawned:
         """Start ``command`` in a sandbox over ``overlay`` (``None``: an empty workspace), in this
         home's cgroup, on ``system`` (default: the home's). ``stdin``/``stdout``/``stderr`` as
-        for :class:`subprocess.Popen` (default: pipes, stderr into stdout)."""
+        for :class:`subprocess.Popen` (default: pipes, stderr into stdout); ``count_own_cpu``
+        as for :func:`~proofgym.runtimes.sandbox.seccomp.filter_program`."""
         import subprocess
 
         argv = bwrap_argv(self.bwrap, system or self.system, self.limits, command,
@@ -111,7 +113,8 @@ class SandboxHome:
                      pass_fds=pass_fds,
                      stdin=subprocess.PIPE if stdin is None else stdin,
                      stdout=subprocess.PIPE if stdout is None else stdout,
-                     stderr=subprocess.STDOUT if stderr is None else stderr)
+                     stderr=subprocess.STDOUT if stderr is None else stderr,
+                     count_own_cpu=count_own_cpu)
 
     @staticmethod
     def discard(overlay: Overlay) -> None:

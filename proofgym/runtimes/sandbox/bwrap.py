@@ -181,9 +181,10 @@ class Spawned:
 def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits,
           cgroup: SandboxCgroup | None, pass_fds: Sequence[int] = (),
           stdin: int | None = subprocess.PIPE, stdout: int | None = subprocess.PIPE,
-          stderr: int | None = subprocess.STDOUT) -> Spawned:
+          stderr: int | None = subprocess.STDOUT, count_own_cpu: bool = False) -> Spawned:
     """Start ``argv`` (a :func:`bwrap_argv`) over ``overlay``, inside ``cgroup``, with the rlimits
-    and the seccomp filter, as an unprivileged host user.
+    and the seccomp filter (``count_own_cpu``: see :func:`seccomp.filter_program`), as an
+    unprivileged host user.
 
     The spawner's child (:mod:`~proofgym.runtimes.sandbox.spawner`) joins the cgroup and sets
     the rlimits before ``exec``, so nothing in the sandbox ever runs unconfined. ``bwrap`` reads
@@ -194,7 +195,8 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
         lease = ids.lease()
         try:
             return _spawn(argv, lease, overlay=overlay, limits=limits, cgroup=cgroup,
-                          pass_fds=pass_fds, stdin=stdin, stdout=stdout, stderr=stderr)
+                          pass_fds=pass_fds, stdin=stdin, stdout=stdout, stderr=stderr,
+                          count_own_cpu=count_own_cpu)
         except namespaces.IdBusyError:
             lease.mark_busy()  # a process of that uid lives on: try another id
             if attempt == _ID_ATTEMPTS - 1:
@@ -211,7 +213,8 @@ _ID_ATTEMPTS = 32
 
 def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
            limits: SandboxLimits, cgroup: SandboxCgroup | None, pass_fds: Sequence[int],
-           stdin: int | None, stdout: int | None, stderr: int | None) -> Spawned:
+           stdin: int | None, stdout: int | None, stderr: int | None,
+           count_own_cpu: bool = False) -> Spawned:
     privileged = os.geteuid() == 0
     if privileged and overlay is not None:
         _own_upper(overlay.upper, lease)
@@ -223,7 +226,7 @@ def _spawn(argv: Sequence[str], lease: ids.IdLease, *, overlay: Overlay | None,
     try:
         info_r, info_w = _pipe(fds)
         # without a CPU cgroup, sessions are what the scheduler shares CPU by (autogroups)
-        sec_r = seccomp.program_fd(contain_sessions=cgroup is None)
+        sec_r = seccomp.program_fd(contain_sessions=cgroup is None, count_own_cpu=count_own_cpu)
         fds.append(sec_r)
         # the options go through a pipe, the command stays on the command line (bwrap wants it
         # there); a bwrap_argv always has "--" before the command

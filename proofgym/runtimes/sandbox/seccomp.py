@@ -73,14 +73,20 @@ def _library():  # type: ignore[no-untyped-def]
 
 
 @cache
-def filter_program(contain_sessions: bool = False) -> bytes:
+def filter_program(contain_sessions: bool = False, count_own_cpu: bool = False) -> bytes:
     """The filter as a BPF program, in the form bwrap's ``--seccomp`` reads.
 
     With ``contain_sessions`` (a sandbox without a CPU cgroup: proofgym without root),
     ``setsid()`` succeeds without starting a session: every process of the sandbox stays in the
     one session bwrap made, so the kernel's autogroup, which gives each session one share of
     the CPU, shares it per sandbox (``tests/security/test_attack_cpu_hog.py``). Callers see
-    success (0), as every caller that checks for ``-1`` expects."""
+    success (0), as every caller that checks for ``-1`` expects.
+
+    With ``count_own_cpu`` (a grading sandbox), ``perf_event_open`` is allowed for a counter of
+    the calling process and its future children on any CPU (pid 0, cpu -1, compared as the
+    whole register: anything else is refused): the grading runner counts the CPU time of every
+    process a test starts, however it is reaped (:func:`guard_program` refuses the call again
+    in test processes)."""
     sc = _library()
     eperm = sc.ERRNO(errno.EPERM)
     f = sc.SyscallFilter(sc.ALLOW)
@@ -89,7 +95,10 @@ def filter_program(contain_sessions: bool = False) -> bytes:
     f.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)
     native = sc.system_arch()
     for name in DENIED_SYSCALLS:
-        if _exists(sc, native, name):
+        if count_own_cpu and name == "perf_event_open":
+            f.add_rule(eperm, name, sc.Arg(1, sc.NE, 0))
+            f.add_rule(eperm, name, sc.Arg(2, sc.NE, 0xFFFFFFFFFFFFFFFF))
+        elif _exists(sc, native, name):
             f.add_rule(eperm, name)
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     for flag in DENIED_CLONE_FLAGS.values():
@@ -214,10 +223,10 @@ def syscall_numbers(names: tuple[str, ...] = DENIED_SYSCALLS) -> dict[str, int]:
     return {n: sc.resolve_syscall(arch, n) for n in names if _exists(sc, arch, n)}
 
 
-def program_fd(contain_sessions: bool = False) -> int:
+def program_fd(contain_sessions: bool = False, count_own_cpu: bool = False) -> int:
     """A pipe's read end holding :func:`filter_program` (bwrap reads it to the end once); the
     caller passes it to bwrap and closes it."""
-    program = filter_program(contain_sessions)
+    program = filter_program(contain_sessions, count_own_cpu)
     r, w = os.pipe()
     try:
         if len(program) > 65536:  # more than a pipe holds without a reader

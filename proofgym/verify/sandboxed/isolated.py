@@ -226,6 +226,17 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings,
                      changed)
     limit = test_timeout_s or timeout_s
+    unmeasured = _cpu_unmeasured(report[len(_READY):]) if run.starved else None
+    if run.starved and cpu is None and unmeasured is not None:
+        # no CPU group and no count of the sandbox's processes: a test kept waiting by processes
+        # of its own that nobody reaps (their CPU time lands in no account) cannot be told from
+        # one kept waiting by a busy host, and the code under test must not choose an error
+        run = replace(run, starved=False, timed_out=True, failure="tests_timed_out",
+                      report_error=("a test ran past its time limit while it waited for a CPU; "
+                                    "whether the host or processes of the code under test kept "
+                                    "it waiting cannot be told, as the grading sandbox's CPU use "
+                                    f"was not measured (no CPU cgroup; {unmeasured}), so the "
+                                    "time counts as the test's"))
     if run.starved and cpu is not None and cpu >= limit:
         # the sandbox's CPU group (every process of it, reaped by anyone or not) used a test's
         # whole time limit of CPU: the host did not starve it, the artifact used the time
@@ -266,7 +277,7 @@ def _boot_runner(snapshot: Path, config: str | None, limits: SandboxLimits,
             json.dumps(guard)]
     try:
         booted = start_sandbox(snapshot, {}, {}, command=argv, limits=limits, packages=packages,
-                               pass_fds=(report_w, job_r), image=image)
+                               pass_fds=(report_w, job_r), image=image, count_own_cpu=True)
     except BaseException:
         os.close(report_r)
         os.close(job_w)
@@ -320,6 +331,12 @@ def _state_changed(data: bytes) -> str | None:
     """What a test process changed in the runner that it could not put back, if anything."""
     value = json.loads(data).get("state_changed")
     return value if isinstance(value, str) and value else None
+
+
+def _cpu_unmeasured(data: bytes) -> str | None:
+    """Why the runner could not count its sandbox's CPU time, if it could not."""
+    value = json.loads(data).get("cpu_unmeasured")
+    return value[:200] if isinstance(value, str) and value else None
 
 
 def _phases(data: bytes) -> dict[str, float]:

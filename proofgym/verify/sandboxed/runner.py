@@ -167,6 +167,7 @@ def main() -> None:
         return
     pristine = _Pristine(_writable_areas())
     settings = _Settings()
+    _SANDBOX_CPU.start()  # before the first fork: every test process is counted
     phases.done("write_and_snapshot")
     budget = float(manifest["budget_s"])
     per_test = float(manifest["test_timeout_s"])
@@ -216,7 +217,8 @@ def main() -> None:
         changed = settings.restore()
     phases.done("finish")
     _send(report_fd, {"results": results, "stopped_at": stopped, "state_changed": changed,
-                      "phases": phases.timings(),
+                      "cpu_unmeasured": _SANDBOX_CPU.unmeasured,
+                      "phases": {**phases.timings(), **_SANDBOX_CPU.timings()},
                       "messages": {k: bytes(m).decode("utf-8", errors="replace")
                                    for k, m in messages.items() if m}})
 
@@ -689,6 +691,7 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
     time (otherwise it is a scored ``timeout``; ``tests/security/test_attack_starvation_claims.py``)."""
     start = time.monotonic()
     base = _cpu_total()
+    counted = _SANDBOX_CPU.now()
     witness = _my_delay()
     ctl.setblocking(False)
     os.set_blocking(out_r, False)
@@ -720,7 +723,7 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
             if now < start + timeout:
                 continue
             delay = max(delay, _delays(pid))
-            own = _own(now - start, delay, _cpu_total() - base + _live_cpu())
+            own = _own(now - start, delay, _test_cpu(base, _live_cpu(), counted))
             if own >= timeout:
                 status = "timeout"
             elif now - start >= backstop:
@@ -744,7 +747,7 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
         view = view[os.write(1, view):]
     live = _live_cpu()
     os.waitpid(pid, 0)
-    own = _own(time.monotonic() - start, delay, _cpu_total() - base + live)
+    own = _own(time.monotonic() - start, delay, _test_cpu(base, live, counted))
     if status is not None:
         return status, own
     return proof.outcome() or "crashed", own
@@ -754,6 +757,78 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
 #: itself have waited for a CPU for a starved test to count as starved by the host.
 _WITNESS_S = 0.05
 _WITNESS_SHARE = 0.1
+
+
+def _test_cpu(base: float, live: float, counted: float | None) -> float:
+    """The CPU time of the test's processes since ``base`` (:func:`_cpu_total`): the reaped and
+    the living ones; where the sandbox's CPU is counted (``counted``, :class:`_SandboxCpu`), at
+    least that count, which also holds what processes reaped by nobody's ``wait`` used."""
+    cpu = _cpu_total() - base + live
+    if counted is not None:
+        cpu = max(cpu, (_SANDBOX_CPU.now() or 0.0) - counted)
+    return cpu
+
+
+class _SandboxCpu:
+    """The CPU time of every process this runner starts from :meth:`start` on, however it ends
+    and whoever reaps it, less this runner's own: a task-clock ``perf`` counter of this process
+    that every later child, grandchild and thread inherits (the kernel adds an inherited
+    counter's count to its parent's when its task exits, reaped or not). Children auto-reaped
+    (``SIGCHLD`` ignored) add their CPU time to no ``cutime``: without this count they could
+    keep a test waiting for a CPU and look like a busy host. The counter is opened on this
+    process only (the grading sandbox's filter allows nothing else), and test processes can
+    neither reach its descriptor (:func:`_fresh_process` replaces it) nor open one
+    (:func:`_install_guard`). ``unmeasured`` says why there is no count (the host's
+    ``perf_event_paranoid`` above 2, an unknown architecture): then a starved test is scored as
+    a timeout by the host unless its cgroup measured the sandbox."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.unmeasured: str | None = "not started"
+        self.mine = 0.0  # this runner's CPU time when the count started
+
+    def start(self) -> None:
+        import ctypes
+        import platform
+        import struct
+
+        call = _PERF_CALLS.get(platform.machine())
+        if call is None:
+            self.unmeasured = f"no perf_event_open number known for {platform.machine()}"
+            return
+        # PERF_ATTR_SIZE_VER0: type (software), size, config (task clock), sample period and
+        # type, read format, flags (inherit, exclude_kernel and exclude_hv: all that
+        # perf_event_paranoid 2 lets a process count; a task clock counts kernel time anyway)
+        attr = ctypes.create_string_buffer(struct.pack("=IIQQQQQIIQ", 1, 64, 1, 0, 0, 0,
+                                                       (1 << 1) | (1 << 5) | (1 << 6), 0, 0, 0))
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.syscall(call, attr, ctypes.c_long(0), ctypes.c_long(-1), ctypes.c_long(-1),
+                          ctypes.c_ulong(8))  # this process, any CPU, no group, FD_CLOEXEC
+        if fd < 0:
+            self.unmeasured = f"perf_event_open: {os.strerror(ctypes.get_errno())}"
+            return
+        self.fd, self.unmeasured = fd, None
+        self.mine = self._mine()
+
+    def timings(self) -> dict[str, float]:
+        """What the tests' processes used in all (informative, like the phases)."""
+        counted = self.now()
+        return {} if counted is None else {"runner_tests_counted_cpu_s": counted}
+
+    def now(self) -> float | None:
+        """Seconds counted so far, less this runner's own CPU time; ``None`` without a count."""
+        if self.fd is None:
+            return None
+        return int.from_bytes(os.read(self.fd, 8), sys.byteorder) / 1e9 - (self._mine() - self.mine)
+
+    @staticmethod
+    def _mine() -> float:
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return me.ru_utime + me.ru_stime
+
+
+_SANDBOX_CPU = _SandboxCpu()
+_PERF_CALLS = {"x86_64": 298, "aarch64": 241}  # perf_event_open
 
 
 def _my_delay() -> float:

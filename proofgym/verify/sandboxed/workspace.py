@@ -141,9 +141,11 @@ def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
                   packages: Sequence[str], pass_fds: Sequence[int] = (),
                   stdin: int | None = subprocess.DEVNULL,
                   stderr: int | None = subprocess.STDOUT,
-                  image: SandboxSystem | None = None) -> Booted:
+                  image: SandboxSystem | None = None, count_own_cpu: bool = False) -> Booted:
     """A fresh sandbox over ``snapshot`` plus ``allowed`` then ``extra`` (the grader's files),
-    running ``command`` (on ``image``, else the minimal system with ``packages``). Raises
+    running ``command`` (on ``image``, else the minimal system with ``packages``; with
+    ``count_own_cpu`` it may count its own CPU time, see
+    :func:`~proofgym.runtimes.sandbox.seccomp.filter_program`). Raises
     :class:`ArtifactRejected` when the changes cannot be written (their fault),
     :class:`SandboxSetupError` for host faults."""
     allowed = _yield_to(allowed, extra)
@@ -163,7 +165,7 @@ def start_sandbox(snapshot: Path, allowed: Mapping[str, bytes | None],
             "rm -f -- " + " ".join(ansi_c_quote(p) for p in deleted) + "; exec \"$@\"", "bash",
             *command]
         spawned = home.boot(overlay, command, pass_fds=pass_fds, stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=stderr)
+                            stdout=subprocess.PIPE, stderr=stderr, count_own_cpu=count_own_cpu)
     except BaseException:
         _CLEANUP.submit(home.close)
         raise
