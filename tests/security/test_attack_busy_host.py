@@ -54,6 +54,10 @@ from proofgym.verify.sandboxed.warm_runners import WARM
 
 snap, cpu = sys.argv[1], int(sys.argv[2])
 os.sched_setaffinity(0, {cpu})
+if sys.argv[4] == "refused":  # the sandbox's filter refuses perf_event_open, as paranoid 3 would
+    from proofgym.runtimes.sandbox import bwrap
+    real = bwrap.seccomp.program_fd
+    bwrap.seccomp.program_fd = lambda contain_sessions=False, count_own_cpu=False: real(contain_sessions)
 ids = ["tests/test_w.py::test_work"]
 hidden = {"tests/test_w.py": open(sys.argv[3], "rb").read()}
 for _ in range(2):  # a snapshot graded again gets a spare
@@ -86,7 +90,12 @@ def _hog(cpu: int) -> int:
     return pid
 
 
-def test_a_grading_starved_by_a_busy_host_is_a_grader_error_never_a_zero(tmp_path: Path):
+@pytest.mark.parametrize("count", ["counted", "refused"])
+def test_a_grading_starved_by_a_busy_host_is_a_grader_error_never_a_zero(tmp_path: Path, count: str):
+    """Where the sandbox's CPU is measured (its cgroup as root; the runner's count otherwise).
+    Where it is not (no cgroup, and the count refused: ``perf_event_paranoid`` 3, as Debian
+    ships it), the starved test is a scored timeout that says why: hidden processes of the code
+    under test could have kept it waiting just the same (``test_attack_starvation_claims.py``)."""
     require_tool("bwrap")
     cpu = max(os.sched_getaffinity(0))
     snap = tmp_path / "snap"
@@ -94,7 +103,7 @@ def test_a_grading_starved_by_a_busy_host_is_a_grader_error_never_a_zero(tmp_pat
     (tmp_path / "work.py").write_bytes(_WORK)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     grader = subprocess.Popen([sys.executable, "-c", _GRADER, str(snap), str(cpu),
-                               str(tmp_path / "work.py")], stdin=subprocess.PIPE,
+                               str(tmp_path / "work.py"), count], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=env, cwd=REPO,
                               start_new_session=True)
     hogs: list[int] = []
@@ -118,6 +127,11 @@ def test_a_grading_starved_by_a_busy_host_is_a_grader_error_never_a_zero(tmp_pat
         # a CPU share of the grading's own (a cgroup cpu.weight per sandbox) outweighed the
         # hogs: the honest fix passed, which is as good; never a scored timeout
         assert run["failure"] is None and run["starved"] is False, run
+        return
+    if count == "refused" and os.geteuid() != 0:  # no cgroup either: nothing measured
+        assert run["failure"] == "tests_timed_out" and run["starved"] is False, run
+        assert run["results"] == {} and "was not measured" in run["report_error"], run
+        assert run["wall"] < 3 * 4 + 20, run
         return
     assert run["failure"] == "host_busy" and run["starved"] is True, run
     assert run["results"] == {} and "too busy" in run["report_error"], run
