@@ -26,7 +26,12 @@ It uses the standard library and pytest only, and never imports code from the wo
   ``/proc/<pid>/schedstat``), and never less than the CPU time they consumed. Past the wall
   limit with less own time than the limit (the host was busy), the test runs on, up to
   :data:`BACKSTOP` times its limit; starved still at that point it is ``starved``, and the host
-  turns that into a grader *error*, never a scored 0 (``tests/security/test_attack_busy_host.py``).
+  turns that into a grader *error*, never a scored 0 (``tests/security/test_attack_busy_host.py``),
+  where the sandbox's own CPU use is measured: its CPU cgroup (root), or this runner's count of
+  the CPU of every process a test starts however it is reaped (:class:`_SandboxCpu`). Where
+  neither is, it is a scored timeout with that reason: busy loops the code under test hides
+  (auto-reaped, orphaned) cannot be told from a busy host there
+  (``tests/security/test_attack_starvation_claims.py``, root and ordinary user).
 * The parent alone writes the results, as one JSON object, to the report descriptor. A test
   process's failure message comes back on a pipe of its own: informative text, never a result.
 * It may be started ahead of its grading (:mod:`proofgym.verify.sandboxed.warm_runners`): it loads pytest,
