@@ -144,6 +144,19 @@ def sigio(target):
     return call
 
 
+def own_cpu_count():
+    """A task clock of this process (pid 0, any CPU): what the runner counts its tests with,
+    and so could reset or stop; the grading sandbox allows it to the runner alone."""
+    nr = {"x86_64": 298, "aarch64": 241}[platform.machine()]
+    attr = ctypes.create_string_buffer(struct.pack("=IIQQQQQIIQ", 1, 64, 1, 0, 0, 0,
+                                                   (1 << 1) | (1 << 5) | (1 << 6), 0, 0, 0))
+    fd = _libc.syscall(nr, attr, ctypes.c_long(0), ctypes.c_long(-1), ctypes.c_long(-1),
+                       ctypes.c_ulong(0))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return fd
+
+
 def settings_attacks():
     ppid = os.getppid()
     cpus = sorted(os.sched_getaffinity(0))
@@ -157,6 +170,7 @@ def settings_attacks():
         "ioprio": ioprio(1, ppid),
         "ioprio_group": ioprio(2, os.getpgid(ppid)),
         "ioprio_user": ioprio(3, os.getuid()),
+        "perf_counter": own_cpu_count,
     }
 
 
@@ -186,7 +200,7 @@ def attack(kind, name):
 '''
 
 _SETTINGS = ("renice", "renice_group", "renice_user", "affinity", "scheduler", "sched_param",
-             "ioprio", "ioprio_group", "ioprio_user")
+             "ioprio", "ioprio_group", "ioprio_user", "perf_counter")
 _SIGNALS = ("kill_stop", "kill_kill", "kill_all", "kill_init", "killpg_runner", "tkill", "tgkill",
             "sigqueue", "pidfd", "proc_dir_pidfd", "sigio_owner", "sigio_group")
 
