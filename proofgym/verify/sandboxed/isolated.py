@@ -16,7 +16,9 @@ crashes, ends without the runner's proof of a finished test, or takes the runner
 that passes with its test, a test process that changed the runner in a way it cannot undo: all
 are a :class:`TestRun` that grades 0, with the reason. Tests the host kept off the CPUs until the
 runner's backstop (``starved``) are ``TestRun.starved``: the host's fault, which
-:func:`swebench_verdict` turns into a grader error, never a 0. Only other host faults raise
+:func:`swebench_verdict` turns into a grader error, never a 0; that claim stands only where the
+sandbox's own CPU use was measured (its cgroup, or the runner's count of every process the
+tests started), and is a scored timeout with the reason otherwise. Only other host faults raise
 (:class:`SandboxSetupError`).
 """
 
