@@ -284,3 +284,43 @@ def test_the_runner_puts_back_every_limit_by_number():
     # named otherwise (the run stops as tampering)
     (changed, restored, name), = [v for k, v in out.items() if k.startswith("hard")]
     assert (changed is None and restored) or (not restored and name in changed), out
+
+
+_PERF_PROBE = r"""
+import ctypes, json, platform
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {"x86_64": 298, "aarch64": 241}[platform.machine()]
+out = {}
+# a null attribute pointer: EFAULT where the filter lets the call through, EPERM where it refuses
+for name, pid, cpu in (("self", 0, 2**64 - 1), ("init", 1, 2**64 - 1), ("a_cpu", 0, 0),
+                       ("high_bits", 1 << 32, 2**64 - 1), ("cpu_low_bits", 0, 2**32 - 1)):
+    ctypes.set_errno(0)
+    libc.syscall(ctypes.c_long(nr), ctypes.c_ulong(0), ctypes.c_ulong(pid), ctypes.c_ulong(cpu),
+                 ctypes.c_ulong(2**64 - 1), ctypes.c_ulong(0))
+    out[name] = ctypes.get_errno()
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("count_own_cpu", [True, False], ids=["grading", "agent"])
+def test_only_a_grading_sandbox_may_count_its_own_cpu(count_own_cpu: bool):
+    """The runner's count (``perf_event_open`` on itself, any CPU) is the one call of its kind a
+    grading sandbox's filter lets through; an agent's sandbox refuses it like every other."""
+    import errno
+
+    from proofgym.runtimes.sandbox import SandboxHome
+    from tests.sandbox_helpers import FAST_LIMITS
+
+    require_tool("bwrap")
+    home = SandboxHome(FAST_LIMITS)
+    try:
+        spawned = home.boot(None, [home.system.python, "-c", _PERF_PROBE],
+                            count_own_cpu=count_own_cpu, stdin=subprocess.DEVNULL)
+        out, _ = spawned.proc.communicate(timeout=60)
+    finally:
+        home.close()
+    line = next(ln for ln in out.decode().splitlines() if ln.startswith("RESULT "))
+    got = json.loads(line[len("RESULT "):])
+    want_self = errno.EFAULT if count_own_cpu else errno.EPERM
+    assert got == {"self": want_self, "init": errno.EPERM, "a_cpu": errno.EPERM,
+                   "high_bits": errno.EPERM, "cpu_low_bits": errno.EPERM}, got
