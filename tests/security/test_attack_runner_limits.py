@@ -189,6 +189,8 @@ def signal_attacks():
         "proc_dir_pidfd": proc_dir_signal(ppid),
         "sigio_owner": sigio(ppid),
         "sigio_group": sigio(-os.getpgid(ppid)),
+        # in the runner's group, "my group" (kill(0), PRIO_PGRP 0) would be the runner's too
+        "join_runner_group": lambda: os.setpgid(0, os.getpgid(ppid)),
     }
 
 
@@ -202,7 +204,8 @@ def attack(kind, name):
 _SETTINGS = ("renice", "renice_group", "renice_user", "affinity", "scheduler", "sched_param",
              "ioprio", "ioprio_group", "ioprio_user", "perf_counter")
 _SIGNALS = ("kill_stop", "kill_kill", "kill_all", "kill_init", "killpg_runner", "tkill", "tgkill",
-            "sigqueue", "pidfd", "proc_dir_pidfd", "sigio_owner", "sigio_group")
+            "sigqueue", "pidfd", "proc_dir_pidfd", "sigio_owner", "sigio_group",
+            "join_runner_group")
 
 
 def _grade(tmp_path: Path, bodies: dict[str, str]) -> tuple[dict[str, str], object]:

@@ -126,6 +126,8 @@ _PID_CALLS = (
     ("rt_tgsigqueueinfo", 0), ("rt_tgsigqueueinfo", 1), ("pidfd_open", 0), ("prlimit64", 0),
     ("sched_setaffinity", 0), ("sched_setscheduler", 0), ("sched_setparam", 0),
     ("sched_setattr", 0), ("migrate_pages", 0), ("move_pages", 0),
+    # joining their process group would make "my group" (kill(0), PRIO_PGRP 0) theirs
+    ("setpgid", 1),
 )
 #: ``(name, argument index of "which", its values that name a pid or group, index of "who")``
 _WHICH_WHO_CALLS = (("setpriority", 0, (0, 1), 1), ("ioprio_set", 0, (1, 2), 1))
@@ -144,7 +146,8 @@ def guard_program(protected: tuple[int, ...] = GRADING_PROTECTED_PIDS) -> bytes:
     (over the sandbox's, which stays): it refuses with ``EPERM`` every call that would signal,
     ``prlimit``, renice, re-pin, re-schedule or change the I/O priority of a process in
     ``protected`` (the runner and the sandbox's init), whichever way it names them: by pid, by
-    process group (a negative pid), as "all processes" (-1), as every process of the user, by a
+    process group (a negative pid, or its own group once it joined theirs: ``setpgid`` into
+    it is refused), as "all processes" (-1), as every process of the user, by a
     pidfd (``pidfd_send_signal`` is refused outright: a ``/proc/<pid>`` directory is a pidfd to
     it), or as a file's owner that ``SIGIO`` goes to (``F_SETOWN``; ``F_SETOWN_EX`` and the
     owner ``ioctl``\ s outright). ``clone(CLONE_PARENT)`` is refused too (a child of the runner's
