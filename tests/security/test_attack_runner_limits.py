@@ -289,6 +289,42 @@ def test_the_runner_puts_back_every_limit_by_number():
     assert (changed is None and restored) or (not restored and name in changed), out
 
 
+_SESSION_NICE = r"""
+import os, subprocess, sys, time
+
+
+def test_a():
+    before = open("/proc/self/autogroup").read()
+    for _ in range(20):  # the kernel takes one autogroup change per 100 ms, host-wide
+        done = subprocess.run([sys.executable, "-c", "open('/proc/self/autogroup', 'w').write('19')"],
+                              capture_output=True, text=True)
+        if "nice 19" in open("/proc/self/autogroup").read():
+            break
+        time.sleep(0.1)
+    assert "nice 19" in open("/proc/self/autogroup").read(), (before, done.stderr[-300:])
+
+
+def test_b():
+    assert "nice 19" not in open("/proc/self/autogroup").read(), "FOUND the session's nice value"
+"""
+
+
+def test_a_test_that_renices_the_runners_session_is_tampering(tmp_path: Path):
+    """A program a test process runs owns its ``/proc/self/autogroup``, where the nice value of
+    the session (so the runner's share of the CPU) is set; no filter sees a write to a file, so
+    the runner notices it and stops the run as tampering before the next test."""
+    require_tool("bwrap")
+    if not Path("/proc/self/autogroup").exists():
+        pytest.skip("this kernel has no autogroups (CONFIG_SCHED_AUTOGROUP): nothing to renice")
+    (tmp_path / "tests").mkdir()
+    ids = ["tests/test_s.py::test_a", "tests/test_s.py::test_b"]
+    run = run_pytest(tmp_path, {}, tests=ids, hidden={"tests/test_s.py": _SESSION_NICE.encode()},
+                     mutants=False, timeout_s=60)
+    assert not any("FOUND" in m for m in run.messages.values()), run.messages
+    assert run.failure == "tampering_detected", (run.results, run.messages)
+    assert "session's nice value" in (run.report_error or ""), run.report_error
+
+
 _PERF_PROBE = r"""
 import ctypes, json, platform
 libc = ctypes.CDLL(None, use_errno=True)

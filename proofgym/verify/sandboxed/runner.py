@@ -58,7 +58,9 @@ It uses the standard library and pytest only, and never imports code from the wo
   ``prlimit``: Python's ``resource`` module does not name ``RLIMIT_LOCKS``), nice value,
   scheduling policy, CPU affinity and I/O priority; one it cannot put back (a lowered hard
   limit, a raised nice value) stops the run as tampering before the next test (the same test
-  file checks this without the filter). Each test process
+  file checks this without the filter), and so does a raised nice value of the session's
+  autogroup (a program a test runs owns its ``/proc/self/autogroup``: a file, which no filter
+  sees). Each test process
   gets fresh standard descriptors (``/dev/null``, a pipe of its own for its output) and a fresh
   pytest capture file, and may not create POSIX message queues (``RLIMIT_MSGQUEUE`` 0: the sandbox
   mounts no ``mqueue`` file system, so the runner could not list one to remove it)
@@ -938,6 +940,7 @@ class _Settings:
         self.sched = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
         self.affinity = os.sched_getaffinity(0)
         self.ioprio = _ioprio(None)
+        self.session_nice = _session_nice()
 
     def restore(self) -> str | None:
         """``None`` when all is as recorded (again); else what could not be put back."""
@@ -966,6 +969,10 @@ class _Settings:
             wrong.append("CPU affinity")
         if _ioprio(None) != self.ioprio:
             wrong.append("I/O priority")
+        if _session_nice() != self.session_nice:
+            # a test process that exec'd a program owns its /proc/self/autogroup, the nice value
+            # of the whole session (this runner's too); this non-dumpable runner cannot write it
+            wrong.append(f"session's nice value (autogroup {_session_nice()}, was {self.session_nice})")
         return ", ".join(wrong) or None
 
 
@@ -1017,6 +1024,16 @@ def _limit_count() -> int:
         count += 1
 #: ioprio_set, ioprio_get
 _IOPRIO_CALLS = {"x86_64": (251, 252), "aarch64": (30, 31)}
+
+
+def _session_nice() -> int | None:
+    """The nice value of this process's autogroup (its session's share of the CPU where the
+    kernel groups by session); ``None`` where there is none."""
+    try:
+        with open("/proc/self/autogroup", "rb") as f:
+            return int(f.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _ioprio(value: int | None) -> int:
