@@ -76,6 +76,15 @@ print(json.dumps({"results": run.results, "failure": run.failure, "starved": get
 """
 
 
+def _measured(count: str) -> bool:
+    """Whether the grading sandbox's CPU use is measured: as root by its cgroup; otherwise by
+    the runner's count, which the host allows up to ``perf_event_paranoid`` 2."""
+    if os.geteuid() == 0:
+        return True
+    paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    return count == "counted" and paranoid <= 2
+
+
 def _hog(cpu: int) -> int:
     """A busy loop pinned to ``cpu``, in a session (so an autogroup) of its own."""
     pid = os.fork()
@@ -128,7 +137,7 @@ def test_a_grading_starved_by_a_busy_host_is_a_grader_error_never_a_zero(tmp_pat
         # hogs: the honest fix passed, which is as good; never a scored timeout
         assert run["failure"] is None and run["starved"] is False, run
         return
-    if count == "refused" and os.geteuid() != 0:  # no cgroup either: nothing measured
+    if not _measured(count):  # no cgroup, and no count of the sandbox's processes
         assert run["failure"] == "tests_timed_out" and run["starved"] is False, run
         assert run["results"] == {} and "was not measured" in run["report_error"], run
         assert run["wall"] < 3 * 4 + 20, run
