@@ -49,6 +49,7 @@ from proofgym.runtimes.sandbox import (
 from proofgym.verify.sandboxed.mutants import Layout, TestSourceError, build_layout, list_tests
 from proofgym.verify.sandboxed.runner import BACKSTOP
 from proofgym.verify.sandboxed.warm_runners import WARM, Runner
+from proofgym.verify.sandboxed.withheld import verdicts, withhold_layout
 from proofgym.verify.sandboxed.workspace import (
     ALWAYS_PROTECTED,
     CONFIG_FILES,
@@ -174,6 +175,9 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                           # the agent knows the visible tests already: mutants of the hidden ones
                           # are what it cannot tell apart
                           mutate_files=[f for f in sources if f in hidden] or None)
+    # the hidden tests' literal expected values stay here: the test processes send what they
+    # computed, and the host compares (proofgym.verify.sandboxed.withheld)
+    withheld = withhold_layout(layout, [f for f in sources if f in hidden])
     extra = {p: c for p, c in hidden.items() if p not in sources and p not in layout.files}
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
     manifest = {"run": layout.run, "budget_s": timeout_s,
@@ -223,6 +227,9 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     if "rejected" in outcome:
         return _rejected(str(outcome["rejected"]), dropped, t0)
     raw, error, messages = parse_report(report[len(_READY):], layout.run)
+    if error is None and withheld:
+        raw, messages = _judge_withheld(raw, messages, withheld,
+                                        _observed(report[len(_READY):], layout.run))
     timings.update(_phases(report[len(_READY):]) if error is None else {})
     changed = _state_changed(report[len(_READY):]) if error is None else None
     run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings,
@@ -327,6 +334,28 @@ def _outcome(data: bytes) -> dict:
             "results" not in report:
         return report
     return {}
+
+
+def _observed(data: bytes, expected: Sequence[str]) -> dict[str, str]:
+    """What the withheld checks of each passed test observed (JSON text, by generated id)."""
+    value = json.loads(data).get("observed")
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if k in expected and isinstance(v, str)}
+
+
+def _judge_withheld(raw: Mapping[str, str], messages: Mapping[str, str],
+                    withheld: Mapping[str, list], observed: Mapping[str, str]
+                    ) -> tuple[dict[str, str], dict[str, str]]:
+    """A test whose process passed passes only if its withheld checks hold, here: each observed
+    once, in order, and true against its literal; else it failed, with why."""
+    raw, messages = dict(raw), dict(messages)
+    passed = {g: e for g, e in withheld.items() if raw.get(g) == "passed"}
+    for gen, why in verdicts(passed, observed).items():
+        if why is not None:
+            raw[gen] = "failed"
+            messages[gen] = why
+    return raw, messages
 
 
 def _state_changed(data: bytes) -> str | None:

@@ -182,6 +182,7 @@ def main() -> None:
     used = 0.0  # the own time (see _wait) the tests have taken so far
     results = {}
     messages = {}
+    observed = {}  # node -> what its withheld checks computed (for the host to compare)
     stopped = None
     changed = None
     for node in manifest["run"]:
@@ -203,9 +204,12 @@ def main() -> None:
             # this test's file exists only while its own process runs (see _run_one)
             _write_one(node.split("::", 1)[0], tests[node.split("::", 1)[0]])
             limit = min(remaining, per_test)
-            status, message, own = _run_one(node, session, limit, min(BACKSTOP * limit, backstop),
-                                            report_fd, secret, messages, guard)
+            status, message, own, seen = _run_one(node, session, limit,
+                                                  min(BACKSTOP * limit, backstop), report_fd,
+                                                  secret, messages, guard)
             used += own
+            if status == "passed" and seen is not None:
+                observed[node] = seen
         results[node] = status
         if message is not None and status != "passed":
             messages[node] = message
@@ -226,6 +230,7 @@ def main() -> None:
     _send(report_fd, {"results": results, "stopped_at": stopped, "state_changed": changed,
                       "cpu_unmeasured": _SANDBOX_CPU.unmeasured,
                       "phases": {**phases.timings(), **_SANDBOX_CPU.timings()},
+                      "observed": observed,
                       "messages": {k: bytes(m).decode("utf-8", errors="replace")
                                    for k, m in messages.items() if m}})
 
@@ -476,9 +481,11 @@ def _empty_config() -> str:
 
 
 def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int,
-             secret: bytearray, messages: dict, guard: bytes) -> tuple[str, bytearray | None, float]:
-    """The test's status, its failure message (its own words: informative, never trusted) and
-    the own time it took (see :func:`_wait`).
+             secret: bytearray, messages: dict, guard: bytes
+             ) -> tuple[str, bytearray | None, float, str | None]:
+    """The test's status, its failure message (its own words: informative, never trusted), the
+    own time it took (see :func:`_wait`) and what its withheld checks observed (JSON text sent
+    with its proof; ``None`` without one).
 
     The child zeroes every copy of the job it inherited (``secret``) and the earlier tests'
     messages (which may quote their expected values) before any test code runs."""
@@ -519,7 +526,7 @@ def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int
     os.close(out_w)
     ctl_child.close()
     try:
-        status, own = _wait(pid, ctl, out_r, timeout, backstop)
+        status, own, seen = _wait(pid, ctl, out_r, timeout, backstop)
         os.set_blocking(msg_r, False)
         message = bytearray(MESSAGE_BYTES)  # read in place: no bytes object to linger
         try:
@@ -530,7 +537,7 @@ def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int
         os.close(msg_r)
         os.close(out_r)
         ctl.close()
-    return status, message, own
+    return status, message, own, seen
 
 
 def _fresh_process(out_w: int, keep: tuple[int, ...]) -> None:
@@ -554,8 +561,9 @@ def _fresh_process(out_w: int, keep: tuple[int, ...]) -> None:
 
 
 def _prove(sock: socket.socket, code: int) -> None:
-    """The child's side of the proof: ask, receive this test's nonce, answer outcome + nonce.
-    Called only once the test's pytest run has returned."""
+    """The child's side of the proof: ask, receive this test's nonce, answer outcome + nonce +
+    what the test's withheld checks observed (a 4-byte length, then JSON). Called only once the
+    test's pytest run has returned."""
     sock.setblocking(True)  # the code under test may have made the descriptor non-blocking
     sock.sendall(b"?")
     nonce = b""
@@ -564,15 +572,77 @@ def _prove(sock: socket.socket, code: int) -> None:
         if not chunk:
             return
         nonce += chunk
-    sock.sendall(bytes([code]) + nonce)
+    payload = json.dumps(_OBSERVED).encode()
+    sock.sendall(bytes([code]) + nonce + len(payload).to_bytes(4, "big") + payload)
+
+
+#: What this test process's withheld checks computed, in order: ``[site, encoded value]``.
+_OBSERVED: list = []
+#: The largest encoding of one observed value sent (a larger one is sent as ``{"big": true}``:
+#: it cannot equal a withheld literal, which is at most a sixteenth of this).
+MAX_OBSERVED = 262_144
+_MAX_PAYLOAD = 8 << 20  # all of one test's observations
+
+
+def _observe(site, value) -> None:
+    """``__proofgym_observe__``: a withheld assert of the test (rewritten on the host,
+    :mod:`proofgym.verify.sandboxed.withheld`) records its computed value and goes on; the host
+    compares it with the literal only it holds. A value that is not plain data (a builtin value,
+    or a subclass that keeps its comparison methods) is sent as ``{"unplain": type}``: the host
+    cannot compare it, and the check fails."""
+    try:
+        encoded = _plain(value, 0)
+        if len(json.dumps(encoded)) > MAX_OBSERVED:
+            encoded = {"big": True}
+    except (TypeError, ValueError, RecursionError) as exc:
+        encoded = {"unplain": str(exc)[:200]}
+    _OBSERVED.append([site, encoded])
+
+
+_COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+
+
+def _plain(value, depth: int):
+    """``withheld.encode`` of ``value`` (the same format), read through the builtin types'
+    own methods, so a subclass's overrides of anything but comparison do not change it."""
+    if depth > 200:
+        raise ValueError("nested too deeply")
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    chain = kind.__mro__
+    base = next((k for k in chain if k in _PLAIN_KINDS), None)
+    if base is None:
+        raise TypeError(f"a {kind.__qualname__} object is not plain data")
+    for klass in chain[:chain.index(base)]:
+        if any(name in vars(klass) for name in _COMPARISONS):
+            raise TypeError(f"{kind.__qualname__} compares by methods of its own")
+    if base in (int, float, str):
+        return {int: int.__int__, float: float.__float__, str: str.__str__}[base](value)
+    if base is list:
+        return [_plain(v, depth + 1) for v in list.__iter__(value)]
+    if base is tuple:
+        return {"t": [_plain(v, depth + 1) for v in tuple.__iter__(value)]}
+    if base is dict:
+        return {"d": [[_plain(k, depth + 1), _plain(v, depth + 1)] for k, v in dict.items(value)]}
+    if base in (set, frozenset):
+        return {"s" if base is set else "z": [_plain(v, depth + 1) for v in base.__iter__(value)]}
+    if base in (bytes, bytearray):
+        return {"b" if base is bytes else "y": base.hex(value)}
+    return {"c": [complex.real.__get__(value), complex.imag.__get__(value)]}  # complex
+
+
+_PLAIN_KINDS = (int, float, str, list, tuple, dict, set, frozenset, bytes, bytearray, complex)
 
 
 class _Proof:
     """The runner's side of the proof for one test: the nonce is drawn only when the child
     asks (``?``), and an answer counts only if it is exactly one outcome byte and that nonce,
-    with nothing after it."""
+    optionally followed (``payload=True``) by a 4-byte length and that many bytes of
+    observations, with nothing after it."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, payload: bool = False) -> None:
+        self.payload = payload
         self.sock = sock
         self.buf = bytearray()
         self.nonce: bytes | None = None
@@ -582,7 +652,7 @@ class _Proof:
         """Read what arrived: ``"more"`` (read some), ``"wait"`` (nothing yet) or ``"end"`` (the
         child's end is closed)."""
         try:
-            data = self.sock.recv(64)
+            data = self.sock.recv(1 << 16)
         except BlockingIOError:
             return "wait"
         except OSError:
@@ -602,16 +672,32 @@ class _Proof:
                 self.sock.send(self.nonce)  # a fresh socket's buffer holds it: never blocks
             except OSError:
                 self.invalid = True
-        if len(self.buf) > 1 + _NONCE_BYTES:
+        if len(self.buf) > self._length():
             self.invalid = True
         return "more"
 
+    def _length(self) -> int:
+        """The answer's length, as far as it is known yet."""
+        head = 1 + _NONCE_BYTES
+        if not self.payload:
+            return head
+        if len(self.buf) < head + 4:
+            return head + 4 + _MAX_PAYLOAD
+        size = int.from_bytes(self.buf[head:head + 4], "big")
+        return head + 4 + size if size <= _MAX_PAYLOAD else -1
+
     def outcome(self) -> str | None:
-        if self.invalid or self.nonce is None or len(self.buf) != 1 + _NONCE_BYTES:
+        if self.invalid or self.nonce is None or len(self.buf) != self._length():
             return None
-        if bytes(self.buf[1:]) != self.nonce:
+        if bytes(self.buf[1:1 + _NONCE_BYTES]) != self.nonce:
             return None
         return _STATUS.get(self.buf[0])
+
+    def observed(self) -> str | None:
+        """The observations sent with a valid answer (JSON text), else ``None``."""
+        if not self.payload or self.outcome() is None:
+            return None
+        return bytes(self.buf[1 + _NONCE_BYTES + 4:]).decode("utf-8", errors="replace")
 
 
 def _wipe(buffer: bytearray) -> None:
@@ -623,6 +709,9 @@ def _wipe(buffer: bytearray) -> None:
 
 def _child(node: str, session, msg_fd: int) -> int:
     """Collect and run one test in the inherited session (``_pytest.main._main`` for one node)."""
+    import builtins
+
+    builtins.__proofgym_observe__ = _observe
     sys.path.append("/workspace")  # appended: nothing in the workspace shadows a loaded module
     config = session.config
     capture = config.pluginmanager.getplugin("capturemanager")
@@ -683,10 +772,11 @@ class _Recorder:
 
 
 def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
-          backstop: float) -> tuple[str, float]:
+          backstop: float) -> tuple[str, float, str | None]:
     """Wait for the test process: answer its proof, forward its output, and stop it once its
     *own* time reaches ``timeout`` (``timeout``), or its wall time ``backstop`` while its own
-    time is still short of the limit (``starved``). Returns the status and the own time.
+    time is still short of the limit (``starved``). Returns the status, the own time and the
+    observations sent with the proof.
 
     Own time (:func:`_own`) is the wall time less the longest a thread of the test waited on a
     CPU run queue (``run_delay``), and at least the CPU time the test's processes consumed (up to
@@ -702,7 +792,7 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
     witness = _my_delay()
     ctl.setblocking(False)
     os.set_blocking(out_r, False)
-    proof = _Proof(ctl)
+    proof = _Proof(ctl, payload=True)
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     for fd in (pidfd, ctl.fileno(), out_r):
@@ -756,8 +846,8 @@ def _wait(pid: int, ctl: socket.socket, out_r: int, timeout: float,
     os.waitpid(pid, 0)
     own = _own(time.monotonic() - start, delay, _test_cpu(base, live, counted))
     if status is not None:
-        return status, own
-    return proof.outcome() or "crashed", own
+        return status, own, None
+    return proof.outcome() or "crashed", own, proof.observed()
 
 
 #: How often the runner wakes while a test runs, and the share of a test's wall time it must

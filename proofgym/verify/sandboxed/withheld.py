@@ -1,0 +1,397 @@
+"""Expected values the code under test never sees: hidden asserts rewritten to send, not compare.
+
+A hidden test runs in the same process as the code under test, which can read the test's file,
+its function's constants and its frames. Where a test compares a computed value with a literal
+(``assert f(x) == "pho-bo"``, ``"pho-bo" == f(x)``, ``!=``, ``<``..., ``in``/``not in`` a literal
+container, ``is None``/``is True``, ``== pytest.approx(0.5)``, ``self.assertEqual(f(x), 3)`` and
+its unittest kin), the code could read the expected value and judge it: return it where it looks
+like the real test's, leave a mutant's implausible value to the bug (a language model can tell).
+
+Before a grading's test files enter the sandbox, :func:`withhold_layout` rewrites each such
+assert of a hidden test, on the host, into ``__proofgym_observe__(site, computed)``: the test
+process records the computed value (plain data only: builtin values, no object whose comparison
+methods are its own) and sends the record with its proof of a finished test
+(:mod:`proofgym.verify.sandboxed.runner`). The literal stays here, in an :class:`Expectation`;
+the host compares (:func:`judge`). A withheld assert does not stop its test (the test process
+cannot know whether it holds): a test passes only if its process passed and every site was
+observed exactly once, in order, with a value that holds against its literal. Code under test
+can send observations of its own (it shares the process), but to pass it would have to send the
+expected value, which it cannot see.
+
+Only asserts that run exactly once when the test passes are withheld: statements of the test
+function's own body (and of ``with`` blocks other than ``pytest.raises``-like ones), never in a
+loop, a branch, a ``try`` or a helper, where a forger could leave a site unobserved unnoticed.
+Those, and checks against anything but a literal (``[Interval(1, 7)]``, a helper's result),
+keep their expected values in the file; the mutants cover them.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from proofgym.verify.sandboxed.mutants import _AST_LOCK, Layout
+
+__all__ = ["OBSERVE", "Expectation", "decode", "judge", "withhold_layout", "withhold_source"]
+
+#: The builtin the rewritten asserts call (the runner installs it in each test process).
+OBSERVE = "__proofgym_observe__"
+#: A literal whose encoding is larger than this stays in the test: an observed value is sent
+#: only up to ``runner.MAX_OBSERVED`` (16 times as much) and counts as different beyond it.
+MAX_LITERAL = 16_384
+
+_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+        ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+_FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+#: unittest assertions: name -> (op, the literal's argument positions it may take)
+_UNITTEST = {"assertEqual": ("==", (0, 1)), "assertEquals": ("==", (0, 1)),
+             "assertNotEqual": ("!=", (0, 1)), "assertIn": ("in", (1,)),
+             "assertNotIn": ("not in", (1,)), "assertIs": ("is", (0, 1)),
+             "assertIsNot": ("is not", (0, 1)), "assertGreater": (">", (1,)),
+             "assertGreaterEqual": (">=", (1,)), "assertLess": ("<", (1,)),
+             "assertLessEqual": ("<=", (1,)), "assertAlmostEqual": ("almost", (0, 1))}
+_RAISES = {"raises", "warns", "deprecated_call", "assertRaises", "assertRaisesRegex",
+           "assertWarns", "assertWarnsRegex", "suppress"}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One withheld check: ``observed OP expected`` (the literal on the left when
+    ``literal_left``); ``op`` also ``approx``/``not approx`` (``rel``, ``abs`` as in
+    ``pytest.approx``) and ``almost`` (unittest's ``places``/``delta``). ``line`` is the
+    assert's line in the generated test file."""
+
+    op: str
+    expected: object
+    line: int
+    literal_left: bool = False
+    rel: float | None = None
+    abs: float | None = None
+    places: int | None = None
+    delta: float | None = None
+
+
+def _literal(node: ast.expr) -> tuple[bool, object]:
+    if isinstance(node, ast.Constant) and node.value is Ellipsis:
+        return False, None
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+    return True, value
+
+
+def _encoded_size(value: object) -> int | None:
+    try:
+        return len(json.dumps(encode(value)))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _approx(node: ast.expr, names: set[str]) -> dict | None:
+    """``pytest.approx(literal, rel=..., abs=...)``: its keywords and the literal, else None."""
+    if not isinstance(node, ast.Call) or len(node.args) != 1:
+        return None
+    func = node.func
+    if not ((isinstance(func, ast.Attribute) and func.attr == "approx"
+             and isinstance(func.value, ast.Name) and func.value.id == "pytest")
+            or (isinstance(func, ast.Name) and func.id in names)):
+        return None
+    ok, value = _literal(node.args[0])
+    if not ok:
+        return None
+    out: dict = {"expected": value}
+    for kw in node.keywords:
+        if kw.arg not in ("rel", "abs"):
+            return None
+        ok, tol = _literal(kw.value)
+        if not ok or not isinstance(tol, (int, float)) or isinstance(tol, bool):
+            return None
+        out[kw.arg] = float(tol)
+    return out
+
+
+def _check(test: ast.expr, names: set[str]) -> tuple[ast.expr, dict] | None:
+    """(the computed side, what the Expectation holds) for a withholdable ``assert`` test."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or type(test.ops[0]) not in _OPS:
+        return None
+    op = _OPS[type(test.ops[0])]
+    left, right = test.left, test.comparators[0]
+    if op in ("==", "!="):
+        for approx, other in ((right, left), (left, right)):  # approx is symmetric
+            found = _approx(approx, names)
+            if found is not None and _approx(other, names) is None and not _literal(other)[0]:
+                kind = "approx" if op == "==" else "not approx"
+                return other, {"op": kind, **found}
+    lit_right, right_value = _literal(right)
+    lit_left, left_value = _literal(left)
+    if lit_right == lit_left:  # nothing computed, or no literal to withhold
+        return None
+    if op in ("is", "is not"):
+        value = right_value if lit_right else left_value
+        if not (value is None or value is True or value is False):
+            return None
+        return (left if lit_right else right), {"op": op, "expected": value}
+    if op in ("in", "not in"):
+        if not lit_right:  # a literal element of a computed container: its answer is the op
+            return None
+        return left, {"op": op, "expected": right_value}
+    if lit_right:
+        return left, {"op": op, "expected": right_value}
+    return right, {"op": op, "expected": left_value, "literal_left": True}
+
+
+def _unittest_check(call: ast.Call) -> tuple[ast.expr, dict] | None:
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+            and func.value.id == "self") or (func.attr not in _UNITTEST and
+                                             func.attr not in ("assertIsNone", "assertIsNotNone")):
+        return None
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    keywords = {kw.arg: kw.value for kw in call.keywords}
+    if None in keywords:
+        return None
+    if func.attr in ("assertIsNone", "assertIsNotNone"):
+        if len(call.args) not in (1, 2) or set(keywords) - {"msg"}:
+            return None
+        return call.args[0], {"op": "is" if func.attr == "assertIsNone" else "is not",
+                              "expected": None}
+    op, positions = _UNITTEST[func.attr]
+    allowed = {"msg", "places", "delta"} if op == "almost" else {"msg"}
+    if len(call.args) < 2 or set(keywords) - allowed or \
+            len(call.args) > (2 if op == "almost" and {"places", "delta"} & set(keywords) else 3):
+        return None
+    extra: dict = {}
+    if op == "almost":
+        if len(call.args) == 3:  # assertAlmostEqual(first, second, places)
+            keywords["places"] = call.args[2]
+        for name in ("places", "delta"):
+            if name in keywords:
+                ok, value = _literal(keywords[name])
+                if not ok or (value is not None and not isinstance(value, (int, float))):
+                    return None
+                extra[name] = value
+        if extra.get("places") is None and extra.get("delta") is None:
+            extra["places"] = 7
+    lits = [_literal(call.args[i]) for i in (0, 1)]
+    if lits[0][0] == lits[1][0]:
+        return None
+    at = 0 if lits[0][0] else 1
+    if at not in positions:
+        return None
+    value = lits[at][1]
+    if op in ("is", "is not") and not (value is None or value is True or value is False):
+        return None
+    if op in ("<", "<=", ">", ">=", "in", "not in") and at == 0:
+        return None
+    return call.args[1 - at], {"op": op, "expected": value, "literal_left": at == 0 and
+                               op in ("==", "!="), **extra}
+
+
+def _observe(site: int, computed: ast.expr, like: ast.stmt) -> ast.stmt:
+    call = ast.Call(ast.Name(OBSERVE, ast.Load()), [ast.Constant(site), computed], [])
+    return ast.copy_location(ast.Expr(call), like)
+
+
+def _rewrite_body(body: list[ast.stmt], names: set[str], found: list[Expectation]) -> None:
+    for i, stmt in enumerate(body):
+        check = None
+        if isinstance(stmt, ast.Assert):
+            check = _check(stmt.test, names)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            check = _unittest_check(stmt.value)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)) and not any(_raises_like(w.context_expr)
+                                                                     for w in stmt.items):
+            _rewrite_body(stmt.body, names, found)
+        if check is None:
+            continue
+        computed, fields = check
+        size = _encoded_size(fields["expected"])
+        if size is None or size > MAX_LITERAL:
+            continue
+        found.append(Expectation(line=stmt.lineno, **fields))
+        body[i] = _observe(len(found) - 1, computed, stmt)
+
+
+def _raises_like(node: ast.expr) -> bool:
+    func = node.func if isinstance(node, ast.Call) else node
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in _RAISES
+
+
+def _approx_names(module: ast.Module) -> set[str]:
+    return {a.asname or a.name for n in module.body if isinstance(n, ast.ImportFrom)
+            and n.module == "pytest" for a in n.names if a.name == "approx"}
+
+
+def withhold_source(source: bytes | str, function: str, cls: str | None = None
+                    ) -> tuple[bytes, list[Expectation]]:
+    """``source`` with the withholdable asserts of test ``[cls.]function`` rewritten, and what
+    each site (in order) is checked against; the source unchanged (and ``[]``) when none is."""
+    with _AST_LOCK:
+        module = ast.parse(source)
+        body = module.body
+        if cls is not None:
+            body = next((n.body for n in body if isinstance(n, ast.ClassDef) and n.name == cls), [])
+        func = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and n.name == function), None)
+        if func is None:
+            return source if isinstance(source, bytes) else source.encode(), []
+        found: list[Expectation] = []
+        _rewrite_body(func.body, _approx_names(module), found)
+        if not found:
+            return source if isinstance(source, bytes) else source.encode(), []
+        return (ast.unparse(ast.fix_missing_locations(module)) + "\n").encode(), found
+
+
+def withhold_layout(layout: Layout, files: Iterable[str]) -> dict[str, list[Expectation]]:
+    """Rewrite, in ``layout.files``, the generated tests (real and mutant) of the test files
+    ``files`` (the hidden ones); generated test id -> its withheld checks, site by site."""
+    files = set(files)
+    withheld: dict[str, list[Expectation]] = {}
+    for gen in layout.run:
+        real = layout.real.get(gen) or layout.mutant.get(gen)
+        if real is None or real.split("::", 1)[0] not in files:
+            continue
+        path, *parts = gen.split("::")
+        cls, name = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[-1])
+        source, found = withhold_source(layout.files[path], name, cls)
+        if found:
+            layout.files[path] = source
+            withheld[gen] = found
+    return withheld
+
+
+# ------------------------------------------------------------------ the wire format (plain data)
+def encode(value: object) -> object:
+    """A plain value as JSON-able data: what the test process sends (the runner has its own
+    copy of this) and what a literal is measured by. ``TypeError`` for anything else."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if type(value) is list:
+        return [encode(v) for v in value]
+    if type(value) is tuple:
+        return {"t": [encode(v) for v in value]}
+    if type(value) is dict:
+        return {"d": [[encode(k), encode(v)] for k, v in value.items()]}
+    if type(value) in (set, frozenset):
+        return {"s" if type(value) is set else "z": [encode(v) for v in value]}
+    if type(value) in (bytes, bytearray):
+        return {"b" if type(value) is bytes else "y": bytes(value).hex()}
+    if type(value) is complex:
+        return {"c": [value.real, value.imag]}
+    raise TypeError(f"not a plain value: {type(value).__name__}")
+
+
+def decode(data: object) -> object:
+    """The value :func:`encode` (or the test process) sent; ``ValueError`` if it is no such."""
+    if data is None or type(data) in (bool, int, float, str):
+        return data
+    if type(data) is list:
+        return [decode(v) for v in data]
+    if type(data) is not dict or len(data) != 1:
+        raise ValueError("not an encoded value")
+    (tag, inner), = data.items()
+    try:
+        if tag == "t":
+            return tuple(decode(v) for v in inner)
+        if tag == "d":
+            return {decode(k): decode(v) for k, v in inner}
+        if tag in ("s", "z"):
+            return (set if tag == "s" else frozenset)(decode(v) for v in inner)
+        if tag in ("b", "y"):
+            return (bytes if tag == "b" else bytearray)(bytes.fromhex(inner))
+        if tag == "c":
+            return complex(float(inner[0]), float(inner[1]))
+    except (TypeError, ValueError) as exc:  # an unhashable key, a malformed entry
+        raise ValueError(f"not an encoded value: {exc}") from None
+    raise ValueError(f"not an encoded value: tag {tag!r}")
+
+
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+            ">": operator.gt, ">=": operator.ge, "in": lambda a, b: a in b,
+            "not in": lambda a, b: a not in b, "is": operator.is_, "is not": operator.is_not}
+
+
+def _close(actual: object, expected: object, rel: float | None, tol: float | None) -> bool:
+    """``actual == pytest.approx(expected, rel=rel, abs=tol)`` for numbers and (nested) lists,
+    tuples and dicts of numbers, as pytest defines it."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and actual.keys() == expected.keys() and \
+            all(_close(actual[k], v, rel, tol) for k, v in expected.items())
+    if isinstance(expected, (list, tuple)):
+        return isinstance(actual, (list, tuple)) and len(actual) == len(expected) and \
+            all(_close(a, e, rel, tol) for a, e in zip(actual, expected, strict=True))
+    if not isinstance(expected, (int, float, complex)) or isinstance(expected, bool) or \
+            not isinstance(actual, (int, float, complex)):
+        return actual == expected
+    if actual == expected:
+        return True
+    if isinstance(expected, float) and (math.isinf(expected) or math.isnan(expected)):
+        return False
+    absolute = tol if tol is not None else 1e-12
+    if rel is None and tol is not None:
+        tolerance = absolute
+    else:
+        tolerance = max((rel if rel is not None else 1e-6) * abs(expected), absolute)
+    return abs(actual - expected) <= tolerance
+
+
+def judge(expectation: Expectation, observed: object) -> bool:
+    """Whether one observation (as sent: encoded) holds against its withheld literal."""
+    if isinstance(observed, dict) and set(observed) == {"unplain"}:
+        return False  # the computed value was no plain data: it cannot be compared here
+    try:
+        value = decode(observed)
+        exp = expectation
+        if exp.op in ("approx", "not approx"):
+            return _close(value, exp.expected, exp.rel, exp.abs) == (exp.op == "approx")
+        if exp.op == "almost":
+            if value == exp.expected:
+                return True
+            diff = abs(value - exp.expected)  # type: ignore[operator]
+            return diff <= exp.delta if exp.delta is not None else round(diff, exp.places) == 0
+        if exp.literal_left:
+            return bool(_COMPARE[exp.op](exp.expected, value))
+        return bool(_COMPARE[exp.op](value, exp.expected))
+    except (ValueError, TypeError, ArithmeticError, RecursionError):
+        return False  # values a test could not have compared either: the check fails
+
+
+def verdicts(withheld: Mapping[str, list[Expectation]], observed: Mapping[str, str]
+             ) -> dict[str, str | None]:
+    """Generated test id -> ``None`` where every site of its withheld checks was observed once,
+    in order, and holds; else why not (a message naming the check, never its expected value)."""
+    out: dict[str, str | None] = {}
+    for gen, expectations in withheld.items():
+        out[gen] = _verdict(expectations, observed.get(gen))
+    return out
+
+
+def _verdict(expectations: list[Expectation], payload: str | None) -> str | None:
+    if payload is None:
+        return "the test's withheld checks sent no observation"
+    try:
+        records = json.loads(payload)
+    except (ValueError, RecursionError):
+        return "the test's observations are not valid"
+    if not isinstance(records, list) or len(records) != len(expectations) or not all(
+            isinstance(r, list) and len(r) == 2 and r[0] == i for i, r in enumerate(records)):
+        return (f"the test's withheld checks were not each observed once, in order "
+                f"({len(expectations)} checks)")
+    for site, (exp, (_, observed)) in enumerate(zip(expectations, records, strict=True)):
+        if isinstance(observed, dict) and set(observed) == {"big"}:
+            observed_ok = exp.op in ("!=", "not in", "not approx", "is not")
+        else:
+            observed_ok = judge(exp, observed)
+        if not observed_ok:
+            shown = json.dumps(observed)
+            shown = shown if len(shown) <= 200 else shown[:200] + "..."
+            return (f"withheld check {site + 1} of {len(expectations)} ({exp.op}) does not hold: "
+                    f"the computed value was {shown}")
+    return None
