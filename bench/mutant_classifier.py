@@ -2,6 +2,15 @@
 
     python bench/mutant_classifier.py                  # this checkout's mutants, 100 layouts a task
     python bench/mutant_classifier.py --root /work/main --layouts 200
+    python bench/mutant_classifier.py --withheld       # the share of expected values withheld only
+    python bench/mutant_classifier.py --withheld --repo-repair-fixtures  # RepoRepair offline
+
+``--withheld`` prints, per bundled env, how many hidden asserts compare with a literal expected
+value and how many of those the grading withholds (:mod:`proofgym.verify.sandboxed.withheld`:
+the literal stays on the host, the test process only sends what it computed), with the asserts
+left in the file by kind. RepoRepair counts the tasks whose project's sdist is in the cache
+(``PROOFGYM_CACHE``; ``--repo-repair-fixtures`` seeds a temporary one with the test suite's
+fixture sdists, nothing is downloaded).
 
 Tamper detection (:mod:`proofgym.verify.sandboxed.mutants`) runs every hidden test with a mutant (the
 same test, changed so that correct code fails it) and flags a grading where both pass. Code that
@@ -48,7 +57,7 @@ import re
 import sys
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -353,14 +362,172 @@ def report(results: list[TaskResult], out=sys.stdout) -> dict[str, float]:
             "tail": tail, "upper": upper}
 
 
+@dataclass
+class Withheld:
+    """Hidden asserts of one env: all of them, those comparing with a literal expected value,
+    those the grading withholds, and where the rest of the literal ones are (by kind)."""
+
+    env: str
+    tasks: int = 0
+    asserts: int = 0
+    literal: int = 0
+    withheld: int = 0
+    kept: Counter = field(default_factory=Counter)
+
+    @property
+    def share(self) -> float:
+        return self.withheld / self.literal if self.literal else 1.0
+
+
+def _literal_side(nodes: Iterable[ast.expr]) -> bool:
+    for node in nodes:
+        try:
+            ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            continue
+        return True
+    return False
+
+
+def _literal_checks(func: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
+    """Each check of a test function, and whether it compares with a literal expected value
+    (one side a literal and the other not; ``pytest.approx(literal)``; a unittest assertion
+    with a literal argument); nested functions and classes are not the test's own."""
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Assert):
+            test = node.test
+            literal = False
+            if isinstance(test, ast.Compare) and len(test.ops) == 1:
+                sides = [test.left, test.comparators[0]]
+                approx = [s.args[0] for s in sides if isinstance(s, ast.Call) and s.args
+                          and getattr(s.func, "attr", getattr(s.func, "id", "")) == "approx"]
+                lits = [_literal_side([s]) for s in sides]
+                literal = (lits[0] != lits[1]) or (bool(approx) and _literal_side(approx))
+            yield node, literal
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr.startswith("assert") and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id == "self":
+            args = node.args[:2]
+            lits = [_literal_side([a]) for a in args]
+            literal = node.func.attr in ("assertIsNone", "assertIsNotNone") or \
+                (len(lits) == 2 and lits[0] != lits[1])
+            yield node, literal
+
+
+def _kind(node: ast.AST, func: ast.AST) -> str:
+    """Why a literal check stays in the file: where it sits in the test."""
+    parents = {id(c): p for p in ast.walk(func) for c in ast.iter_child_nodes(p)}
+    at = parents.get(id(node))
+    while at is not None and at is not func:
+        if isinstance(at, (ast.For, ast.AsyncFor, ast.While, ast.comprehension)):
+            return "in a loop"
+        if isinstance(at, (ast.If, ast.IfExp)):
+            return "in a branch"
+        if isinstance(at, (ast.Try, ast.ExceptHandler)):
+            return "in a try"
+        if isinstance(at, (ast.With, ast.AsyncWith)) and any(
+                getattr(getattr(w.context_expr, "func", w.context_expr), "attr", "") in
+                ("raises", "warns", "assertRaises", "assertRaisesRegex") for w in at.items):
+            return "in a pytest.raises block"
+        at = parents.get(id(at))
+    return "other form"
+
+
+def withheld_of(env: str, tasks: Iterable[tuple[Mapping[str, bytes], Iterable[str]]]) -> Withheld:
+    """Count over ``(hidden files, test ids)`` per task."""
+    from proofgym.verify.sandboxed.mutants import list_tests
+    from proofgym.verify.sandboxed.withheld import withhold_source
+    out = Withheld(env)
+    for hidden, test_ids in tasks:
+        out.tasks += 1
+        wanted = set(test_ids)
+        for path, source in hidden.items():
+            if not path.endswith(".py"):
+                continue
+            tree = ast.parse(source)
+            for item in list_tests(path, source):
+                if item.node_id not in wanted or item.imported:
+                    continue
+                body = tree.body
+                if item.cls is not None:
+                    body = next(n.body for n in body if isinstance(n, ast.ClassDef) and n.name == item.cls)
+                func = next(n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                            and n.name == item.name)
+                checks = list(_literal_checks(func))
+                lines = {e.line for e in withhold_source(source, item.name, item.cls)[1]}
+                out.asserts += len(checks)
+                out.literal += sum(lit for _, lit in checks)
+                out.withheld += sum(lit and n.lineno in lines for n, lit in checks)
+                out.kept.update(_kind(n, func) for n, lit in checks if lit and n.lineno not in lines)
+    return out
+
+
+def _code_repair_withheld() -> Withheld:
+    from proofgym.envs.code_repair import code_repair_tasks
+    return withheld_of("CodeRepair", ((t.hidden_files, t.test_ids) for t in code_repair_tasks()))
+
+
+def _repo_repair_withheld(fixtures: bool) -> tuple[Withheld, int]:
+    """RepoRepair over the records whose project's sdist is cached; also how many records were
+    left out (sdist not cached)."""
+    import shutil
+    import tempfile
+
+    if fixtures:
+        cache = Path(tempfile.mkdtemp(prefix="proofgym-withheld-"))
+        os.environ["PROOFGYM_CACHE"] = str(cache)
+        (cache / "sdists").mkdir(parents=True)
+        for sdist in (Path(__file__).resolve().parents[1] / "tests/envs/fixtures/sdists").glob("*.tar.gz"):
+            shutil.copy(sdist, cache / "sdists" / sdist.name)
+    from proofgym.envs.repo_repair import MANIFEST, RECIPE, RepoRepairTask
+    from proofgym.tasks.synth import Recipe, cache_dir, read_manifest
+    recipe = Recipe.load(RECIPE)
+    store = cache_dir() / "sdists"
+    records = read_manifest(MANIFEST)
+    cached = {p.name for p in recipe.projects if any(store.glob(f"{p.sha256}-*"))}
+    use = [r for r in records if r.project in cached]
+
+    def tasks():
+        for record in use:
+            inner = RepoRepairTask(record, recipe.project(record.project)).inner
+            yield inner.hidden_files, inner.test_ids
+
+    try:
+        return withheld_of("RepoRepair", tasks()), len(records) - len(use)
+    finally:
+        if fixtures:
+            shutil.rmtree(os.environ["PROOFGYM_CACHE"], ignore_errors=True)
+
+
+def report_withheld(rows: list[tuple[Withheld, int]], out=sys.stdout) -> None:
+    print(f"{'env':12} {'tasks':>5} {'asserts':>7} {'literal':>7} {'withheld':>8} {'share':>6}  "
+          "literal checks kept in the file, by where they are", file=out)
+    for w, skipped in rows:
+        kept = ", ".join(f"{k}: {n}" for k, n in sorted(w.kept.items())) or "none"
+        note = f" ({skipped} tasks not cached)" if skipped else ""
+        print(f"{w.env:12} {w.tasks:>5} {w.asserts:>7} {w.literal:>7} {w.withheld:>8} "
+              f"{w.share:>6.1%}  {kept}{note}", file=out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", help="import proofgym from this checkout (default: this one)")
     parser.add_argument("--layouts", type=int, default=100, help="seeded layouts per task")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--withheld", action="store_true",
+                        help="print the share of hidden literal expected values withheld, per env")
+    parser.add_argument("--repo-repair-fixtures", action="store_true",
+                        help="RepoRepair from the test suite's fixture sdists (offline)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(args.root).resolve() if args.root else Path(__file__).resolve().parents[1]))
-    report(evaluate(args.layouts, args.seed))
+    if not args.withheld:
+        report(evaluate(args.layouts, args.seed))
+    report_withheld([(_code_repair_withheld(), 0), _repo_repair_withheld(args.repo_repair_fixtures)])
     return 0
 
 

@@ -169,10 +169,17 @@ def test_a_mutated_value_keeps_the_form_of_the_real_one():
 
 
 @pytest.mark.sandbox
-def test_a_forger_that_reads_the_mutants_is_not_graded_resolved(tmp_path: Path):
+@pytest.mark.parametrize("withheld", [True, False])
+def test_a_forger_that_reads_the_mutants_is_not_graded_resolved(tmp_path: Path, withheld: bool,
+                                                                monkeypatch):
     """The forger that reads every generated file, run for real in a grading sandbox: it finds
-    only its own test's file, returns that value, and so passes each test *and* its mutant."""
+    only its own test's file. With the expected values withheld (the grading's default) the
+    file holds none, so its tests fail; with them left in the file (the fallback for checks that
+    cannot be withheld) it returns its file's value and passes each test *and* its mutant."""
     require_tool("bwrap")
+    if not withheld:
+        import proofgym.verify.sandboxed.isolated as isolated
+        monkeypatch.setattr(isolated, "withhold_layout", lambda layout, files: {})
     (tmp_path / "primes.py").write_text("def count_below(n):\n    raise NotImplementedError\n")
     (tmp_path / "tests").mkdir()
     seed = 3
@@ -182,4 +189,7 @@ def test_a_forger_that_reads_the_mutants_is_not_graded_resolved(tmp_path: Path):
     assert run.mutants == len(_IDS)  # every hidden test had its mutant
     verdict = swebench_verdict(run, _IDS, [])
     assert verdict.reward == 0.0, (run.results, run.failure, verdict.reason)
-    assert run.failure == "tampering_detected", (run.results, run.failure, verdict.reason)
+    if withheld:
+        assert run.failure is None and set(run.results.values()) == {"failed"}, run.results
+    else:
+        assert run.failure == "tampering_detected", (run.results, run.failure, verdict.reason)

@@ -60,13 +60,14 @@ _RAISES = {"raises", "warns", "deprecated_call", "assertRaises", "assertRaisesRe
 
 @dataclass(frozen=True)
 class Expectation:
-    """One withheld check: ``observed OP expected`` (the literal on the left when
-    ``literal_left``); ``op`` also ``approx``/``not approx`` (``rel``, ``abs`` as in
+    """One withheld check, ``site`` in its test: ``observed OP expected`` (the literal on the
+    left when ``literal_left``); ``op`` also ``approx``/``not approx`` (``rel``, ``abs`` as in
     ``pytest.approx``) and ``almost`` (unittest's ``places``/``delta``). ``line`` is the
-    assert's line in the generated test file."""
+    assert's line in the source it was withheld from."""
 
     op: str
     expected: object
+    site: int
     line: int
     literal_left: bool = False
     rel: float | None = None
@@ -137,8 +138,9 @@ def _check(test: ast.expr, names: set[str]) -> tuple[ast.expr, dict] | None:
             return None
         return (left if lit_right else right), {"op": op, "expected": value}
     if op in ("in", "not in"):
-        if not lit_right:  # a literal element of a computed container: its answer is the op
-            return None
+        if not lit_right:  # a literal in a computed container: the answer is what is withheld
+            answer = ast.Compare(left, [ast.In()], [right])
+            return answer, {"op": "is", "expected": op == "in"}
         return left, {"op": op, "expected": right_value}
     if lit_right:
         return left, {"op": op, "expected": right_value}
@@ -198,7 +200,11 @@ def _observe(site: int, computed: ast.expr, like: ast.stmt) -> ast.stmt:
     return ast.copy_location(ast.Expr(call), like)
 
 
-def _rewrite_body(body: list[ast.stmt], names: set[str], found: list[Expectation]) -> None:
+def _rewrite_body(body: list[ast.stmt], names: set[str], sites: list[Expectation]
+                  ) -> list[Expectation]:
+    """Rewrite the withholdable checks of ``body`` (statements that run once each when it
+    runs to its end); returns the checks in the order they are observed."""
+    order: list[Expectation] = []
     for i, stmt in enumerate(body):
         check = None
         if isinstance(stmt, ast.Assert):
@@ -207,15 +213,58 @@ def _rewrite_body(body: list[ast.stmt], names: set[str], found: list[Expectation
             check = _unittest_check(stmt.value)
         elif isinstance(stmt, (ast.With, ast.AsyncWith)) and not any(_raises_like(w.context_expr)
                                                                      for w in stmt.items):
-            _rewrite_body(stmt.body, names, found)
+            order += _rewrite_body(stmt.body, names, sites)
+        elif isinstance(stmt, ast.Try) and not stmt.handlers and not stmt.orelse:
+            # try/finally: the body runs to its end or the test fails; the finally block runs
+            order += _rewrite_body(stmt.body, names, sites)
+            order += _rewrite_body(stmt.finalbody, names, sites)
+        elif isinstance(stmt, ast.For) and not _jumps(stmt.body):
+            times = _iterations(stmt.iter)
+            if times is not None:
+                inner = _rewrite_body(stmt.body, names, sites)
+                order += inner * times + _rewrite_body(stmt.orelse, names, sites)
         if check is None:
             continue
         computed, fields = check
         size = _encoded_size(fields["expected"])
         if size is None or size > MAX_LITERAL:
             continue
-        found.append(Expectation(line=stmt.lineno, **fields))
-        body[i] = _observe(len(found) - 1, computed, stmt)
+        sites.append(Expectation(site=len(sites), line=stmt.lineno, **fields))
+        order.append(sites[-1])
+        body[i] = _observe(sites[-1].site, computed, stmt)
+    return order
+
+
+def _jumps(body: list[ast.stmt]) -> bool:
+    """Whether the loop body can end an iteration early or leave the loop (not counting
+    nested functions and classes)."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom,
+                             ast.Raise, ast.Try)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _iterations(node: ast.expr) -> int | None:
+    """How many times a ``for`` over ``node`` runs, where the source alone says (a literal,
+    ``range`` of literals); else ``None``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
+            and not node.keywords and 1 <= len(node.args) <= 3:
+        ok = [_literal(a) for a in node.args]
+        if all(k for k, _ in ok) and all(type(v) is int for _, v in ok):
+            try:
+                return len(range(*(v for _, v in ok)))
+            except (ValueError, OverflowError):
+                return None
+        return None
+    ok, value = _literal(node)
+    if not ok or not isinstance(value, (list, tuple, dict, set, frozenset, str, bytes)):
+        return None
+    return len(value)
 
 
 def _raises_like(node: ast.expr) -> bool:
@@ -231,8 +280,9 @@ def _approx_names(module: ast.Module) -> set[str]:
 
 def withhold_source(source: bytes | str, function: str, cls: str | None = None
                     ) -> tuple[bytes, list[Expectation]]:
-    """``source`` with the withholdable asserts of test ``[cls.]function`` rewritten, and what
-    each site (in order) is checked against; the source unchanged (and ``[]``) when none is."""
+    """``source`` with the withholdable asserts of test ``[cls.]function`` rewritten, and the
+    checks in the order a passing run observes them (a check in a loop over a literal, once per
+    iteration); the source unchanged (and ``[]``) when none is."""
     with _AST_LOCK:
         module = ast.parse(source)
         body = module.body
@@ -242,11 +292,23 @@ def withhold_source(source: bytes | str, function: str, cls: str | None = None
                      and n.name == function), None)
         if func is None:
             return source if isinstance(source, bytes) else source.encode(), []
-        found: list[Expectation] = []
-        _rewrite_body(func.body, _approx_names(module), found)
-        if not found:
+        if _returns(func):  # checks after an early return would never be observed
             return source if isinstance(source, bytes) else source.encode(), []
-        return (ast.unparse(ast.fix_missing_locations(module)) + "\n").encode(), found
+        order = _rewrite_body(func.body, _approx_names(module), [])
+        if not order:
+            return source if isinstance(source, bytes) else source.encode(), []
+        return (ast.unparse(ast.fix_missing_locations(module)) + "\n").encode(), order
+
+
+def _returns(func: ast.AST) -> bool:
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def withhold_layout(layout: Layout, files: Iterable[str]) -> dict[str, list[Expectation]]:
@@ -381,10 +443,11 @@ def _verdict(expectations: list[Expectation], payload: str | None) -> str | None
     except (ValueError, RecursionError):
         return "the test's observations are not valid"
     if not isinstance(records, list) or len(records) != len(expectations) or not all(
-            isinstance(r, list) and len(r) == 2 and r[0] == i for i, r in enumerate(records)):
-        return (f"the test's withheld checks were not each observed once, in order "
-                f"({len(expectations)} checks)")
-    for site, (exp, (_, observed)) in enumerate(zip(expectations, records, strict=True)):
+            isinstance(r, list) and len(r) == 2 and r[0] == e.site
+            for e, r in zip(expectations, records, strict=False)):
+        return (f"the test's withheld checks were not observed as its code runs them "
+                f"({len(expectations)} observations, in order)")
+    for exp, (_, observed) in zip(expectations, records, strict=True):
         if isinstance(observed, dict) and set(observed) == {"big"}:
             observed_ok = exp.op in ("!=", "not in", "not approx", "is not")
         else:
@@ -392,6 +455,6 @@ def _verdict(expectations: list[Expectation], payload: str | None) -> str | None
         if not observed_ok:
             shown = json.dumps(observed)
             shown = shown if len(shown) <= 200 else shown[:200] + "..."
-            return (f"withheld check {site + 1} of {len(expectations)} ({exp.op}) does not hold: "
+            return (f"withheld check {exp.site + 1} ({exp.op}, line {exp.line}) does not hold: "
                     f"the computed value was {shown}")
     return None
