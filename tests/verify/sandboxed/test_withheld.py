@@ -1,0 +1,205 @@
+"""Withheld expected values (:mod:`proofgym.verify.sandboxed.withheld`): which checks are
+rewritten, that no literal expected value is left in a rewritten hidden test, and how the host
+judges what a test process observed. The grading itself (a real sandbox, real attacks) is in
+``tests/security/test_attack_expected_values.py``."""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+from collections import Counter
+
+import pytest
+
+from proofgym.envs.code_repair import code_repair_tasks
+from proofgym.verify.sandboxed import mutant_seed_of
+from proofgym.verify.sandboxed import test_sources as sources_of
+from proofgym.verify.sandboxed.mutants import build_layout
+from proofgym.verify.sandboxed.runner import _plain
+from proofgym.verify.sandboxed.withheld import OBSERVE, encode, judge, verdicts, withhold_source
+
+pytestmark = pytest.mark.pure
+
+_FORMS = '''import pytest
+from pytest import approx
+
+
+class TestT:
+    def test_u(self):
+        self.assertEqual(f(1), "one")
+        self.assertIn(f(2), ("x", "y"))
+        self.assertIsNone(f(3))
+        self.assertAlmostEqual(g(1), 0.333, places=3)
+
+
+def test_forms():
+    assert f(1) == "one"
+    assert "two" == f(2)
+    assert f(3) != [1, 2]
+    assert f(4) < 10
+    assert f(5) in {"a", "b"}
+    assert "k" not in f(6)
+    assert f(7) is None
+    assert f(8) is True
+    assert g(0.1) == pytest.approx(0.3, rel=1e-3)
+    assert approx([0.5, 1.0]) == g(2)
+    with open("x"):
+        assert f(9) == (1, "z")
+    try:
+        assert f(10) == {"k": b"v"}
+    finally:
+        pass
+    for _ in range(3):
+        assert f(11) == 11.5
+    assert f(12) == "kept", "a message that may quote the expected value: kept"
+
+
+def test_kept():
+    for x in xs():
+        assert f(x) == "loop"
+    if cond():
+        assert f(1) == "branch"
+    with pytest.raises(ValueError):
+        assert f(2) == "raises"
+    assert f(3) == helper("call")
+    assert f(4) == f(5)
+    assert f(6)
+'''
+
+
+def _expected_literals(source: str, name: str) -> list[object]:
+    func = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)
+                and n.name == name)
+    return [c.value for c in ast.walk(func) if isinstance(c, ast.Constant)]
+
+
+def test_every_form_of_check_against_a_literal_is_withheld():
+    source, checks = withhold_source(_FORMS, "test_forms")
+    text = source.decode()
+    ops = [(c.op, c.expected, c.literal_left) for c in checks]
+    assert ops[:10] == [("==", "one", False), ("==", "two", True), ("!=", [1, 2], False),
+                        ("<", 10, False), ("in", {"a", "b"}, False), ("is", False, False),
+                        ("is", None, False), ("is", True, False), ("approx", 0.3, False),
+                        ("approx", [0.5, 1.0], False)]
+    assert checks[8].rel == 1e-3
+    assert [c.site for c in checks] == [*range(13), 12, 12, 13]  # the loop's check, 3 times
+    for gone in ("one", "two", 0.3, 11.5, "kept", b"v", "a message that may quote the expected "
+                 "value: kept"):
+        assert gone not in _expected_literals(text, "test_forms"), gone
+    assert "assert" not in text.split("def test_forms")[1].split("def test_kept")[0]
+    assert text.count(OBSERVE) == 14  # the other tests of the file are not this one's
+
+
+def test_unittest_assertions_are_withheld():
+    _, checks = withhold_source(_FORMS, "test_u", "TestT")
+    assert [(c.op, c.expected) for c in checks] == [("==", "one"), ("in", ("x", "y")),
+                                                    ("is", None), ("almost", 0.333)]
+    assert checks[3].places == 3
+
+
+def test_checks_that_do_not_run_exactly_once_keep_their_literal():
+    source, checks = withhold_source(_FORMS, "test_kept")
+    assert checks == []
+    assert source == _FORMS.encode()
+
+
+def test_no_literal_expected_value_is_left_in_a_bundled_hidden_test():
+    """Every hidden test of every bundled CodeRepair task, as a grading lays it out (real and
+    mutant): no check of its generated file compares with a literal any more, and each withheld
+    expected value is gone from it (what is left of that value is the test's input)."""
+    from proofgym.verify.sandboxed.withheld import withhold_layout
+
+    for task in code_repair_tasks():
+        hidden = task.hidden_files
+        sources = sources_of(task.repo, {}, hidden, task.test_files)
+        layout = build_layout(sources, task.test_ids, rng=random.Random(1),
+                              mutate_files=list(hidden), mutant_seed=mutant_seed_of(hidden))
+        before = dict(layout.files)
+        withheld = withhold_layout(layout, list(hidden))
+        for gen in layout.run:
+            real = layout.real.get(gen) or layout.mutant[gen]
+            if real.split("::")[0] not in hidden:
+                continue
+            path, name = gen.split("::")[0], gen.split("::")[-1]
+            func = _function(layout.files[path], name)
+            for node in ast.walk(func):  # what is left compares with no literal
+                if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare):
+                    for side in (node.test.left, *node.test.comparators):
+                        with pytest.raises(ValueError):
+                            ast.literal_eval(side)
+            if gen not in withheld:  # nothing to withhold ([date(...)], a helper's value)
+                continue
+            old, new = _strings(_function(before[path], name)), _strings(func)
+            sites = {c.site: c.expected for c in withheld[gen] if isinstance(c.expected, str)}
+            for value in set(sites.values()):
+                gone = sum(v == value for v in sites.values())
+                assert new[value] == old[value] - gone, (task.id, gen, value)
+
+
+def _function(source: bytes, name: str) -> ast.FunctionDef:
+    return next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)
+                and n.name == name)
+
+
+def _strings(func: ast.AST) -> Counter:
+    return Counter(c.value for c in ast.walk(func) if isinstance(c, ast.Constant)
+                   and isinstance(c.value, str))
+
+
+def _payload(*values, sites=None) -> str:
+    sites = sites if sites is not None else range(len(values))
+    return json.dumps([[s, _plain(v, 0)] for s, v in zip(sites, values, strict=True)])
+
+
+def test_the_host_compares_with_python_semantics():
+    _, checks = withhold_source(_FORMS, "test_forms")
+    good = [lambda: "one", "two", (1, 2), 9, "a", False, None, True, 0.3002, (0.5, 1.0),
+            (1, "z"), {"k": b"v"}, 11.5, 11.5, 11.5, "kept"]
+    good[0] = "one"
+    assert verdicts({"g": checks}, {"g": _payload(*good, sites=[c.site for c in checks])}) == \
+        {"g": None}
+    for at, wrong in ((0, "onf"), (1, "twO"), (2, [1, 2]), (3, 10), (4, "c"), (5, True), (6, 0),
+                      (7, 1), (8, 0.31), (9, [0.5, 1.1]), (10, [1, "z"]), (13, 11.0)):
+        values = list(good)
+        values[at] = wrong
+        why = verdicts({"g": checks}, {"g": _payload(*values, sites=[c.site for c in checks])})["g"]
+        assert why is not None and "withheld check" in why, (at, wrong)
+        if checks[at].op == "==" and isinstance(checks[at].expected, str):
+            assert repr(checks[at].expected) not in why  # the message never quotes the literal
+
+
+def test_observations_missing_reordered_or_forged_fail():
+    _, checks = withhold_source("def test_a():\n    assert f(1) == 2\n    assert f(2) == 3\n",
+                                "test_a")
+    ok = _payload(2, 3)
+    assert verdicts({"g": checks}, {"g": ok}) == {"g": None}
+    for bad in (None, "[]", _payload(2), _payload(3, 2, sites=[1, 0]), _payload(2, 3, 3),
+                "not json", json.dumps([[0, {"unplain": "Foo"}], [1, 3]]),
+                json.dumps([[0, {"big": True}], [1, 3]]), json.dumps([[0, {"s": [[1]]}], [1, 3]])):
+        assert verdicts({"g": checks}, {} if bad is None else {"g": bad})["g"] is not None, bad
+
+
+def test_only_plain_values_are_sent():
+    class Always:
+        def __eq__(self, other):
+            return True
+
+    class Text(str):
+        def __eq__(self, other):
+            return True
+
+    class Name(str):  # keeps str's comparison: sent as the str it holds
+        def __repr__(self):
+            return "forged"
+
+    for value in (Always(), Text("x"), [1, Always()], {"k": Text("v")}):
+        with pytest.raises(TypeError):
+            _plain(value, 0)
+    assert _plain(Name("abc"), 0) == "abc"
+    for value in (None, True, 3, 2.5, float("inf"), "s", b"b", bytearray(b"y"), (1, [2]),
+                  {1: {2, 3}}, frozenset({1}), 1 + 2j):
+        assert _plain(value, 0) == encode(value)
+    for value in (None, True, 3, 2.5, "s", b"b", (1, [2]), {1: {2, 3}}, 1 + 2j):
+        assert judge(withhold_source(f"def test_a():\n    assert f() == {value!r}\n",
+                                     "test_a")[1][0], _plain(value, 0)), value
