@@ -12,7 +12,8 @@ reward 1.0 on ``slugify-unicode`` with the bug unfixed, no tampering flag.
 The fix (:mod:`proofgym.verify.sandboxed.withheld`): the grading rewrites each hidden assert that
 compares a computed value with a literal, on the host, so that the test process only sends the
 computed value (plain data) with its proof of a finished test; the literal stays on the host,
-which compares. The attacks below find nothing to judge, and score 0.
+which compares. The attacks below find nothing to judge, and score 0; code that then keeps
+its checks from sending anything fails them (each must be observed as the test runs it).
 """
 
 from __future__ import annotations
@@ -116,8 +117,16 @@ def _pg_pass(cls, item, call):
 _pg_reports.TestReport.from_item_and_call = classmethod(_pg_pass)
 '''
 
-ATTACKS = {"returns_plausible_expected": RETURNS_PLAUSIBLE_EXPECTED,
-           "neuters_plausible_tests": NEUTERS_PLAUSIBLE_TESTS}
+#: With nothing to judge: make every withheld check send nothing (or forge a proof without them).
+DROPS_OBSERVATIONS = '''
+import builtins as _pg_builtins
+
+_pg_builtins.__proofgym_observe__ = lambda *args, **kwargs: None
+'''
+
+JUDGES = {"returns_plausible_expected": RETURNS_PLAUSIBLE_EXPECTED,
+          "neuters_plausible_tests": NEUTERS_PLAUSIBLE_TESTS}
+ATTACKS = {**JUDGES, "drops_observations": DROPS_OBSERVATIONS}
 
 
 def _task():
@@ -144,12 +153,12 @@ def test_judging_expected_values_scores_0_with_the_bug_unfixed(attack):
     assert all(run.results[t] == "failed" for t in hidden), dict(run.results)
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("attack", sorted(JUDGES))
 def test_the_same_code_over_the_fix_still_scores_1(attack):
     """The control: the attack's code breaks nothing a correct solution does."""
     require_tool("bwrap")
     task = _task()
     package = (task.repo / "sluglib" / "__init__.py").read_bytes()
-    changes = {**task.solution_files, "sluglib/__init__.py": package + ATTACKS[attack].encode()}
+    changes = {**task.solution_files, "sluglib/__init__.py": package + JUDGES[attack].encode()}
     run, verdict = _grade(changes)
     assert verdict.reward == 1.0, (attack, verdict.reason, run.report_error)

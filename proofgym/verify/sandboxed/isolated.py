@@ -4,7 +4,9 @@ The artifact is checked, then applied over the read-only task snapshot in a *new
 Changes to protected paths (tests, pytest configuration files of any name pytest reads, any
 ``conftest.py``) are dropped, so those files are exactly the snapshot's. The tests to run, and
 one mutant of each (:mod:`proofgym.verify.sandboxed.mutants`), are written as freshly named single-test
-files in a random order; the hidden tests' own files never enter the sandbox. The runner
+files in a random order; the hidden tests' own files never enter the sandbox, and their checks
+against a literal arrive with the literal withheld (:mod:`proofgym.verify.sandboxed.withheld`: the
+test process sends what it computed, the host compares). The runner
 (:mod:`proofgym.verify.sandboxed.runner`, booted ahead when a spare is ready:
 :mod:`proofgym.verify.sandboxed.warm_runners`) receives the files on a pipe, writes them, runs each test in
 its own forked process (which sees its own generated test file only) and writes the results, by

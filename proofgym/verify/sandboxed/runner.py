@@ -32,6 +32,12 @@ It uses the standard library and pytest only, and never imports code from the wo
   neither is, it is a scored timeout with that reason: busy loops the code under test hides
   (auto-reaped, orphaned) cannot be told from a busy host there
   (``tests/security/test_attack_starvation_claims.py``, root and ordinary user).
+* **Expected values stay on the host.** A hidden test's checks against a literal arrive
+  rewritten (:mod:`proofgym.verify.sandboxed.withheld`) as ``__proofgym_observe__(site, value)``:
+  the test process records each computed value (plain data only, :func:`_plain`) and sends the
+  record after the nonce of its proof; the runner reports it (``observed``) and the host, which
+  alone holds the literals, compares. Code under test can send values of its own, but not the
+  expected ones it never sees.
 * The parent alone writes the results, as one JSON object, to the report descriptor. A test
   process's failure message comes back on a pipe of its own: informative text, never a result.
 * It may be started ahead of its grading (:mod:`proofgym.verify.sandboxed.warm_runners`): it loads pytest,
