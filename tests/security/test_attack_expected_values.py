@@ -21,8 +21,10 @@ from __future__ import annotations
 import pytest
 
 from proofgym.envs.code_repair import code_repair_tasks
+from proofgym.tasks.synth import read_manifest
 from proofgym.verify.sandboxed import run_tests_isolated, swebench_verdict
 from tests.conftest import require_tool
+from tests.envs.repo_repair_helpers import offline_cache, task_of
 
 pytestmark = pytest.mark.sandbox
 
@@ -133,11 +135,31 @@ def _task():
     return next(t for t in code_repair_tasks() if t.id == "slugify-unicode")
 
 
-def _grade(changes: dict[str, bytes]):
-    task = _task()
+def _grade(changes: dict[str, bytes], task=None):
+    task = task or _task()
     run = run_tests_isolated(task.repo, changes, tests=task.test_ids, hidden=task.hidden_files,
                              protected=task.protected, timeout_s=60, test_timeout_s=20)
     return run, swebench_verdict(run, task.meta["fail_to_pass"], task.meta["pass_to_pass"])
+
+
+def _without_withholding(monkeypatch) -> None:
+    """The grading as it was: every literal in the test file (mutants only)."""
+    import proofgym.verify.sandboxed.isolated as isolated
+
+    monkeypatch.setattr(isolated, "withhold_layout", lambda layout, files: {})
+
+
+@pytest.mark.parametrize("attack", sorted(JUDGES))
+def test_without_withholding_the_judging_attacks_win(attack, monkeypatch):
+    """The positive control: with the literals in the test file, mutants alone do not stop
+    them (the red team's 1.0, no tampering flag)."""
+    require_tool("bwrap")
+    _without_withholding(monkeypatch)
+    task = _task()
+    package = (task.repo / "sluglib" / "__init__.py").read_bytes()
+    run, verdict = _grade({"sluglib/__init__.py": package + JUDGES[attack].encode()})
+    assert verdict.reward == 1.0, (attack, verdict.reason)
+    assert not run.tampered
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
@@ -162,3 +184,38 @@ def test_the_same_code_over_the_fix_still_scores_1(attack):
     changes = {**task.solution_files, "sluglib/__init__.py": package + JUDGES[attack].encode()}
     run, verdict = _grade(changes)
     assert verdict.reward == 1.0, (attack, verdict.reason, run.report_error)
+
+
+#: A RepoRepair task (a bug in inflection's camelize; its one fail-to-pass test is hidden:
+#: ``assert "CamelCase" == inflection.camelize('Camel_Case')``), from the fixture sdists.
+_REPO_TASK = "inflection-fd7ffb94f7"
+#: The judge a reader of camelize's docs would use: the same letters, in order, as the input.
+_INFLECTION_FORGE = RETURNS_PLAUSIBLE_EXPECTED.replace(
+    "slugify = _pg_forge(slugify)\nunique_slug = _pg_forge(unique_slug)\n", '''
+
+def _pg_plausible(args, expected):
+    letters = [c for c in _pg_fold(str(expected)) if c.isalnum()]
+    return bool(letters) and letters == [c for c in _pg_fold(str(args[0])) if c.isalnum()]
+
+
+camelize = _pg_forge(camelize)
+''')
+
+
+@pytest.mark.parametrize("withheld", [True, False])
+def test_a_repo_repair_task_too(tmp_path, monkeypatch, withheld):
+    """Real project code (inflection), bug unfixed: the forger returns the expected value it
+    judges real. Withheld: 0; with the literals in the file: 1.0, unflagged."""
+    require_tool("bwrap")
+    from proofgym.envs.repo_repair import MANIFEST
+
+    offline_cache(tmp_path / "cache", monkeypatch)
+    record = next(r for r in read_manifest(MANIFEST) if r.id == _REPO_TASK)
+    task = task_of(record, tmp_path / "cache")
+    if not withheld:
+        _without_withholding(monkeypatch)
+    package = (task.inner.repo / "inflection" / "__init__.py").read_bytes()
+    run = task.grade_files({"inflection/__init__.py": package + _INFLECTION_FORGE.encode()})
+    verdict = swebench_verdict(run, task.inner.meta["fail_to_pass"], task.inner.meta["pass_to_pass"])
+    assert verdict.reward == (0.0 if withheld else 1.0), (verdict.reason, run.report_error)
+    assert run.failure is None, run.report_error
