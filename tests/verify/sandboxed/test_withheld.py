@@ -203,3 +203,25 @@ def test_only_plain_values_are_sent():
     for value in (None, True, 3, 2.5, "s", b"b", (1, [2]), {1: {2, 3}}, 1 + 2j):
         assert judge(withhold_source(f"def test_a():\n    assert f() == {value!r}\n",
                                      "test_a")[1][0], _plain(value, 0)), value
+
+
+def test_the_bench_reports_every_bundled_code_repair_literal_withheld():
+    """``bench/mutant_classifier.py --withheld`` counts the hidden checks against a literal and
+    those withheld; for CodeRepair every one is (RepoRepair's share needs its sdists: the docs
+    quote it)."""
+    import importlib.util
+    import io
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "bench" / "mutant_classifier.py"
+    spec = importlib.util.spec_from_file_location("mutant_classifier_withheld", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+    counts = bench._code_repair_withheld()
+    assert counts.tasks == 16 and counts.literal >= 90, counts
+    assert counts.withheld == counts.literal, counts.kept
+    out = io.StringIO()
+    bench.report_withheld([(counts, 0)], out=out)
+    assert "100.0%" in out.getvalue()
