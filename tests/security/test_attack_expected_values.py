@@ -13,7 +13,8 @@ The fix (:mod:`proofgym.verify.sandboxed.withheld`): the grading rewrites each h
 compares a computed value with a literal, on the host, so that the test process only sends the
 computed value (plain data) with its proof of a finished test; the literal stays on the host,
 which compares. The attacks below find nothing to judge, and score 0; code that then keeps
-its checks from sending anything fails them (each must be observed as the test runs it).
+its checks from sending anything is caught as tampering (a passed test observes each of its
+checks as its code runs them).
 """
 
 from __future__ import annotations
@@ -169,6 +170,10 @@ def test_judging_expected_values_scores_0_with_the_bug_unfixed(attack):
     package = (task.repo / "sluglib" / "__init__.py").read_bytes()
     run, verdict = _grade({"sluglib/__init__.py": package + ATTACKS[attack].encode()})
     assert verdict.reward == 0.0, (attack, verdict.reason, dict(run.results))
+    if attack == "drops_observations":  # a pass without its own checks run: only tampering
+        assert run.failure == "tampering_detected" and "withheld" in run.report_error, \
+            run.report_error
+        return
     # scored on the tests (not a tampering flag or a broken run): the hidden tests failed
     assert run.failure is None, (run.failure, run.report_error)
     hidden = [t for t in task.meta["fail_to_pass"] if t.split("::")[0] in task.hidden_files]

@@ -229,13 +229,14 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     if "rejected" in outcome:
         return _rejected(str(outcome["rejected"]), dropped, t0)
     raw, error, messages = parse_report(report[len(_READY):], layout.run)
+    unobserved: list[str] = []
     if error is None and withheld:
-        raw, messages = _judge_withheld(raw, messages, withheld,
-                                        _observed(report[len(_READY):], layout.run))
+        raw, messages, unobserved = _judge_withheld(raw, messages, withheld,
+                                                    _observed(report[len(_READY):], layout.run))
     timings.update(_phases(report[len(_READY):]) if error is None else {})
     changed = _state_changed(report[len(_READY):]) if error is None else None
     run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings,
-                     changed)
+                     changed, unobserved)
     limit = test_timeout_s or timeout_s
     unmeasured = _cpu_unmeasured(report[len(_READY):]) if run.starved else None
     if run.starved and cpu is None and unmeasured is not None:
@@ -348,16 +349,20 @@ def _observed(data: bytes, expected: Sequence[str]) -> dict[str, str]:
 
 def _judge_withheld(raw: Mapping[str, str], messages: Mapping[str, str],
                     withheld: Mapping[str, list], observed: Mapping[str, str]
-                    ) -> tuple[dict[str, str], dict[str, str]]:
+                    ) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """A test whose process passed passes only if its withheld checks hold, here: each observed
-    once, in order, and true against its literal; else it failed, with why."""
+    as its code runs it and true against its literal; else it failed, with why. Also the
+    generated ids whose checks were not observed as written (tampering)."""
     raw, messages = dict(raw), dict(messages)
     passed = {g: e for g, e in withheld.items() if raw.get(g) == "passed"}
-    for gen, why in verdicts(passed, observed).items():
-        if why is not None:
+    unobserved = []
+    for gen, verdict in verdicts(passed, observed).items():
+        if verdict is not None:
             raw[gen] = "failed"
-            messages[gen] = why
-    return raw, messages
+            messages[gen] = verdict[1]
+            if verdict[0] == "unobserved":
+                unobserved.append(gen)
+    return raw, messages, unobserved
 
 
 def _state_changed(data: bytes) -> str | None:
@@ -390,7 +395,8 @@ def _real_names(message: str, generated: str, real: str) -> str:
 
 def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_code: int | None,
                host_timeout: bool, output: str, dropped: Sequence[str],
-               timings: Mapping[str, float], changed: str | None = None) -> TestRun:
+               timings: Mapping[str, float], changed: str | None = None,
+               unobserved: Sequence[str] = ()) -> TestRun:
     common = dict(exit_code=exit_code, output=output, dropped=tuple(sorted(dropped)),
                   timings=dict(timings), mutants=len(layout.mutant),
                   unmutable=tuple(layout.unmutable))
@@ -413,6 +419,12 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
                        report_error=("tampering: a test process changed the grading runner's "
                                      f"{changed}, which the runner could not put back before the "
                                      "next test; the remaining tests did not run"), **common)
+    if unobserved:
+        which = sorted({layout.real.get(g) or layout.mutant[g] for g in unobserved})
+        return TestRun({}, timed_out=timed_out, tampered=True, failure="tampering_detected",
+                       report_error=("tampering: these tests passed without running their own "
+                                     f"withheld checks as written (or their mutants did): {which}"),
+                       **common)
     if passed:
         return TestRun({}, timed_out=timed_out, tampered=True, mutants_passed=len(passed),
                        report_error=("tampering: these tests passed and so did their mutants (the "

@@ -14,7 +14,9 @@ methods are its own) and sends the record with its proof of a finished test
 (:mod:`proofgym.verify.sandboxed.runner`). The literal stays here, in an :class:`Expectation`;
 the host compares (:func:`judge`). A withheld assert does not stop its test (the test process
 cannot know whether it holds): a test passes only if its process passed and every site was
-observed exactly once, in order, with a value that holds against its literal. Code under test
+observed as its code runs it (once, in order; in a loop over a literal, once per iteration),
+with a value that holds against its literal. A passed test whose checks were not observed so
+ran something other than its own statements: tampering. Code under test
 can send observations of its own (it shares the process), but to pass it would have to send the
 expected value, which it cannot see.
 
@@ -457,27 +459,27 @@ def judge(expectation: Expectation, observed: object) -> bool:
 
 
 def verdicts(withheld: Mapping[str, list[Expectation]], observed: Mapping[str, str]
-             ) -> dict[str, str | None]:
-    """Generated test id -> ``None`` where every site of its withheld checks was observed once,
-    in order, and holds; else why not (a message naming the check, never its expected value)."""
-    out: dict[str, str | None] = {}
-    for gen, expectations in withheld.items():
-        out[gen] = _verdict(expectations, observed.get(gen))
-    return out
+             ) -> dict[str, tuple[str, str] | None]:
+    """Generated test id (of a test whose process passed) -> ``None`` where every check was
+    observed as its code runs them and holds; else ``(kind, why)``: ``"wrong"`` (a value that
+    does not hold: wrong code) or ``"unobserved"`` (checks missing, extra or out of order: a
+    test that passed without running its own statements, which only tampering does); ``why``
+    names the check, never its expected value."""
+    return {gen: _verdict(expectations, observed.get(gen)) for gen, expectations in withheld.items()}
 
 
-def _verdict(expectations: list[Expectation], payload: str | None) -> str | None:
+def _verdict(expectations: list[Expectation], payload: str | None) -> tuple[str, str] | None:
     if payload is None:
-        return "the test's withheld checks sent no observation"
+        return "unobserved", "the test passed without sending what its withheld checks computed"
     try:
         records = json.loads(payload)
     except (ValueError, RecursionError):
-        return "the test's observations are not valid"
+        return "unobserved", "the test's observations are not valid"
     if not isinstance(records, list) or len(records) != len(expectations) or not all(
             isinstance(r, list) and len(r) == 2 and r[0] == e.site
             for e, r in zip(expectations, records, strict=False)):
-        return (f"the test's withheld checks were not observed as its code runs them "
-                f"({len(expectations)} observations, in order)")
+        return "unobserved", (f"the test passed without observing its withheld checks as its "
+                              f"code runs them ({len(expectations)} observations, in order)")
     for exp, (_, observed) in zip(expectations, records, strict=True):
         if isinstance(observed, dict) and set(observed) == {"big"}:
             observed_ok = exp.op in ("!=", "not in", "not approx", "is not")
@@ -486,6 +488,6 @@ def _verdict(expectations: list[Expectation], payload: str | None) -> str | None
         if not observed_ok:
             shown = json.dumps(observed)
             shown = shown if len(shown) <= 200 else shown[:200] + "..."
-            return (f"withheld check {exp.site + 1} ({exp.op}, line {exp.line}) does not hold: "
-                    f"the computed value was {shown}")
+            return "wrong", (f"withheld check {exp.site + 1} ({exp.op}, line {exp.line}) does "
+                             f"not hold: the computed value was {shown}")
     return None

@@ -163,8 +163,9 @@ def test_the_host_compares_with_python_semantics():
                       (7, 1), (8, 0.31), (9, [0.5, 1.1]), (10, [1, "z"]), (13, 11.0)):
         values = list(good)
         values[at] = wrong
-        why = verdicts({"g": checks}, {"g": _payload(*values, sites=[c.site for c in checks])})["g"]
-        assert why is not None and "withheld check" in why, (at, wrong)
+        kind, why = verdicts({"g": checks},
+                             {"g": _payload(*values, sites=[c.site for c in checks])})["g"]
+        assert kind == "wrong" and "withheld check" in why, (at, wrong)
         if checks[at].op == "==" and isinstance(checks[at].expected, str):
             assert repr(checks[at].expected) not in why  # the message never quotes the literal
 
@@ -175,9 +176,11 @@ def test_observations_missing_reordered_or_forged_fail():
     ok = _payload(2, 3)
     assert verdicts({"g": checks}, {"g": ok}) == {"g": None}
     for bad in (None, "[]", _payload(2), _payload(3, 2, sites=[1, 0]), _payload(2, 3, 3),
-                "not json", json.dumps([[0, {"unplain": "Foo"}], [1, 3]]),
-                json.dumps([[0, {"big": True}], [1, 3]]), json.dumps([[0, {"s": [[1]]}], [1, 3]])):
-        assert verdicts({"g": checks}, {} if bad is None else {"g": bad})["g"] is not None, bad
+                "not json"):  # not the test's own statements: tampering
+        assert verdicts({"g": checks}, {} if bad is None else {"g": bad})["g"][0] == "unobserved"
+    for bad in (json.dumps([[0, {"unplain": "Foo"}], [1, 3]]), json.dumps([[0, {"big": True}], [1, 3]]),
+                json.dumps([[0, {"s": [[1]]}], [1, 3]])):  # values that do not hold
+        assert verdicts({"g": checks}, {"g": bad})["g"][0] == "wrong", bad
 
 
 def test_only_plain_values_are_sent():
