@@ -12,19 +12,21 @@ assert of a hidden test, on the host, into ``__proofgym_observe__(site, computed
 process records the computed value (plain data only: builtin values, no object whose comparison
 methods are its own) and sends the record with its proof of a finished test
 (:mod:`proofgym.verify.sandboxed.runner`). The literal stays here, in an :class:`Expectation`;
-the host compares (:func:`judge`). A withheld assert does not stop its test (the test process
-cannot know whether it holds): a test passes only if its process passed and every site was
-observed as its code runs it (once, in order; in a loop over a literal, once per iteration),
-with a value that holds against its literal. A passed test whose checks were not observed so
-ran something other than its own statements: tampering. Code under test
-can send observations of its own (it shares the process), but to pass it would have to send the
+the host compares (:mod:`proofgym.verify.sandboxed.observed`). A withheld assert does not stop
+its test (the test process cannot know whether it holds): a test passes only if its process
+passed, every site was observed as its code runs it (once, in order; in a loop over a literal,
+once per iteration) and every value holds against its literal. A passed test whose checks were
+not observed so ran something other than its own statements: tampering. Code under test can
+send observations of its own (it shares the process), but to pass it would have to send the
 expected value, which it cannot see.
 
-Only asserts that run exactly once when the test passes are withheld: statements of the test
-function's own body (and of ``with`` blocks other than ``pytest.raises``-like ones), never in a
-loop, a branch, a ``try`` or a helper, where a forger could leave a site unobserved unnoticed.
-Those, and checks against anything but a literal (``[Interval(1, 7)]``, a helper's result),
-keep their expected values in the file; the mutants cover them.
+Only asserts that run a known number of times when the test passes are withheld: statements of
+the test function's own body, of ``with`` blocks other than ``pytest.raises``-like ones, of
+``try``/``finally`` bodies and of ``for`` loops over a literal with no jump inside; never in a
+branch, a ``try`` with handlers, a loop over a computed iterable or a helper, where a forger
+could leave a site unobserved unnoticed. Those, and checks against anything but a literal
+(``[Interval(1, 7)]``, a helper's result, ``parametrize`` data), keep their expected values in
+the file; the mutants cover them.
 """
 
 from __future__ import annotations
@@ -32,14 +34,14 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import math
-import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from proofgym.verify.sandboxed.mutants import _AST_LOCK, Layout
+from proofgym.verify.sandboxed.observed import decode, encode, judge, verdicts
 
-__all__ = ["OBSERVE", "Expectation", "decode", "judge", "withhold_layout", "withhold_source"]
+__all__ = ["OBSERVE", "Expectation", "decode", "encode", "judge", "verdicts", "withhold_layout",
+           "withhold_source"]
 
 #: The builtin the rewritten asserts call (the runner installs it in each test process).
 OBSERVE = "__proofgym_observe__"
@@ -360,134 +362,3 @@ def _withhold_cached(source: bytes, name: str, cls: str | None) -> tuple[bytes, 
     if cls is not None:
         out = out.replace(_NAME + b"cls", cls.encode())
     return out.replace(_NAME, raw), found
-
-
-# ------------------------------------------------------------------ the wire format (plain data)
-def encode(value: object) -> object:
-    """A plain value as JSON-able data: what the test process sends (the runner has its own
-    copy of this) and what a literal is measured by. ``TypeError`` for anything else."""
-    if value is None or type(value) in (bool, int, float, str):
-        return value
-    if type(value) is list:
-        return [encode(v) for v in value]
-    if type(value) is tuple:
-        return {"t": [encode(v) for v in value]}
-    if type(value) is dict:
-        return {"d": [[encode(k), encode(v)] for k, v in value.items()]}
-    if type(value) in (set, frozenset):
-        return {"s" if type(value) is set else "z": [encode(v) for v in value]}
-    if type(value) in (bytes, bytearray):
-        return {"b" if type(value) is bytes else "y": bytes(value).hex()}
-    if type(value) is complex:
-        return {"c": [value.real, value.imag]}
-    raise TypeError(f"not a plain value: {type(value).__name__}")
-
-
-def decode(data: object) -> object:
-    """The value :func:`encode` (or the test process) sent; ``ValueError`` if it is no such."""
-    if data is None or type(data) in (bool, int, float, str):
-        return data
-    if type(data) is list:
-        return [decode(v) for v in data]
-    if type(data) is not dict or len(data) != 1:
-        raise ValueError("not an encoded value")
-    (tag, inner), = data.items()
-    try:
-        if tag == "t":
-            return tuple(decode(v) for v in inner)
-        if tag == "d":
-            return {decode(k): decode(v) for k, v in inner}
-        if tag in ("s", "z"):
-            return (set if tag == "s" else frozenset)(decode(v) for v in inner)
-        if tag in ("b", "y"):
-            return (bytes if tag == "b" else bytearray)(bytes.fromhex(inner))
-        if tag == "c":
-            return complex(float(inner[0]), float(inner[1]))
-    except (TypeError, ValueError) as exc:  # an unhashable key, a malformed entry
-        raise ValueError(f"not an encoded value: {exc}") from None
-    raise ValueError(f"not an encoded value: tag {tag!r}")
-
-
-_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-            ">": operator.gt, ">=": operator.ge, "in": lambda a, b: a in b,
-            "not in": lambda a, b: a not in b, "is": operator.is_, "is not": operator.is_not}
-
-
-def _close(actual: object, expected: object, rel: float | None, tol: float | None) -> bool:
-    """``actual == pytest.approx(expected, rel=rel, abs=tol)`` for numbers and (nested) lists,
-    tuples and dicts of numbers, as pytest defines it."""
-    if isinstance(expected, dict):
-        return isinstance(actual, dict) and actual.keys() == expected.keys() and \
-            all(_close(actual[k], v, rel, tol) for k, v in expected.items())
-    if isinstance(expected, (list, tuple)):
-        return isinstance(actual, (list, tuple)) and len(actual) == len(expected) and \
-            all(_close(a, e, rel, tol) for a, e in zip(actual, expected, strict=True))
-    if not isinstance(expected, (int, float, complex)) or isinstance(expected, bool) or \
-            not isinstance(actual, (int, float, complex)):
-        return actual == expected
-    if actual == expected:
-        return True
-    if isinstance(expected, float) and (math.isinf(expected) or math.isnan(expected)):
-        return False
-    absolute = tol if tol is not None else 1e-12
-    if rel is None and tol is not None:
-        tolerance = absolute
-    else:
-        tolerance = max((rel if rel is not None else 1e-6) * abs(expected), absolute)
-    return abs(actual - expected) <= tolerance
-
-
-def judge(expectation: Expectation, observed: object) -> bool:
-    """Whether one observation (as sent: encoded) holds against its withheld literal."""
-    if isinstance(observed, dict) and set(observed) == {"unplain"}:
-        return False  # the computed value was no plain data: it cannot be compared here
-    try:
-        value = decode(observed)
-        exp = expectation
-        if exp.op in ("approx", "not approx"):
-            return _close(value, exp.expected, exp.rel, exp.abs) == (exp.op == "approx")
-        if exp.op == "almost":
-            if value == exp.expected:
-                return True
-            diff = abs(value - exp.expected)  # type: ignore[operator]
-            return diff <= exp.delta if exp.delta is not None else round(diff, exp.places) == 0
-        if exp.literal_left:
-            return bool(_COMPARE[exp.op](exp.expected, value))
-        return bool(_COMPARE[exp.op](value, exp.expected))
-    except (ValueError, TypeError, ArithmeticError, RecursionError):
-        return False  # values a test could not have compared either: the check fails
-
-
-def verdicts(withheld: Mapping[str, list[Expectation]], observed: Mapping[str, str]
-             ) -> dict[str, tuple[str, str] | None]:
-    """Generated test id (of a test whose process passed) -> ``None`` where every check was
-    observed as its code runs them and holds; else ``(kind, why)``: ``"wrong"`` (a value that
-    does not hold: wrong code) or ``"unobserved"`` (checks missing, extra or out of order: a
-    test that passed without running its own statements, which only tampering does); ``why``
-    names the check, never its expected value."""
-    return {gen: _verdict(expectations, observed.get(gen)) for gen, expectations in withheld.items()}
-
-
-def _verdict(expectations: list[Expectation], payload: str | None) -> tuple[str, str] | None:
-    if payload is None:
-        return "unobserved", "the test passed without sending what its withheld checks computed"
-    try:
-        records = json.loads(payload)
-    except (ValueError, RecursionError):
-        return "unobserved", "the test's observations are not valid"
-    if not isinstance(records, list) or len(records) != len(expectations) or not all(
-            isinstance(r, list) and len(r) == 2 and r[0] == e.site
-            for e, r in zip(expectations, records, strict=False)):
-        return "unobserved", (f"the test passed without observing its withheld checks as its "
-                              f"code runs them ({len(expectations)} observations, in order)")
-    for exp, (_, observed) in zip(expectations, records, strict=True):
-        if isinstance(observed, dict) and set(observed) == {"big"}:
-            observed_ok = exp.op in ("!=", "not in", "not approx", "is not")
-        else:
-            observed_ok = judge(exp, observed)
-        if not observed_ok:
-            shown = json.dumps(observed)
-            shown = shown if len(shown) <= 200 else shown[:200] + "..."
-            return "wrong", (f"withheld check {exp.site + 1} ({exp.op}, line {exp.line}) does "
-                             f"not hold: the computed value was {shown}")
-    return None
