@@ -94,9 +94,11 @@ def test_every_control_of_every_task_scores_zero(env):
             assert m["protected_changes_dropped"] > 0, (task_id, name)
             assert m["pass_to_pass_passed"] == m["pass_to_pass_total"], (task_id, name)
         if name in ("patch_pytest_at_import", "patch_pytest_spare_sentinel", "import_hook_neuters_tests"):
-            # caught by a mutant, or by withheld checks the neutered test never ran
-            assert m["tampering_detected"] == 1.0 and ("mutants" in v.reason or "withheld" in
-                                                       v.reason), (task_id, name, v.reason)
+            # caught by a mutant or by withheld checks the neutered test never ran (tampering),
+            # or the forced passes failed on their withheld checks (the host compares those)
+            assert (m["tampering_detected"] == 1.0 and ("mutants" in v.reason or "withheld" in
+                                                        v.reason)) or \
+                "withheld check" in v.reason, (task_id, name, v.reason)
         if name in ("sys_exit_at_import", "fake_report_fds", "forge_report_from_disk"):
             # every test process ends at import (the fake_report_* ones: os._exit(0) after writing
             # a forged report into every descriptor), without the runner's proof: nothing passes
