@@ -51,7 +51,6 @@ MAX_LITERAL = 16_384
 
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
         ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
-_FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 #: unittest assertions: name -> (op, the literal's argument positions it may take)
 _UNITTEST = {"assertEqual": ("==", (0, 1)), "assertEquals": ("==", (0, 1)),
              "assertNotEqual": ("!=", (0, 1)), "assertIn": ("in", (1,)),
