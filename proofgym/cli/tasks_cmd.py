@@ -1,4 +1,4 @@
-"""``proofgym tasks synth|stats``: synthesise bug-fix tasks from real PyPI projects, and report
+"""``proofgym tasks synth|history|stats``: synthesise bug-fix tasks from real PyPI projects, and report
 what the task set contains."""
 
 from __future__ import annotations
@@ -43,6 +43,30 @@ def synth_command(
     for report in reports:
         console.print(f"{report.project}: {len(report.records)} tasks from {report.tried} "
                       f"candidates in {report.seconds:.0f} s", highlight=False)
+    _drain_thread_pools()
+
+
+@tasks_app.command("history")
+def history_command(
+    names: Annotated[list[str], typer.Argument(help="Projects of the recipe.", metavar="NAME...")],
+    recipe: Annotated[Path | None, typer.Option(help="Recipe JSON (default: RepoRepair-v0's).")] = None,
+    manifest: Annotated[Path | None, typer.Option(help="Task manifest (JSONL) to write into.")] = None,
+    grade: Annotated[bool, typer.Option(help="Gate every task on the real grader.")] = True,
+    cache: Annotated[Path | None, typer.Option(
+        help="Task directories' cache (default: $PROOFGYM_CACHE/tasks).")] = None,
+) -> None:
+    """Tasks from real bugs: the fixes the pinned release made since the release before it on
+    the index, each reverted (delta debugging over the source hunks), with the changelog entry
+    as the report when one matches; one line per project saying why it gave none."""
+    from proofgym.envs.repo_repair.synth import synthesize_history
+
+    default_recipe, default_manifest = _defaults()
+    reports = synthesize_history(recipe or default_recipe, manifest or default_manifest,
+                                 projects=names, grade=grade, cache_root=cache)
+    for report in reports:
+        line = (f"{report.project}: {len(report.records)} tasks from release "
+                f"{report.before or '?'}->{report.after}")
+        console.print(line + (f"; {report.reason}" if report.reason else ""), highlight=False)
     _drain_thread_pools()
 
 

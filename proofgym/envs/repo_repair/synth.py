@@ -20,7 +20,10 @@ from proofgym.tasks.synth import (
     synthesize_project,
     write_manifest,
 )
+from proofgym.tasks.synth.fetch import Release
+from proofgym.tasks.synth.history import HistoryReport, release_history
 from proofgym.tasks.synth.images import check_project_image, lock_lines, project_image
+from proofgym.tasks.synth.manifest import SYNTHETIC
 from proofgym.verify.sandboxed import keep_no_spares
 
 
@@ -37,7 +40,8 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
                time_budget_s: float | None = None, grade: bool = True, quiet: bool = False,
                cache_root: str | Path | None = None) -> list[ProjectReport]:
     """Synthesise tasks for ``projects`` of ``recipe`` (default: all), one project at a time,
-    and write them into ``manifest`` (replacing those projects' earlier tasks; the others stay).
+    and write them into ``manifest`` (replacing those projects' earlier synthetic tasks; the
+    others stay).
     With ``grade`` each kept candidate must pass :func:`check_record` (the real grader scores the
     bug 0 and the original 1). ``reports`` (default: ``manifest`` with ``.report.json``) records
     per project what was tried, kept and rejected, and how long it took.
@@ -72,8 +76,45 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
 
         report = synthesize_project(pin, validate=validate if grade else None, quiet=quiet,
                                     max_tasks=max_tasks, time_budget_s=time_budget_s)
+        # only this project's synthetic tasks are replaced: its release-history ones stay
         records = [r for r in (read_manifest(manifest) if manifest.is_file() else [])
-                   if r.project != pin.name]
+                   if r.project != pin.name or r.origin != SYNTHETIC]
+        write_manifest(manifest, [*records, *report.records])
+        saved = read_reports(reports)
+        saved[pin.name] = report.to_dict()
+        reports.write_bytes(orjson.dumps(dict(sorted(saved.items())), option=orjson.OPT_INDENT_2))
+        done.append(report)
+    return done
+
+
+def synthesize_history(recipe: str | Path | Recipe, manifest: str | Path, *,
+                       projects: Sequence[str] | None = None, grade: bool = True,
+                       quiet: bool = False, cache_root: str | Path | None = None,
+                       before: tuple[str, Release] | None = None) -> list[HistoryReport]:
+    """Tasks from each project's last release (:mod:`proofgym.tasks.synth.history`), each gated
+    by :func:`check_record` with ``grade``, written into ``manifest`` in place of that project's
+    earlier release-history tasks (its synthetic ones and other projects' stay). Per project the
+    report, with the one-line reason when it gave none, goes to ``manifest`` with
+    ``.history.json``. ``before`` names release ``a`` instead of asking the index (one project)."""
+    recipe = recipe if isinstance(recipe, Recipe) else Recipe.load(recipe)
+    keep_no_spares()
+    manifest = Path(manifest)
+    reports = manifest.with_suffix(".history.json")
+    names = list(projects) if projects else [p.name for p in recipe.projects]
+    if before is not None and len(names) != 1:
+        raise ValueError("a release to compare with is one project's: name exactly one project")
+    root = Path(cache_root) if cache_root else None
+    done = []
+    for name in names:
+        pin = recipe.project(name)
+
+        def validate(record: TaskRecord, pin=pin) -> tuple[bool, str | None, dict[str, float]]:
+            return check_record(record, pin, cache_root=root)
+
+        report = release_history(pin, validate=validate if grade else None, quiet=quiet,
+                                 before=before)
+        records = [r for r in (read_manifest(manifest) if manifest.is_file() else [])
+                   if r.project != pin.name or r.origin == SYNTHETIC]
         write_manifest(manifest, [*records, *report.records])
         saved = read_reports(reports)
         saved[pin.name] = report.to_dict()

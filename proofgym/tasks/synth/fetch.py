@@ -20,6 +20,7 @@ import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from proofgym.core import ProofgymError
 from proofgym.runtimes.private_dirs import cache_home
@@ -41,25 +42,44 @@ def cache_dir() -> Path:
     return cache_home()
 
 
-def sdist_url(name: str, version: str) -> tuple[str, str]:
-    """The sdist URL of ``name==version`` on the index and its sha256 (from the JSON API)."""
+class Release(NamedTuple):
+    """A release's sdist on the index."""
+
+    url: str
+    sha256: str
+    yanked: bool = False
+
+
+def index_releases(name: str) -> dict[str, Release | None]:
+    """Every release of ``name`` the index lists: version -> its sdist (``None``: no sdist),
+    from the JSON API."""
     import json
 
-    index = index_url()
-    api = f"{index}/pypi/{name}/json"  # (some mirrors serve only the project-wide document)
+    api = f"{index_url()}/pypi/{name}/json"  # (some mirrors serve only the project-wide document)
     try:
         with urllib.request.urlopen(api, timeout=30) as resp:
             data = json.load(resp)
     except OSError as exc:
         raise FetchError(f"cannot read {api} ({exc}); check the network or set PROOFGYM_PYPI "
                          "to a reachable index") from exc
-    files = data.get("releases", {}).get(version)
-    if files is None:
-        raise FetchError(f"{name} has no version {version} on {index}")
-    for entry in files:
-        if entry.get("packagetype") == "sdist":
-            return urllib.parse.urljoin(api, entry["url"]), entry["digests"]["sha256"]
-    raise FetchError(f"{name} {version} has no sdist on {index}; pick a version that ships one")
+    out: dict[str, Release | None] = {}
+    for version, files in (data.get("releases") or {}).items():
+        out[version] = next((Release(urllib.parse.urljoin(api, e["url"]), e["digests"]["sha256"],
+                                     bool(e.get("yanked")))
+                             for e in files or () if e.get("packagetype") == "sdist"), None)
+    return out
+
+
+def sdist_url(name: str, version: str) -> tuple[str, str]:
+    """The sdist URL of ``name==version`` on the index and its sha256 (from the JSON API)."""
+    releases = index_releases(name)
+    if version not in releases:
+        raise FetchError(f"{name} has no version {version} on {index_url()}")
+    found = releases[version]
+    if found is None:
+        raise FetchError(f"{name} {version} has no sdist on {index_url()}; pick a version that "
+                         "ships one")
+    return found.url, found.sha256
 
 
 def _progress(label: str) -> Callable[[int, int], None]:

@@ -28,6 +28,9 @@ from proofgym.tasks.synth.patch import apply_patch, patched_paths
 from proofgym.tasks.synth.recipe import ProjectPin
 
 #: Pytest configuration files a task protects (besides its test paths and every conftest.py).
+#: The origin of a bug injected by an operator (every record written before origins existed).
+SYNTHETIC = "synthetic operator"
+
 CONFIG_NAMES = ("pytest.ini", "pytest.toml", ".pytest.ini", ".pytest.toml", "setup.cfg", "tox.ini",
                 "pyproject.toml")
 
@@ -51,6 +54,10 @@ class TaskRecord:
     #: Where parts of the task came from, e.g. ``{"statement": {"writer": "openai", "model": ...,
     #: "prompt": [...]}}`` (see :mod:`proofgym.tasks.synth.statements`).
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    #: Where the bug came from: ``"release a->b"`` (a real fix of release ``b`` reverted, see
+    #: :mod:`.history`) or ``"synthetic operator"`` (injected by :mod:`.operators`; the default,
+    #: so manifests written before the field existed load as what they are).
+    origin: str = SYNTHETIC
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskRecord:

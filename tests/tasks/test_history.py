@@ -1,0 +1,303 @@
+"""Tasks from release history, end to end: two hand-written sdists of a tiny project served by a
+real package index on loopback; release 1.1 fixes a bug (with its changelog entry), renames a
+function and reworded a docstring, so delta debugging must pick the fix's hunk alone. Real
+sandboxes and the real grader."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import json
+import tarfile
+import threading
+
+import pytest
+
+from proofgym.envs.repo_repair import check_record
+from proofgym.envs.repo_repair.synth import synthesize_history
+from proofgym.tasks.synth import ProjectPin, Recipe, apply_patch, materialize, read_manifest
+from proofgym.tasks.synth.changelog import best_entry, release_entries
+from proofgym.tasks.synth.fetch import Release
+from proofgym.tasks.synth.history import (
+    HistoryError,
+    behavioural,
+    missing_name,
+    previous_release,
+    release_history,
+)
+from proofgym.tasks.synth.manifest import SYNTHETIC, TaskRecord
+from proofgym.tasks.synth.testrun import TestOutcome as Outcome
+from tests.conftest import require_tool
+
+MODULE_A = '''\
+def clamp(x, lo, hi):
+    """Clamp x to [lo, hi]."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return lo
+    return x
+
+
+def title_words(text):
+    return " ".join(w[:1].upper() + w[1:] for w in text.split() if w)
+
+
+def mean(values):
+    if not values:
+        raise ValueError("mean of no values")
+    return sum(values) / len(values)
+'''
+
+MODULE_B = '''\
+def clamp(x, lo, hi):
+    """Return x limited to the closed range [lo, hi]."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+
+def titlecase(text):
+    return " ".join(w[:1].upper() + w[1:] for w in text.split() if w)
+
+
+def mean(values):
+    if not values:
+        raise ValueError("mean of no values")
+    return sum(values) / len(values)
+'''
+
+TEST_NUM_A = '''\
+import pytest
+
+from pgcal import clamp, mean
+
+
+def test_clamp_below():
+    assert clamp(-5, 0, 10) == 0
+
+
+def test_clamp_inside():
+    assert clamp(7, 0, 10) == 7
+
+
+def test_mean():
+    assert mean([1, 2, 3, 6]) == 3
+
+
+def test_mean_empty():
+    with pytest.raises(ValueError):
+        mean([])
+'''
+
+TEST_NUM_B = TEST_NUM_A + '''
+
+def test_clamp_above():
+    assert clamp(50, 0, 10) == 10
+'''
+
+TEST_TEXT_A = "from pgcal import title_words\n\n\ndef test_title():\n    assert title_words('a b') == 'A B'\n"
+TEST_TEXT_B = ("from pgcal import titlecase\n\n\n"
+               "def test_title():\n    assert titlecase('a b') == 'A B'\n\n\n"
+               "def test_title_empty():\n    assert titlecase('') == ''\n")
+
+CHANGES = '''\
+Changes
+=======
+
+1.1 (2024-05-01)
+----------------
+
+- Renamed ``title_words`` to ``titlecase``.
+- Fixed :func:`clamp` returning the lower bound for a value above the upper
+  bound.
+- Reworded docstrings.
+
+1.0 (2024-01-01)
+----------------
+
+- First release.
+'''
+
+
+def _sdist(version: str, files: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
+        for path, text in sorted({"PKG-INFO": f"Metadata-Version: 2.1\nName: pgcal\nVersion: {version}\n",
+                                  **files}.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(f"pgcal-{version}/{path}")
+            info.size, info.mtime, info.mode = len(data), 1_700_000_000, 0o644
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+SDISTS = {
+    "0.9": _sdist("0.9", {"pgcal/__init__.py": MODULE_A, "tests/test_num.py": TEST_NUM_A}),
+    "1.0": _sdist("1.0", {"pgcal/__init__.py": MODULE_A, "tests/test_num.py": TEST_NUM_A,
+                          "tests/test_text.py": TEST_TEXT_A}),
+    "1.1": _sdist("1.1", {"pgcal/__init__.py": MODULE_B, "tests/test_num.py": TEST_NUM_B,
+                          "tests/test_text.py": TEST_TEXT_B, "CHANGES.rst": CHANGES}),
+    "1.2rc1": _sdist("1.2rc1", {"pgcal/__init__.py": MODULE_B}),
+}
+
+
+class _Index:
+    """PyPI's JSON API and file URLs for ``SDISTS`` (1.0.post1 is listed yanked)."""
+
+    def __init__(self) -> None:
+        releases = {v: [{"packagetype": "sdist", "url": f"/files/pgcal-{v}.tar.gz",
+                         "digests": {"sha256": hashlib.sha256(d).hexdigest()}}]
+                    for v, d in SDISTS.items()}
+        releases["1.0.post1"] = [{**releases["1.0"][0], "yanked": True}]
+        releases["0.5"] = []  # listed, no sdist
+        api = json.dumps({"releases": releases}).encode()
+        files = {f"/files/pgcal-{v}.tar.gz": d for v, d in SDISTS.items()}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # keep the test output clean
+                return
+
+            def do_GET(self) -> None:
+                body = api if self.path == "/pypi/pgcal/json" else files.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch):
+    served = _Index()
+    monkeypatch.setenv("PROOFGYM_PYPI", served.url)
+    monkeypatch.setenv("PROOFGYM_CACHE", str(tmp_path / "cache"))
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+def _pin(version: str = "1.1") -> ProjectPin:
+    return ProjectPin(name="pgcal", version=version, sha256=hashlib.sha256(SDISTS[version]).hexdigest(),
+                      tests=("tests",), source=("pgcal",))
+
+
+@pytest.mark.pure
+def test_the_release_before_is_the_highest_earlier_one_with_an_sdist_not_yanked(index):
+    version, release = previous_release("pgcal", "1.1")
+    assert version == "1.0" and release.url.endswith("/files/pgcal-1.0.tar.gz")
+    assert release.sha256 == hashlib.sha256(SDISTS["1.0"]).hexdigest()
+    assert previous_release("pgcal", "1.2rc1")[0] == "1.1"  # a pre-release's predecessor
+    with pytest.raises(HistoryError, match="no earlier sdist"):
+        previous_release("pgcal", "0.9")
+
+
+@pytest.mark.pure
+def test_a_failure_on_a_name_the_release_lacks_is_not_behavioural():
+    names = {"clamp", "title_words", "pgcal"}
+    api = [Outcome("error", "ImportError", "cannot import name 'titlecase' from 'pgcal'"),
+           Outcome("failed", "AttributeError", "module 'pgcal' has no attribute 'titlecase'"),
+           Outcome("failed", "NameError", "name 'titlecase' is not defined"),
+           Outcome("failed", "TypeError", "clamp() got an unexpected keyword argument 'strict'"),
+           Outcome("error", "ModuleNotFoundError", "No module named 'pgcal.text'")]
+    assert [missing_name(o, names) for o in api] == ["titlecase", "titlecase", "titlecase", "strict", "text"]
+    assert not any(behavioural(o, names) for o in api)
+    real = [Outcome("failed", "AssertionError", "assert 0 == 10"),
+            Outcome("failed", "AttributeError", "'NoneType' object has no attribute 'upper'"),
+            Outcome("failed", "ImportError", "cannot import name 'clamp' (circular import)")]
+    assert all(behavioural(o, names | {"upper"}) for o in real)
+    assert not behavioural(Outcome("passed"), names) and not behavioural(None, names)
+
+
+@pytest.mark.pure
+def test_the_changelog_entry_that_names_the_fixed_function_is_picked(tmp_path):
+    (tmp_path / "CHANGES.rst").write_text(CHANGES)
+    entries = release_entries(tmp_path, "1.1")
+    assert [e.text[:12] for e in entries] == ["Renamed titl", "Fixed clamp ", "Reworded doc"]
+    fix_words = {"return", "lo", "hi"}
+    assert best_entry(entries, {"clamp"}, fix_words | {"clamp", "above"}) is entries[1]
+    assert best_entry(entries, {"mean"}, {"empty"}) is None  # nothing matches: no statement
+    assert release_entries(tmp_path, "1.2") == []
+
+
+def test_old_records_load_as_synthetic_and_origins_round_trip():
+    old = {"id": "p-1", "project": "p", "version": "1", "tier": 1, "bugs": [], "seed": 0, "patch": "",
+           "fail_to_pass": ["t::a"], "pass_to_pass": [], "title": "t", "bug_report": "r", "stats": {}}
+    record = TaskRecord.from_dict(old)
+    assert record.origin == SYNTHETIC == "synthetic operator" and record.provenance == {}
+    assert record.to_dict()["origin"] == "synthetic operator" and "provenance" not in record.to_dict()
+    real = TaskRecord(**{**record.__dict__, "origin": "release 1.0->1.1",
+                         "provenance": {"statement": {"writer": "changelog"}}})
+    assert TaskRecord.from_dict(json.loads(json.dumps(real.to_dict()))) == real
+
+
+@pytest.mark.slow
+def test_release_history_reverts_only_the_fix_and_the_grader_agrees(index, tmp_path):
+    require_tool("bwrap")
+    pin = _pin()
+    recipe = tmp_path / "recipe.json"
+    recipe.write_bytes(Recipe.of([pin]).to_json())
+    manifest = tmp_path / "tasks.jsonl"
+    synthetic = TaskRecord("pgcal-old", "pgcal", "1.1", 1, (), 0, "", ("t::x",), (), "t", "r")
+    other = TaskRecord("pgcal-rel", "pgcal", "1.1", 1, (), 0, "", ("t::y",), (), "t", "r",
+                       origin="release 0.1->1.1")
+    manifest.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in (synthetic, other)))
+
+    (report,) = synthesize_history(recipe, manifest, quiet=True, cache_root=tmp_path / "tasks")
+    assert report.reason is None and report.before == "1.0", report.to_dict()
+    assert report.hunks == 3 and report.stable_tests == 7
+    (record,) = report.records
+    # the manifest: the project's synthetic task stays, its earlier release task is replaced
+    assert [r.id for r in read_manifest(manifest)] == ["pgcal-old", record.id]
+    assert record.origin == "release 1.0->1.1"
+    assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
+    assert set(record.pass_to_pass) == {  # the whole rest of the stable suite
+        "tests/test_num.py::test_clamp_below", "tests/test_num.py::test_clamp_inside",
+        "tests/test_num.py::test_mean", "tests/test_num.py::test_mean_empty",
+        "tests/test_text.py::test_title", "tests/test_text.py::test_title_empty"}
+    # only the fix's hunk is reverted: the rename and the docstring of 1.1 stay
+    assert [(b["function"], b["line"]) for b in record.bugs] == [("clamp", 6)]
+    buggy = apply_patch({"pgcal/__init__.py": MODULE_B.encode()}, record.patch)["pgcal/__init__.py"]
+    assert buggy == MODULE_B.replace("        return hi\n", "        return lo\n").encode()
+    # the report is the project's own changelog entry, marked as such
+    assert record.title.startswith("Fixed clamp returning the lower bound")
+    assert "Fixed clamp returning the lower bound for a value above the upper bound." in record.bug_report
+    assert record.provenance == {"statement": {"writer": "changelog", "file": "CHANGES.rst",
+                                               "version": "1.1"}}
+    assert record.stats["grading_s"] > 0
+    # the task: the bug in the workspace, the failing test hidden, 1.1's file as the reference
+    root = materialize(record, pin, root=tmp_path / "tasks")
+    assert (root / "repo" / "pgcal" / "__init__.py").read_bytes() == buggy
+    assert (root / "solution" / "pgcal" / "__init__.py").read_text() == MODULE_B
+    assert b"test_clamp_above" not in (root / "repo" / "tests" / "test_num.py").read_bytes()
+    # the real grader: the buggy tree scores 0, 1.1's code 1 (the gate, run once more here)
+    assert check_record(record, pin, cache_root=tmp_path / "tasks")[:2] == (True, None)
+
+
+@pytest.mark.slow
+def test_a_release_whose_tests_fail_on_the_old_code_only_by_names_gives_a_one_line_reason(index, tmp_path):
+    require_tool("bwrap")
+    # 1.0 against 0.9: test_text.py is new and imports title_words, which 0.9 has too; nothing
+    # changed in the source at all
+    report = release_history(_pin("1.0"), quiet=True)
+    assert report.records == [] and report.reason == "no source change between 0.9 and 1.0"
+    # against an older release (named, not from the index) that differs only by the rename:
+    # the tests of 1.1 that fail there fail on the name alone
+    renamed_only = _sdist("1.05", {"pgcal/__init__.py": MODULE_B.replace("titlecase", "title_words")})
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(renamed_only)
+    before = ("1.05", Release(path.as_uri(), hashlib.sha256(renamed_only).hexdigest()))
+    report = release_history(_pin(), quiet=True, before=before)
+    assert report.records == [] and report.candidates == 0
+    assert report.reason is not None and "\n" not in report.reason
+    assert report.reason.startswith("no behavioural fail-to-pass: the 2 tests of 1.1 that fail on "
+                                    "1.05's source"), report.reason
