@@ -229,6 +229,23 @@ def test_the_changelog_entry_that_names_the_fixed_function_is_picked(tmp_path):
     assert release_entries(tmp_path, "1.2") == []
 
 
+@pytest.mark.pure
+def test_a_changelog_of_one_line_per_change_at_the_end_of_the_readme_is_read(tmp_path):
+    (tmp_path / "README.rst").write_text(
+        "Usage\n=====\n\nparse('{}', 'x')\n\nHistory\n-------\n\n"
+        "- 1.22.4 Account for the capture groups %z adds to the pattern (thanks @a)\n"
+        "  Fix case-sensitive am/pm under case-insensitive matching (thanks @b)\n"
+        "- 1.22.3 Something older\n")
+    entries = release_entries(tmp_path, "1.22.4")
+    assert [e.text for e in entries] == [
+        "Account for the capture groups %z adds to the pattern (thanks @a)",
+        "Fix case-sensitive am/pm under case-insensitive matching (thanks @b)"]
+    hunk = {"matching", "case", "insensitive", "ignorecase", "normalise", "meridiem", "upper"}
+    assert best_entry(entries, {"date_convert"}, hunk) is entries[1]
+    (tmp_path / "CHANGES.rst").write_text(CHANGES.replace("1.1 (", "1.22.4 ("))
+    assert {e.file for e in release_entries(tmp_path, "1.22.4")} == {"CHANGES.rst"}  # README last
+
+
 def test_old_records_load_as_synthetic_and_origins_round_trip():
     old = {"id": "p-1", "project": "p", "version": "1", "tier": 1, "bugs": [], "seed": 0, "patch": "",
            "fail_to_pass": ["t::a"], "pass_to_pass": [], "title": "t", "bug_report": "r", "stats": {}}

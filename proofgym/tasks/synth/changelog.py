@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+_README = re.compile(r"^readme(\.(rst|md|txt|markdown))?$", re.I)
 _NAMES = re.compile(r"^(changes|changelog|change_log|news|history|release[-_ ]?notes)"
                     r"(\.(rst|md|txt|markdown))?$", re.I)
 _DOC_DIRS = ("docs", "doc", ".")
@@ -50,6 +51,8 @@ def changelog_files(top: Path) -> list[Path]:
         base = top / sub
         if base.is_dir():
             out += sorted(p for p in base.iterdir() if p.is_file() and _NAMES.match(p.name))
+    # some projects keep their changelog at the end of the README (parse): the last resort
+    out += sorted(p for p in top.iterdir() if p.is_file() and _README.match(p.name))
     return list(dict.fromkeys(out))
 
 
@@ -67,8 +70,10 @@ def _heading(lines: Sequence[str], i: int) -> bool:
 
 
 def release_section(text: str, version: str) -> list[str] | None:
-    """The lines of ``version``'s section of a changelog, without its heading (``None``: no
-    heading names the version)."""
+    """The lines of ``version``'s section of a changelog (``None``: no heading names the
+    version). A heading that goes on after the version (``- 1.22.4 Fix the am/pm case``, a
+    changelog of one line per change) starts the section with what follows it, one entry per
+    line."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if _mentions(line, version) and _heading(lines, i)),
                  None)
@@ -80,7 +85,15 @@ def release_section(text: str, version: str) -> list[str] | None:
         if _heading(lines, j) and _VERSIONISH.search(lines[j]) and not _mentions(lines[j], version):
             end = j
             break
+    rest = lines[start][_mentioned(lines[start], version):].lstrip(" -:)]*").rstrip()
+    if len(rest.split()) >= 3:
+        return ["- " + rest, *("- " + line.strip() for line in lines[body:end] if line.strip())]
     return lines[body:end]
+
+
+def _mentioned(line: str, version: str) -> int:
+    match = re.search(rf"(?<![\w.]){re.escape(version)}(?![\w]|\.\d)", line)
+    return match.end() if match else 0
 
 
 def _clean(text: str) -> str:
@@ -122,7 +135,8 @@ def split_entries(section: Sequence[str]) -> list[str]:
 
 
 def release_entries(top: Path, version: str) -> list[Entry]:
-    """Every entry of ``version``'s section in the changelog files of ``top``."""
+    """Every entry of ``version``'s section in the changelog files of ``top`` (the README only
+    when no changelog file has the section)."""
     out = []
     for path in changelog_files(top):
         try:
@@ -130,7 +144,7 @@ def release_entries(top: Path, version: str) -> list[Entry]:
         except OSError:
             continue
         section = release_section(text, version)
-        if section:
+        if section and not (out and _README.match(path.name)):
             rel = str(path.relative_to(top))
             out += [Entry(rel, version, t) for t in split_entries(section)]
     return out

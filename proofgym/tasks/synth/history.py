@@ -263,6 +263,9 @@ class ReleaseHistory:
             self.runner = runner
             self._baseline()
             targets = self._candidates(frozenset(hunks), version)
+            _say(f"{pin.name}: {len(hunks)} hunks from {version} to {pin.version}, "
+                 f"{self.report.stable_tests} stable tests, {self.report.candidates} fail "
+                 f"behaviourally on {version}'s source; delta debugging {len(targets)}", self.quiet)
             fixes: dict[frozenset[Hunk], list[str]] = {}
             for test in targets:
                 if any(self._fails(fix, test) for fix in fixes):
@@ -273,6 +276,8 @@ class ReleaseHistory:
                     self.report.reject("no_minimal_fix")
                     continue
                 fixes.setdefault(frozenset(fix), []).append(test)
+                _say(f"{test}: fixed by {len(fix)} of {len(hunks)} hunks "
+                     f"({', '.join(f'{h.path}:{h.line}' for h in fix)})", self.quiet)
             for fix in fixes:
                 self._task(sorted(fix), version)
 
