@@ -238,10 +238,21 @@ def test_a_changelog_of_one_line_per_change_at_the_end_of_the_readme_is_read(tmp
         "- 1.22.3 Something older\n")
     entries = release_entries(tmp_path, "1.22.4")
     assert [e.text for e in entries] == [
-        "Account for the capture groups %z adds to the pattern (thanks @a)",
-        "Fix case-sensitive am/pm under case-insensitive matching (thanks @b)"]
+        "Account for the capture groups %z adds to the pattern",
+        "Fix case-sensitive am/pm under case-insensitive matching"]
     hunk = {"matching", "case", "insensitive", "ignorecase", "normalise", "meridiem", "upper"}
     assert best_entry(entries, {"date_convert"}, hunk) is entries[1]
+    # a heading with a date and prose before the bullets: the bullets are the entries
+    (tmp_path / "CHANGELOG").write_text(
+        "Release 1.22.5 (Nov 01, 2026)\n----------------------------\n\nEnd of Maintenance\n\n"
+        "Version 1.22.5 marks the final release.\n\nBug Fixes\n\n* Fix a crash in format().\n"
+        "* sqlformat no longer empties the file when formatting fails, e.g. because a statement\n"
+        "  exceeds the limits. The file is now only written after formatting succeeded.\n\n"
+        "Release 1.22.3 (Aug 13, 2026)\n----------------------------\n\n* Older.\n")
+    assert [e.text for e in release_entries(tmp_path, "1.22.5")] == [
+        "Fix a crash in format().",
+        "sqlformat no longer empties the file when formatting fails, e.g. because a statement "
+        "exceeds the limits. The file is now only written after formatting succeeded."]
     (tmp_path / "CHANGES.rst").write_text(CHANGES.replace("1.1 (", "1.22.4 ("))
     assert {e.file for e in release_entries(tmp_path, "1.22.4")} == {"CHANGES.rst"}  # README last
 

@@ -86,7 +86,8 @@ def release_section(text: str, version: str) -> list[str] | None:
             end = j
             break
     rest = lines[start][_mentioned(lines[start], version):].lstrip(" -:)]*").rstrip()
-    if len(rest.split()) >= 3:
+    rest = re.sub(r"^\([^)]*\)|^\d{4}-\d\d-\d\d", "", rest).strip(" -:")  # a date is no change
+    if len(re.findall(r"[A-Za-z]{2,}", rest)) >= 3 and not any(_BULLET.match(x) for x in lines[body:end]):
         return ["- " + rest, *("- " + line.strip() for line in lines[body:end] if line.strip())]
     return lines[body:end]
 
@@ -99,6 +100,7 @@ def _mentioned(line: str, version: str) -> int:
 def _clean(text: str) -> str:
     text = re.sub(r":[\w:]+:`~?([^`<]*?)(\s*<[^>]*>)?`", r"\1", text)  # :func:`x` -> x
     text = re.sub(r"`+([^`]*)`+_?", r"\1", text)
+    text = re.sub(r"\s*\((thanks|by|via|reported by)\b[^)]*\)", "", text, flags=re.I)  # credits
     return " ".join(text.split())
 
 
