@@ -22,6 +22,7 @@ from proofgym.tasks.synth.fetch import Release
 from proofgym.tasks.synth.history import (
     HistoryError,
     behavioural,
+    identifiers,
     missing_name,
     previous_release,
     release_history,
@@ -216,6 +217,19 @@ def test_a_failure_on_a_name_the_release_lacks_is_not_behavioural():
             Outcome("failed", "ImportError", "cannot import name 'clamp' (circular import)")]
     assert all(behavioural(o, names | {"upper"}) for o in real)
     assert not behavioural(Outcome("passed"), names) and not behavioural(None, names)
+
+
+@pytest.mark.pure
+def test_a_name_a_release_only_uses_is_not_one_it_has():
+    # sqlparse 0.6.1's DOS fix defines _UNQUOTED_TEXT and uses it; reverting the definition alone
+    # leaves the use: the NameError that follows is a missing name, not the old behaviour
+    source = (b"import re as regex\n\n"
+              b"def split(text, strict=False):\n    return _UNQUOTED_TEXT.findall(text)\n")
+    names = identifiers("sqlparse/utils.py", source)
+    assert {"split", "strict", "text", "regex", "re", "utils", "sqlparse"} <= names
+    assert "_UNQUOTED_TEXT" not in names and "findall" not in names
+    failure = Outcome("failed", "NameError", "name '_UNQUOTED_TEXT' is not defined")
+    assert missing_name(failure, names) == "_UNQUOTED_TEXT"
 
 
 @pytest.mark.pure

@@ -117,9 +117,30 @@ def behavioural(outcome: TestOutcome | None, names: set[str]) -> bool:
 
 
 def identifiers(path: str, data: bytes) -> set[str]:
-    """Every identifier in ``data`` and the module or package names the file's path gives."""
-    out = {w.decode() for w in re.findall(rb"[A-Za-z_][A-Za-z0-9_]*", data)}
-    return out | {p for p in Path(path).with_suffix("").parts if p != "__init__"}
+    """The names ``data`` (one source file) defines: functions, classes, assigned names and
+    attributes, parameters, imports; and the module or package names the file's path gives. A
+    name only used (called, read) is not one: a test failing on it fails on a missing name. A file
+    that does not parse gives every identifier in it."""
+    out = {p for p in Path(path).with_suffix("").parts if p != "__init__"}
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return out | {w.decode() for w in re.findall(rb"[A-Za-z_][A-Za-z0-9_]*", data)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.alias):
+            out.add((node.asname or node.name).rsplit(".", 1)[-1])
+            out.update(node.name.split("."))
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            out.update(node.names)
+    return out
 
 
 def enclosing(source: bytes, line: int) -> str:
@@ -297,9 +318,13 @@ class ReleaseHistory:
         self.stable = sorted(t for t in listed if t not in drop and all(
             r.results.get(t) is not None and r.results[t].outcome == "passed" for r in (first, again)))
         self.report.stable_tests = len(self.stable)
+        if not listed:
+            raise HistoryError(f"no test the grader lists: {pin.version}'s test files have no test "
+                               "function or Test* class method (unittest classes named otherwise "
+                               "are not listed)")
         if not self.stable:
-            raise HistoryError(f"no stable test: none of {pin.version}'s tests passes twice in "
-                               "the sandbox")
+            raise HistoryError(f"no stable test: none of {pin.version}'s {len(listed)} listed tests "
+                               "passes twice in the sandbox")
         self.touched = {t: {k.split(":", 1)[0] for k in keys} for t, keys in first.calls.items()}
         self.memo: dict[frozenset[Hunk], SuiteRun | None] = {}
 
