@@ -24,6 +24,7 @@ from proofgym.tasks.synth.history import (
     behavioural,
     identifiers,
     missing_name,
+    orphaned_names,
     previous_release,
     release_history,
 )
@@ -230,6 +231,18 @@ def test_a_name_a_release_only_uses_is_not_one_it_has():
     assert "_UNQUOTED_TEXT" not in names and "findall" not in names
     failure = Outcome("failed", "NameError", "name '_UNQUOTED_TEXT' is not defined")
     assert missing_name(failure, names) == "_UNQUOTED_TEXT"
+
+
+@pytest.mark.pure
+def test_a_revert_that_leaves_a_read_name_undefined_is_no_release_s_code():
+    # semver 3.1.2 added `import warnings` and a warnings.warn(...) block; reverting the import
+    # alone fails the test inside pytest.warns as "DID NOT WARN", not as a NameError
+    b = b"import warnings\nimport os\n\ndef eq(x):\n    warnings.warn('no')\n    return len(x)\n"
+    assert orphaned_names(b, b.replace(b"import warnings\n", b""), "semver/version.py") == {"warnings"}
+    assert orphaned_names(b, b.replace(b"    warnings.warn('no')\n", b""), "v.py") == set()
+    assert orphaned_names(b, b.replace(b"import os\n", b""), "v.py") == set()  # not read
+    star = b"from os.path import *\n" + b.replace(b"import warnings\n", b"")
+    assert orphaned_names(b, star, "v.py") == set()  # a star import may bring it
 
 
 @pytest.mark.pure

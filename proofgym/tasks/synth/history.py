@@ -28,6 +28,7 @@ written statement of :func:`written_statement`.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import sys
 import time
@@ -141,6 +142,22 @@ def identifiers(path: str, data: bytes) -> set[str]:
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             out.update(node.names)
     return out
+
+
+def orphaned_names(before: bytes, after: bytes, path: str = "") -> set[str]:
+    """The names ``after`` (a file with some hunks reverted) still reads but no longer defines,
+    that ``before`` defined: a tree no release shipped (``import warnings`` reverted while
+    ``warnings.warn`` stays). Such a failure hides behind any check that swallows the
+    ``NameError`` (``pytest.warns`` reports "DID NOT WARN")."""
+    try:
+        tree = ast.parse(after)
+    except (SyntaxError, ValueError):
+        return set()
+    defined = identifiers(path, after)
+    if "*" in defined:  # a star import may define anything
+        return set()
+    reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return (reads & identifiers(path, before)) - defined - set(dir(builtins))
 
 
 def enclosing(source: bytes, line: int) -> str:
@@ -279,6 +296,7 @@ class ReleaseHistory:
             raise HistoryError(f"no source change between {version} and {pin.version}")
         self.file_names = {p: identifiers(p, data) for p, data in self.files.items()}
         self.name_cache: dict[frozenset[Hunk], set[str]] = {}
+        self.orphan_cache: dict[frozenset[Hunk], bool] = {}
         with SuiteRunner(self.top, test_roots=pin.tests, python_path=pin.python_path,
                          image=project_image(pin)) as runner:
             self.runner = runner
@@ -338,7 +356,16 @@ class ReleaseHistory:
         return self.name_cache[config]
 
     def _behavioural(self, config: frozenset[Hunk], run: SuiteRun | None, test: str) -> bool:
-        return run is not None and behavioural(run.results.get(test), self._names(config))
+        return (run is not None and behavioural(run.results.get(test), self._names(config))
+                and not self._orphans(config))
+
+    def _orphans(self, config: frozenset[Hunk]) -> bool:
+        """Whether reverting ``config`` leaves a name read but no longer defined."""
+        if config not in self.orphan_cache:
+            changed = revert(self.files, config)
+            self.orphan_cache[config] = any(orphaned_names(self.files[p], changed[p], p)
+                                            for p in changed)
+        return self.orphan_cache[config]
 
     def _candidates(self, hunks: frozenset[Hunk], version: str) -> list[str]:
         # the whole roots, not test ids: pytest runs no id at all when one id's file fails to
