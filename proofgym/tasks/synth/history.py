@@ -11,7 +11,8 @@ earlier version with an sdist, not yanked, not a pre-release unless ``b`` is one
 3. The stable tests that fail there for a behavioural reason are the candidates: a failure on a
    name ``a`` does not have (``cannot import name``, ``has no attribute``, ``is not defined``,
    ``No module named``, ``unexpected keyword argument``) is an API change, not a bug.
-4. Per candidate, :func:`.hunks.ddmin` finds a 1-minimal set of hunks whose reversion from ``b``
+4. Per candidate (at most :data:`MAX_TARGETS`; one that a fix already found explains is
+   skipped), :func:`.hunks.ddmin` finds a 1-minimal set of hunks whose reversion from ``b``
    still makes it fail behaviourally (first among the hunks of the files the test called into,
    then among all). That set is the fix; candidates it already explains share it.
 5. Per fix, ``b`` with the fix reverted runs the whole stable suite: the tests that fail are the
@@ -54,7 +55,8 @@ from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner, TestOutcome
 
 #: fail-to-pass tests a real fix may have (a fix reverted that breaks more is a feature, not a bug)
 MAX_FAILING = 10
-#: candidates delta-debugged per release (each a ddmin of its own; later ones often share a fix)
+#: candidates delta-debugged per release (each a ddmin of its own; a candidate a fix already found
+#: explains costs none)
 MAX_TARGETS = 12
 #: hunks ddmin searches at most (a release rewriting more is a refactoring, not a fix)
 MAX_HUNKS = 400
@@ -304,11 +306,13 @@ class ReleaseHistory:
             targets = self._candidates(frozenset(hunks), version)
             _say(f"{pin.name}: {len(hunks)} hunks from {version} to {pin.version}, "
                  f"{self.report.stable_tests} stable tests, {self.report.candidates} fail "
-                 f"behaviourally on {version}'s source; delta debugging {len(targets)}", self.quiet)
+                 f"behaviourally on {version}'s source; delta debugging up to {MAX_TARGETS}", self.quiet)
             fixes: dict[frozenset[Hunk], list[str]] = {}
             for test in targets:
                 if any(self._fails(fix, test) for fix in fixes):
                     continue  # a fix already found explains it
+                if self.report.tried >= MAX_TARGETS:
+                    break
                 self.report.tried += 1
                 fix = self._minimal_fix(test, hunks)
                 if fix is None:
@@ -389,7 +393,7 @@ class ReleaseHistory:
             raise HistoryError(f"no behavioural fail-to-pass: the {len(failing)} tests of "
                                f"{self.pin.version} that fail on {version}'s source fail on names "
                                f"{version} does not have or do not run ({', '.join(names[:5])})")
-        self.targets = found[:MAX_TARGETS]
+        self.targets = found
         self.target_files = sorted({t.split("::", 1)[0] for t in self.targets})
         self.memo[hunks] = on_a
         return self.targets
