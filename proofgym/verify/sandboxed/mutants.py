@@ -625,9 +625,10 @@ def _may_leave(stmt: ast.stmt) -> bool:
 
 def _loop_source(iterable: ast.expr, module: ast.Module | None) -> ast.expr | None:
     if isinstance(iterable, ast.Name) and module is not None:
+        name = iterable.id  # (the last top-level assignment of the name wins, as at run time)
         for node in module.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                    isinstance(node.targets[0], ast.Name) and node.targets[0].id == iterable.id:
+                    isinstance(node.targets[0], ast.Name) and node.targets[0].id == name:
                 iterable = node.value
     if isinstance(iterable, (ast.List, ast.Tuple)) and iterable.elts:
         return iterable

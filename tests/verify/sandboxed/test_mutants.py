@@ -38,3 +38,16 @@ def test_layouts_do_not_depend_on_the_process_string_hashing():
     hashing: the same seed must give the same mutants there (it did not while candidate words
     came out of a set: the money-split and slugify tasks differed under hash seeds 1 and 2)."""
     assert _fingerprint("1") == _fingerprint("2")
+
+
+def test_a_loop_over_a_module_constant_with_other_constants_after_it():
+    """boltons' tests/test_urlutils.py loops over a module-level list with further module
+    assignments below it: the loop's source lookup compared each later name with the list it had
+    already found (AttributeError: 'List' object has no attribute 'id'), so every grading that
+    included the file raised instead of grading."""
+    from proofgym.verify.sandboxed.mutants import build_layout
+
+    source = (b"CASES = [1, 2]\nOTHER = 3\nCASES_TOO = CASES\n\n\n"
+              b"def test_loop():\n    for c in CASES:\n        assert c > 0\n")
+    layout = build_layout({"tests/test_m.py": source}, ["tests/test_m.py::test_loop"])
+    assert layout is not None
