@@ -254,6 +254,13 @@ def test_the_changelog_entry_that_names_the_fixed_function_is_picked(tmp_path):
     assert best_entry(entries, {"clamp"}, fix_words | {"clamp", "above"}) is entries[1]
     assert best_entry(entries, {"mean"}, {"empty"}) is None  # nothing matches: no statement
     assert release_entries(tmp_path, "1.2") == []
+    # Markdown links read as their text; a verb's form does not matter (boltons, sqlparse 0.6.1)
+    (tmp_path / "CHANGELOG.md").write_text(
+        "## 2.0\n\n- Fixed [iterutils.xfrange][iterutils.xfrange] for [ranges](https://x.y)\n"
+        "- Dollar signs are now escaped in the php output.\n- Something else entirely.\n")
+    md = release_entries(tmp_path, "2.0")
+    assert md[0].text == "Fixed iterutils.xfrange for ranges"
+    assert best_entry(md, set(), {"php", "dollar", "escape", "multiline"}) is md[1]
 
 
 @pytest.mark.pure

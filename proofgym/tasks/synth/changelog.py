@@ -100,6 +100,7 @@ def _mentioned(line: str, version: str) -> int:
 def _clean(text: str) -> str:
     text = re.sub(r":[\w:]+:`~?([^`<]*?)(\s*<[^>]*>)?`", r"\1", text)  # :func:`x` -> x
     text = re.sub(r"`+([^`]*)`+_?", r"\1", text)
+    text = re.sub(r"\[([^\]]+)\](\[[^\]]*\]|\([^)]*\))", r"\1", text)  # Markdown links
     text = re.sub(r"\s*\((thanks|by|via|reported by)\b[^)]*\)", "", text, flags=re.I)  # credits
     return " ".join(text.split())
 
@@ -167,10 +168,21 @@ def words(text: str) -> set[str]:
 def score(entry: Entry, names: Iterable[str], evidence: set[str]) -> int:
     """3 per changed function or class the entry names, 1 per other word it shares with the
     evidence (the changed lines, the failing tests' names)."""
+    evidence = {_stem(w) for w in evidence}
     idents = {w.lower() for w in _WORD.findall(entry.text)}
     named = {n.lower() for n in names if n and n.lower() in idents and n.lower() not in _STOP}
     named_words = {w for n in named for w in words(n)}
-    return 3 * len(named) + len((words(entry.text) & evidence) - named_words)
+    return 3 * len(named) + len(({_stem(w) for w in words(entry.text)} & evidence)
+                                - {_stem(w) for w in named_words})
+
+
+def _stem(word: str) -> str:
+    """``escaped``, ``escapes``, ``escaping`` -> ``escap``: enough to match a changelog's verbs
+    with the code's names."""
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[:-len(suffix)]
+    return word
 
 
 def best_entry(entries: Sequence[Entry], names: Iterable[str], evidence: set[str]) -> Entry | None:
