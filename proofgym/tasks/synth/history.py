@@ -44,13 +44,13 @@ from proofgym.core import ProofgymError
 from proofgym.tasks.synth.changelog import best_entry, release_entries, words
 from proofgym.tasks.synth.discover import list_test_files, list_test_functions, source_files
 from proofgym.tasks.synth.fetch import FetchError, Release, cache_dir, fetch_sdist, index_releases, unpack
-from proofgym.tasks.synth.hiding import bug_report
 from proofgym.tasks.synth.hunks import Hunk, ddmin, revert, split_hunks
 from proofgym.tasks.synth.images import project_image
 from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
 from proofgym.tasks.synth.patch import make_patch
 from proofgym.tasks.synth.pipeline import Validator
 from proofgym.tasks.synth.recipe import ProjectPin
+from proofgym.tasks.synth.statements import BugEvidence, Failure, OfflineWriter, StatementWriter
 from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner, TestOutcome
 
 #: fail-to-pass tests a real fix may have (a fix reverted that breaks more is a feature, not a bug)
@@ -179,11 +179,16 @@ def enclosing(source: bytes, line: int) -> str:
 
 
 def written_statement(pin: ProjectPin, failing: Mapping[str, TestOutcome],
-                      hidden_sources: Sequence[bytes], passing: int) -> tuple[str, str, dict[str, Any]]:
-    """The written statement of a fix no changelog entry describes: (title, report, provenance).
-    The one place the writer is chosen (the statement writers of issue 34 plug in here)."""
-    title, report = bug_report(pin.name, failing, hidden_sources, passing)
-    return title, report, {"statement": {"writer": "template"}}
+                      hidden_sources: Sequence[bytes], passing: int, *, patch: str = "",
+                      bugs: Sequence[Mapping[str, Any]] = (),
+                      writer: StatementWriter | None = None) -> tuple[str, str, dict[str, Any]]:
+    """The written statement of a fix no changelog entry describes: (title, report, provenance),
+    by ``writer`` (default :class:`~proofgym.tasks.synth.statements.OfflineWriter`), as for an
+    operator's bug."""
+    failures = [Failure(t, o.exception, o.message) for t, o in sorted(failing.items()) if o is not None]
+    statement = (writer or OfflineWriter()).write(
+        BugEvidence(pin.name, patch, tuple(bugs), failures, passing, tuple(hidden_sources)))
+    return statement.title, statement.report, dict(statement.provenance)
 
 
 def changelog_statement(top: Path, pin: ProjectPin, fix: Sequence[Hunk], files: Mapping[str, bytes],
@@ -448,14 +453,14 @@ class ReleaseHistory:
             return
         patch = make_patch({p: (self.files[p], buggy[p]) for p in buggy})
         outcomes = {t: o for t, o in failing.items() if o is not None}
-        statement = changelog_statement(self.top, pin, fix, self.files, sorted(failing))
-        if statement is None:
-            hidden = [self.test_sources[f] for f in {t.split("::", 1)[0] for t in failing}]
-            statement = written_statement(pin, outcomes, hidden, len(p2p))
-        title, report, provenance = statement
         bugs = tuple({"file": h.path, "operator": OPERATOR, "index": i,
                       "function": enclosing(self.files[h.path], h.line), "line": h.line}
                      for i, h in enumerate(fix))
+        statement = changelog_statement(self.top, pin, fix, self.files, sorted(failing))
+        if statement is None:
+            hidden = [self.test_sources[f] for f in {t.split("::", 1)[0] for t in failing}]
+            statement = written_statement(pin, outcomes, hidden, len(p2p), patch=patch, bugs=bugs)
+        title, report, provenance = statement
         record = TaskRecord(task_id(pin.name, patch), pin.name, pin.version, 1, bugs, pin.seed,
                             patch, tuple(sorted(failing)), tuple(p2p), title, report,
                             stats={"screen_s": round(run.seconds, 3), "hunks": len(fix)},
