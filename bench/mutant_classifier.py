@@ -441,7 +441,7 @@ def _kind(node: ast.AST, func: ast.AST) -> str:
 def withheld_of(env: str, tasks: Iterable[tuple[Mapping[str, bytes], Iterable[str]]]) -> Withheld:
     """Count over ``(hidden files, test ids)`` per task."""
     from proofgym.verify.sandboxed.mutants import list_tests
-    from proofgym.verify.sandboxed.withheld import withhold_source
+    from proofgym.verify.sandboxed.withheld import checks_of, withhold_source
     out = Withheld(env)
     for hidden, test_ids in tasks:
         out.tasks += 1
@@ -459,7 +459,7 @@ def withheld_of(env: str, tasks: Iterable[tuple[Mapping[str, bytes], Iterable[st
                 func = next(n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                             and n.name == item.name)
                 checks = list(_literal_checks(func))
-                lines = {e.line for e in withhold_source(source, item.name, item.cls)[1]}
+                lines = {e.line for e in checks_of(withhold_source(source, item.name, item.cls)[1])}
                 out.asserts += len(checks)
                 out.literal += sum(lit for _, lit in checks)
                 out.withheld += sum(lit and n.lineno in lines for n, lit in checks)

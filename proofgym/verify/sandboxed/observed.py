@@ -12,13 +12,46 @@ from __future__ import annotations
 import json
 import math
 import operator
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
     from proofgym.verify.sandboxed.withheld import Expectation
 
-__all__ = ["decode", "encode", "judge", "verdicts"]
+__all__ = ["Choice", "Repeat", "checks_of", "decode", "encode", "judge", "verdicts"]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An ``if``/``else`` of a test: the checks of exactly one of ``alternatives`` are observed
+    (each alternative a pattern that observes at least one check)."""
+
+    alternatives: tuple[tuple[Item, ...], ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A ``for`` loop over an iterable the host cannot count: ``body`` is observed once per
+    iteration, and at least once (a loop that ran no iteration checked nothing)."""
+
+    body: tuple[Item, ...]
+
+
+#: What a test observes, in order: a check, a choice of branches, a repeated loop body.
+Item = Union["Expectation", Choice, Repeat]
+
+
+def checks_of(pattern: Sequence[Item]) -> Iterator[Expectation]:
+    """Every check a pattern names (each once per place it holds it)."""
+    for item in pattern:
+        if isinstance(item, Choice):
+            for alternative in item.alternatives:
+                yield from checks_of(alternative)
+        elif isinstance(item, Repeat):
+            yield from checks_of(item.body)
+        else:
+            yield item
 
 
 def encode(value: object) -> object:
@@ -116,29 +149,71 @@ def judge(expectation: Expectation, observed: object) -> bool:
         return False  # values a test could not have compared either: the check fails
 
 
-def verdicts(withheld: Mapping[str, list[Expectation]], observed: Mapping[str, str]
+def verdicts(withheld: Mapping[str, Sequence[Item]], observed: Mapping[str, str]
              ) -> dict[str, tuple[str, str] | None]:
     """Generated test id (of a test whose process passed) -> ``None`` where every check was
     observed as its code runs them and holds; else ``(kind, why)``: ``"wrong"`` (a value that
-    does not hold: wrong code) or ``"unobserved"`` (checks missing, extra or out of order: a
-    test that passed without running its own statements, which only tampering does); ``why``
-    names the check, never its expected value."""
+    does not hold: wrong code) or ``"unobserved"`` (checks missing, extra or out of order, or a
+    sequence no run of the test's statements makes: no branch or both branches of a
+    :class:`Choice`, no iteration of a :class:`Repeat`; a test that passed without running its
+    own statements, which only tampering does); ``why`` names the check, never its expected
+    value. A site names one check wherever it is observed, so each value is judged against
+    the literal of its site."""
     return {gen: _verdict(expectations, observed.get(gen)) for gen, expectations in withheld.items()}
 
 
-def _verdict(expectations: list[Expectation], payload: str | None) -> tuple[str, str] | None:
+def _matches(pattern: tuple[Item, ...], sites: list[object]) -> bool:
+    """Whether the observed ``sites`` are a sequence of the pattern's (a regular language:
+    the sets of end positions, memoised by sub-pattern and start)."""
+    memo: dict[tuple[int, int], frozenset[int]] = {}
+    keep: list[object] = []  # the sub-patterns memoised by id stay alive while matching
+
+    def ends(seq: tuple[Item, ...], start: int) -> frozenset[int]:
+        key = (id(seq), start)
+        if key in memo:
+            return memo[key]
+        keep.append(seq)
+        at = frozenset([start])
+        for item in seq:
+            nxt: set[int] = set()
+            for i in at:
+                if isinstance(item, Choice):
+                    for alternative in item.alternatives:
+                        nxt |= ends(alternative, i)
+                elif isinstance(item, Repeat):
+                    frontier, seen = set(ends(item.body, i)), set()
+                    while frontier:
+                        j = frontier.pop()
+                        if j not in seen:
+                            seen.add(j)
+                            frontier |= ends(item.body, j) - seen
+                    nxt |= seen
+                elif i < len(sites) and sites[i] == item.site:
+                    nxt.add(i + 1)
+            at = frozenset(nxt)
+            if not at:
+                break
+        memo[key] = at
+        return at
+
+    return len(sites) in ends(tuple(pattern), 0)
+
+
+def _verdict(pattern: Sequence[Item], payload: str | None) -> tuple[str, str] | None:
     if payload is None:
         return "unobserved", "the test passed without sending what its withheld checks computed"
     try:
         records = json.loads(payload)
     except (ValueError, RecursionError):
         return "unobserved", "the test's observations are not valid"
-    if not isinstance(records, list) or len(records) != len(expectations) or not all(
-            isinstance(r, list) and len(r) == 2 and r[0] == e.site
-            for e, r in zip(expectations, records, strict=False)):
-        return "unobserved", (f"the test passed without observing its withheld checks as its "
-                              f"code runs them ({len(expectations)} observations, in order)")
-    for exp, (_, observed) in zip(expectations, records, strict=True):
+    by_site = {e.site: e for e in checks_of(pattern)}
+    if not isinstance(records, list) or not all(
+            isinstance(r, list) and len(r) == 2 and type(r[0]) is int and r[0] in by_site
+            for r in records) or not _matches(tuple(pattern), [r[0] for r in records]):
+        return "unobserved", ("the test passed without observing its withheld checks as its "
+                              "code runs them (in order, each branch and loop as written)")
+    for site, observed in records:
+        exp = by_site[site]
         if isinstance(observed, dict) and set(observed) == {"big"}:
             observed_ok = exp.op in ("!=", "not in", "not approx", "is not")
         else:

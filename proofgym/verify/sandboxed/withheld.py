@@ -32,16 +32,26 @@ the file; the mutants cover them.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from proofgym.verify.sandboxed.mutants import _AST_LOCK, Layout
-from proofgym.verify.sandboxed.observed import decode, encode, judge, verdicts
+from proofgym.verify.sandboxed.observed import (
+    Choice,
+    Item,
+    Repeat,
+    checks_of,
+    decode,
+    encode,
+    judge,
+    verdicts,
+)
 
-__all__ = ["OBSERVE", "Expectation", "decode", "encode", "judge", "verdicts", "withhold_layout",
-           "withhold_source"]
+__all__ = ["OBSERVE", "Choice", "Expectation", "Repeat", "checks_of", "decode", "encode", "judge",
+           "verdicts", "withhold_layout", "withhold_source"]
 
 #: The builtin the rewritten asserts call (the runner installs it in each test process).
 OBSERVE = "__proofgym_observe__"
@@ -205,10 +215,10 @@ def _observe(site: int, computed: ast.expr, like: ast.stmt) -> ast.stmt:
 
 
 def _rewrite_body(body: list[ast.stmt], names: set[str], sites: list[Expectation]
-                  ) -> list[Expectation]:
+                  ) -> list[Item]:
     """Rewrite the withholdable checks of ``body`` (statements that run once each when it
-    runs to its end); returns the checks in the order they are observed."""
-    order: list[Expectation] = []
+    runs to its end); returns the pattern a passing run observes (:mod:`.observed`)."""
+    order: list[Item] = []
     for i, stmt in enumerate(body):
         check = None
         if isinstance(stmt, ast.Assert):
@@ -227,6 +237,14 @@ def _rewrite_body(body: list[ast.stmt], names: set[str], sites: list[Expectation
             if times is not None:
                 inner = _rewrite_body(stmt.body, names, sites)
                 order += inner * times + _rewrite_body(stmt.orelse, names, sites)
+            else:  # counted by the run: withheld only if each iteration binds the forger
+                inner = _tentatively(stmt, ("body",), names, sites)
+                if inner is not None:
+                    order += [Repeat(tuple(inner[0])), *_rewrite_body(stmt.orelse, names, sites)]
+        elif isinstance(stmt, ast.If) and stmt.orelse:
+            branches = _tentatively(stmt, ("body", "orelse"), names, sites)
+            if branches is not None:
+                order.append(Choice(tuple(tuple(b) for b in branches)))
         if check is None:
             continue
         computed, fields = check
@@ -237,6 +255,42 @@ def _rewrite_body(body: list[ast.stmt], names: set[str], sites: list[Expectation
         order.append(sites[-1])
         body[i] = _observe(sites[-1].site, computed, stmt)
     return order
+
+
+#: Checks a value the forger cannot see must meet (a random value meets ``!=``, ``not in``, ``<``).
+_BINDING = {"==", "in", "is", "approx", "almost"}
+
+
+def _binds(pattern: list[Item] | tuple[Item, ...]) -> bool:
+    """Whether every run that observes ``pattern`` observes a binding check (one whose literal
+    the forger must match): what makes a branch or a counted-by-the-run loop unskippable."""
+    for item in pattern:
+        if isinstance(item, Choice):
+            if all(_binds(a) for a in item.alternatives):
+                return True
+        elif isinstance(item, Repeat):
+            if _binds(item.body):
+                return True
+        elif item.op in _BINDING:
+            return True
+    return False
+
+
+def _tentatively(stmt: ast.stmt, fields: tuple[str, ...], names: set[str],
+                 sites: list[Expectation]) -> list[list[Item]] | None:
+    """Rewrite the blocks ``fields`` of ``stmt`` (a loop's body, an ``if``'s two branches) if
+    each binds (:func:`_binds`); else leave ``stmt`` and ``sites`` as they were (``None``): a
+    branch or loop the forger could steer past without meeting a withheld literal keeps its
+    literals in the file, where mutants cover them."""
+    blocks = [copy.deepcopy(getattr(stmt, f)) for f in fields]
+    mark = len(sites)
+    patterns = [_rewrite_body(block, names, sites) for block in blocks]
+    if not all(_binds(p) for p in patterns):
+        del sites[mark:]
+        return None
+    for name, block in zip(fields, blocks, strict=True):
+        setattr(stmt, name, block)
+    return patterns
 
 
 def _jumps(body: list[ast.stmt]) -> bool:
@@ -283,10 +337,12 @@ def _approx_names(module: ast.Module) -> set[str]:
 
 
 def withhold_source(source: bytes | str, function: str, cls: str | None = None
-                    ) -> tuple[bytes, list[Expectation]]:
+                    ) -> tuple[bytes, list[Item]]:
     """``source`` with the withholdable asserts of test ``[cls.]function`` rewritten, and the
-    checks in the order a passing run observes them (a check in a loop over a literal, once per
-    iteration); the source unchanged (and ``[]``) when none is."""
+    pattern a passing run observes (:mod:`.observed`: the checks in order, a check in a loop over
+    a literal once per iteration, :class:`Choice` and :class:`Repeat` for branches and loops the
+    run decides); the source unchanged (and ``[]``) when none is (:func:`checks_of` lists the
+    checks)."""
     with _AST_LOCK:
         module = ast.parse(source)
         body = module.body
@@ -315,11 +371,11 @@ def _returns(func: ast.AST) -> bool:
     return False
 
 
-def withhold_layout(layout: Layout, files: Iterable[str]) -> dict[str, list[Expectation]]:
+def withhold_layout(layout: Layout, files: Iterable[str]) -> dict[str, list[Item]]:
     """Rewrite, in ``layout.files``, the generated tests (real and mutant) of the test files
-    ``files`` (the hidden ones); generated test id -> its withheld checks, site by site."""
+    ``files`` (the hidden ones); generated test id -> the pattern of its withheld checks."""
     files = set(files)
-    withheld: dict[str, list[Expectation]] = {}
+    withheld: dict[str, list[Item]] = {}
     for gen in layout.run:
         real = layout.real.get(gen) or layout.mutant.get(gen)
         if real is None or real.split("::", 1)[0] not in files:
@@ -335,12 +391,12 @@ def withhold_layout(layout: Layout, files: Iterable[str]) -> dict[str, list[Expe
 
 #: A grading's generated files differ from the last grading's of the same task only in their
 #: fresh names (the function's is in the source): rewritten once, with the name left out.
-_DONE: dict[bytes, tuple[bytes, list[Expectation]]] = {}
+_DONE: dict[bytes, tuple[bytes, list[Item]]] = {}
 _DONE_MAX = 4096
 _NAME = b"\0proofgym-test\0"
 
 
-def _withhold_cached(source: bytes, name: str, cls: str | None) -> tuple[bytes, list[Expectation]]:
+def _withhold_cached(source: bytes, name: str, cls: str | None) -> tuple[bytes, list[Item]]:
     raw = name.encode()
     if source.count(raw) != 1 or (cls is not None and source.count(cls.encode()) != 1):
         return withhold_source(source, name, cls)

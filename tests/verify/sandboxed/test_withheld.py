@@ -17,7 +17,17 @@ from proofgym.verify.sandboxed import mutant_seed_of
 from proofgym.verify.sandboxed import test_sources as sources_of
 from proofgym.verify.sandboxed.mutants import build_layout
 from proofgym.verify.sandboxed.runner import _plain
-from proofgym.verify.sandboxed.withheld import OBSERVE, encode, judge, verdicts, withhold_source
+from proofgym.verify.sandboxed.withheld import (
+    OBSERVE,
+    Choice,
+    Expectation,
+    Repeat,
+    checks_of,
+    encode,
+    judge,
+    verdicts,
+    withhold_source,
+)
 
 pytestmark = pytest.mark.pure
 
@@ -57,8 +67,20 @@ def test_forms():
 
 def test_kept():
     for x in xs():
+        assert f(x) != "loop"
+    for x in xs():
+        if x:
+            break
         assert f(x) == "loop"
     if cond():
+        assert f(1) == "branch"
+    if cond():
+        assert f(1) == "branch"
+    else:
+        assert f(2) not in ("other",)
+    if cond():
+        assert f(1) == "branch"
+    elif cond():
         assert f(1) == "branch"
     with pytest.raises(ValueError):
         assert f(2) == "raises"
@@ -98,10 +120,61 @@ def test_unittest_assertions_are_withheld():
     assert checks[3].places == 3
 
 
-def test_checks_that_do_not_run_exactly_once_keep_their_literal():
+def test_checks_a_forger_could_skip_keep_their_literal():
+    """A loop the run counts whose checks a random value meets, a loop that can end early, an
+    ``if`` without ``else``, a branch without a check the forger must match: a forger could
+    steer past every literal the host holds, so they stay in the file (mutants cover them)."""
     source, checks = withhold_source(_FORMS, "test_kept")
     assert checks == []
     assert source == _FORMS.encode()
+
+
+_RUN_DECIDES = '''def test_r():
+    assert f(0) == 0
+    for x in xs():
+        assert f(x) == "a"
+        for y in [1, 2]:
+            assert g(y) != "b"
+    if c():
+        assert f(1) == 1
+    elif d():
+        assert f(2) == 2
+    else:
+        assert f(3) is None
+'''
+
+
+def test_loops_and_branches_the_run_decides():
+    """A loop over a computed iterable: its checks once per iteration, at least once; an
+    ``if``/``else`` (``elif`` chains with a final ``else``): exactly one branch's checks."""
+    source, pattern = withhold_source(_RUN_DECIDES, "test_r")
+    assert "assert" not in source.decode() and '"a"' not in source.decode()
+    _, loop, branch = pattern
+    assert isinstance(loop, Repeat) and [c.site for c in loop.body] == [1, 2, 2]
+    assert isinstance(branch, Choice) and len(branch.alternatives) == 2
+    assert [c.site for c in checks_of(pattern)] == [0, 1, 2, 2, 3, 4, 5]
+    good = {0: 0, 1: "a", 2: "x", 3: 1, 4: 2, 5: None}
+
+    def run(*sites, **wrong):
+        values = [wrong.get(f"s{s}", good[s]) for s in sites]
+        return verdicts({"g": pattern}, {"g": _payload(*values, sites=list(sites))})["g"]
+
+    for sites in ((0, 1, 2, 2, 3), (0, 1, 2, 2, 1, 2, 2, 4), (0, 1, 2, 2, 5)):
+        assert run(*sites) is None, sites
+    for sites in ((0, 3),  # the loop ran no iteration
+                  (0, 1, 2, 3),  # an iteration cut short
+                  (0, 1, 2, 2),  # no branch
+                  (0, 1, 2, 2, 3, 4),  # two branches
+                  (0, 1, 2, 2, 4, 3)):
+        assert run(*sites)[0] == "unobserved", sites
+    assert run(0, 1, 2, 2, 1, 2, 2, 3, s1="b")[0] == "wrong"
+    assert run(0, 1, 2, 2, 5, s5=0)[0] == "wrong"
+
+
+def test_deeply_nested_loops_are_judged_in_polynomial_time():
+    pattern = [Repeat((Repeat((Repeat((Expectation("==", 1, 0, 1),)),)),))]
+    payload = _payload(*([1] * 400), sites=[0] * 400)
+    assert verdicts({"g": pattern}, {"g": payload}) == {"g": None}
 
 
 def test_no_literal_expected_value_is_left_in_a_bundled_hidden_test():
@@ -131,7 +204,7 @@ def test_no_literal_expected_value_is_left_in_a_bundled_hidden_test():
             if gen not in withheld:  # nothing to withhold ([date(...)], a helper's value)
                 continue
             old, new = _strings(_function(before[path], name)), _strings(func)
-            sites = {c.site: c.expected for c in withheld[gen] if isinstance(c.expected, str)}
+            sites = {c.site: c.expected for c in checks_of(withheld[gen]) if isinstance(c.expected, str)}
             for value in set(sites.values()):
                 gone = sum(v == value for v in sites.values())
                 assert new[value] == old[value] - gone, (task.id, gen, value)
