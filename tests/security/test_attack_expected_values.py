@@ -236,15 +236,18 @@ def words():
 
 
 def shout(word):
-    return word  # the bug: shout("hi") must be "HI!"
+    return word.upper() + "!" if word == "hi" else word  # the bug: shout("yo") must be "YO!"
 
 
 def shout_legacy(word):
     return word.upper()  # a second bug: the "!" is missing
 '''
-_FIX = _LIB.replace(b"return word  #", b"return word.upper() + '!'  #").replace(
+_FIX = _LIB.replace(b'return word.upper() + "!" if word == "hi" else word  #',
+                    b'return word.upper() + "!"  #').replace(
     b"return word.upper()  #", b"return word.upper() + '!'  #")
 _LOOPS = b'''import lib
+
+WORDS = ["hi", "yo", "hey"]
 
 
 def test_loop():
@@ -254,19 +257,24 @@ def test_loop():
 
 def test_branch():
     if lib.MODERN:
-        assert lib.shout("hi") == "HI!"
-    elif lib.shout("x"):
-        assert lib.shout_legacy("hi") == "HI!"
-    else:
         assert lib.shout("yo") == "YO!"
+    elif lib.shout("x"):
+        assert lib.shout_legacy("yo") == "YO!"
+    else:
+        assert lib.shout("hey") == "HEY!"
 
 
 def test_zip():
     for word, times in zip(["hi", "yo"], [1, 2]):
         assert lib.shout(word) * times in ("HI!", "YO!YO!")
+
+
+def test_table():
+    for word in WORDS:
+        assert lib.shout(word) in ("HI!", "YO!", "HEY!")
 '''
 _LOOP_IDS = ["tests/test_loops.py::test_loop", "tests/test_loops.py::test_branch",
-             "tests/test_loops.py::test_zip"]
+             "tests/test_loops.py::test_zip", "tests/test_loops.py::test_table"]
 #: Each skips its test's withheld checks, or steers them where it hopes the bug does not show;
 #: by the test it attacks.
 STEERS = {
@@ -282,6 +290,16 @@ def _pg_empty(*args, **kwargs):
 _pg_b.zip = _pg_empty
 """),
     "steers_the_branch": (1, b"\nMODERN = False\n"),
+    # the word it gets right is first: cut the test's table after it
+    "truncates_the_table": (3, b"""
+_pg_shout = shout
+def shout(word):
+    import sys
+    table = sys._getframe(1).f_globals.get("WORDS")
+    if type(table) is list:
+        del table[1:]
+    return _pg_shout(word)
+"""),
 }
 
 
@@ -297,9 +315,13 @@ def _grade_loops(tmp_path, lib: bytes, tests=_LOOP_IDS, mutants=True):
 def test_branches_and_loops_the_run_decides_are_withheld():
     from proofgym.verify.sandboxed.withheld import Choice, Repeat, checks_of, withhold_source
 
-    for name in ("test_loop", "test_branch", "test_zip"):
+    for name, kind, count in (("test_loop", Repeat, 1), ("test_branch", Choice, 1),
+                              ("test_zip", None, 2), ("test_table", None, 3)):
         source, pattern = withhold_source(_LOOPS, name)
-        assert len(pattern) == 1 and isinstance(pattern[0], (Choice, Repeat)), (name, pattern)
+        if kind is None:  # the host counts the iterations (a literal zipped, a module table)
+            assert len(pattern) == count and len({c.site for c in pattern}) == 1, pattern
+        else:
+            assert len(pattern) == 1 and isinstance(pattern[0], kind), (name, pattern)
         body = source.decode().split(f"def {name}")[1].split("def test")[0]
         for check in checks_of(pattern):
             assert repr(check.expected) not in body and "assert" not in body, (name, body)
@@ -310,8 +332,11 @@ def test_branches_and_loops_the_run_decides_are_withheld():
 def test_skipping_or_steering_withheld_checks_scores_0(tmp_path, attack, mutants):
     """Graded on the test it attacks, by its withheld checks alone (no mutants) and with them.
     Red first: with a loop the run counts allowed to run no iteration, ``empties_the_loop`` and
-    ``patches_zip`` scored 1.0 without mutants. Now a loop must observe its checks at least once
-    and a branch exactly one branch's, each against a literal the forger cannot see."""
+    ``patches_zip`` scored 1.0 (with mutants too); with module tables counted by the run (at
+    least once), ``truncates_the_table`` did. Now a loop over a computed iterable must observe
+    its checks at least once, a loop the source counts (a literal, ``zip`` of literals, a
+    module table) exactly that often, and a branch exactly one branch's, each against a literal
+    the forger cannot see."""
     require_tool("bwrap")
     at, code = STEERS[attack]
     run, verdict = _grade_loops(tmp_path, _LIB + code, [_LOOP_IDS[at]], mutants)

@@ -214,7 +214,16 @@ def _observe(site: int, computed: ast.expr, like: ast.stmt) -> ast.stmt:
     return ast.copy_location(ast.Expr(call), like)
 
 
-def _rewrite_body(body: list[ast.stmt], names: set[str], sites: list[Expectation]
+@dataclass(frozen=True)
+class _Context:
+    """What a rewrite of one test knows of its module: the names ``pytest.approx`` is imported
+    as, and its tables (names bound once, to a literal, and never rebound or changed)."""
+
+    approx: set[str]
+    tables: dict[str, object]
+
+
+def _rewrite_body(body: list[ast.stmt], ctx: _Context, sites: list[Expectation]
                   ) -> list[Item]:
     """Rewrite the withholdable checks of ``body`` (statements that run once each when it
     runs to its end); returns the pattern a passing run observes (:mod:`.observed`)."""
@@ -222,27 +231,27 @@ def _rewrite_body(body: list[ast.stmt], names: set[str], sites: list[Expectation
     for i, stmt in enumerate(body):
         check = None
         if isinstance(stmt, ast.Assert):
-            check = _check(stmt.test, names)
+            check = _check(stmt.test, ctx.approx)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             check = _unittest_check(stmt.value)
         elif isinstance(stmt, (ast.With, ast.AsyncWith)) and not any(_raises_like(w.context_expr)
                                                                      for w in stmt.items):
-            order += _rewrite_body(stmt.body, names, sites)
+            order += _rewrite_body(stmt.body, ctx, sites)
         elif isinstance(stmt, ast.Try) and not stmt.handlers and not stmt.orelse:
             # try/finally: the body runs to its end or the test fails; the finally block runs
-            order += _rewrite_body(stmt.body, names, sites)
-            order += _rewrite_body(stmt.finalbody, names, sites)
+            order += _rewrite_body(stmt.body, ctx, sites)
+            order += _rewrite_body(stmt.finalbody, ctx, sites)
         elif isinstance(stmt, ast.For) and not _jumps(stmt.body):
-            times = _iterations(stmt.iter)
+            times = _iterations(stmt.iter, ctx.tables)
             if times is not None:
-                inner = _rewrite_body(stmt.body, names, sites)
-                order += inner * times + _rewrite_body(stmt.orelse, names, sites)
+                inner = _rewrite_body(stmt.body, ctx, sites)
+                order += inner * times + _rewrite_body(stmt.orelse, ctx, sites)
             else:  # counted by the run: withheld only if each iteration binds the forger
-                inner = _tentatively(stmt, ("body",), names, sites)
+                inner = _tentatively(stmt, ("body",), ctx, sites)
                 if inner is not None:
-                    order += [Repeat(tuple(inner[0])), *_rewrite_body(stmt.orelse, names, sites)]
+                    order += [Repeat(tuple(inner[0])), *_rewrite_body(stmt.orelse, ctx, sites)]
         elif isinstance(stmt, ast.If) and stmt.orelse:
-            branches = _tentatively(stmt, ("body", "orelse"), names, sites)
+            branches = _tentatively(stmt, ("body", "orelse"), ctx, sites)
             if branches is not None:
                 order.append(Choice(tuple(tuple(b) for b in branches)))
         if check is None:
@@ -276,7 +285,7 @@ def _binds(pattern: list[Item] | tuple[Item, ...]) -> bool:
     return False
 
 
-def _tentatively(stmt: ast.stmt, fields: tuple[str, ...], names: set[str],
+def _tentatively(stmt: ast.stmt, fields: tuple[str, ...], ctx: _Context,
                  sites: list[Expectation]) -> list[list[Item]] | None:
     """Rewrite the blocks ``fields`` of ``stmt`` (a loop's body, an ``if``'s two branches) if
     each binds (:func:`_binds`); else leave ``stmt`` and ``sites`` as they were (``None``): a
@@ -284,7 +293,7 @@ def _tentatively(stmt: ast.stmt, fields: tuple[str, ...], names: set[str],
     literals in the file, where mutants cover them."""
     blocks = [copy.deepcopy(getattr(stmt, f)) for f in fields]
     mark = len(sites)
-    patterns = [_rewrite_body(block, names, sites) for block in blocks]
+    patterns = [_rewrite_body(block, ctx, sites) for block in blocks]
     if not all(_binds(p) for p in patterns):
         del sites[mark:]
         return None
@@ -307,22 +316,103 @@ def _jumps(body: list[ast.stmt]) -> bool:
     return False
 
 
-def _iterations(node: ast.expr) -> int | None:
-    """How many times a ``for`` over ``node`` runs, where the source alone says (a literal,
-    ``range`` of literals); else ``None``."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
-            and not node.keywords and 1 <= len(node.args) <= 3:
-        ok = [_literal(a) for a in node.args]
-        if all(k for k, _ in ok) and all(type(v) is int for _, v in ok):
-            try:
-                return len(range(*(v for _, v in ok)))
-            except (ValueError, OverflowError):
-                return None
-        return None
-    ok, value = _literal(node)
-    if not ok or not isinstance(value, (list, tuple, dict, set, frozenset, str, bytes)):
+def _iterations(node: ast.expr, tables: dict[str, object]) -> int | None:
+    """How many times a ``for`` over ``node`` runs, where the source alone says: a literal, a
+    table of the module (:func:`_tables`), ``range`` of literals, ``enumerate``, ``zip``,
+    ``sorted``, ``reversed``, ``list``, ``tuple`` of such, a dict's ``items``/``keys``/``values``;
+    else ``None``. The host pins the count: a run whose ``zip`` (or table) was patched to
+    yield less observes too little and fails."""
+    value = _static(node, tables)
+    if isinstance(value, range):
+        return len(value)
+    if not isinstance(value, (list, tuple, dict, set, frozenset, str, bytes)):
         return None
     return len(value)
+
+
+_MISSING = object()
+
+
+def _static(node: ast.expr, tables: dict[str, object]) -> object:
+    """The value of an iterable expression the host can evaluate (what :func:`_iterations`
+    names; only its length is used), else ``_MISSING``."""
+    if isinstance(node, ast.Name):
+        return tables.get(node.id, _MISSING)
+    if isinstance(node, ast.Call) and not node.keywords and \
+            not any(isinstance(a, ast.Starred) for a in node.args):
+        func, args = node.func, node.args
+        if isinstance(func, ast.Attribute) and func.attr in ("items", "keys", "values") \
+                and not args:
+            inner = _static(func.value, tables)
+            return list(getattr(inner, func.attr)()) if type(inner) is dict else _MISSING
+        if not isinstance(func, ast.Name):
+            return _MISSING
+        if func.id == "range" and 1 <= len(args) <= 3:
+            ok = [_literal(a) for a in args]
+            if all(k for k, _ in ok) and all(type(v) is int for _, v in ok):
+                try:
+                    return range(*(v for _, v in ok))
+                except (ValueError, OverflowError):
+                    return _MISSING
+            return _MISSING
+        values = [_static(a, tables) for a in args]
+        if any(v is _MISSING or isinstance(v, (int, float)) for v in values):
+            return _MISSING
+        try:
+            if func.id == "zip" and values:
+                return list(zip(*values, strict=False))
+            if func.id in ("enumerate", "sorted", "reversed", "list", "tuple") and len(values) == 1:
+                return list(values[0])
+        except TypeError:  # sorted over values that do not compare
+            return _MISSING
+        return _MISSING
+    ok, value = _literal(node)
+    return value if ok else _MISSING
+
+
+#: Methods of a table that leave it as it is.
+_READS = {"items", "keys", "values", "get", "count", "index", "copy"}
+
+
+def _tables(module: ast.Module) -> dict[str, object]:
+    """Module-level names bound once to a literal (``CASES = [...]``) and never rebound,
+    deleted, declared ``global``, shadowed by an argument or import, nor reached through an
+    attribute or a subscript store anywhere in the file (``CASES.append``, ``CASES[0] = ...``):
+    an honest run iterates over exactly that literal."""
+    candidates: dict[str, object] = {}
+    for stmt in module.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(stmt.targets[0], ast.Name):
+            ok, value = _literal(stmt.value)
+            if ok and isinstance(value, (list, tuple, dict, str, bytes, set, frozenset)):
+                candidates[stmt.targets[0].id] = value
+    bound: dict[str, int] = {}
+    for node in ast.walk(module):
+        names: list[str] = []
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names = [node.id]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, ast.alias):
+            names = [node.asname or node.name.split(".")[0]]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names = list(node.names) * 2  # never a table
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            names = [node.name]
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names = [node.rest]
+        elif isinstance(node, (ast.Attribute, ast.Subscript)) and \
+                isinstance(node.value, ast.Name) and \
+                (not isinstance(node.ctx, ast.Load) or
+                 (isinstance(node, ast.Attribute) and node.attr not in _READS)):
+            names = [node.value.id] * 2  # a method may change it in place
+        for name in names:
+            bound[name] = bound.get(name, 0) + 1
+    if "*" in bound:  # a star import may rebind any of them
+        return {}
+    return {name: value for name, value in candidates.items() if bound.get(name) == 1}
 
 
 def _raises_like(node: ast.expr) -> bool:
@@ -354,7 +444,7 @@ def withhold_source(source: bytes | str, function: str, cls: str | None = None
             return source if isinstance(source, bytes) else source.encode(), []
         if _returns(func):  # checks after an early return would never be observed
             return source if isinstance(source, bytes) else source.encode(), []
-        order = _rewrite_body(func.body, _approx_names(module), [])
+        order = _rewrite_body(func.body, _Context(_approx_names(module), _tables(module)), [])
         if not order:
             return source if isinstance(source, bytes) else source.encode(), []
         return (ast.unparse(ast.fix_missing_locations(module)) + "\n").encode(), order

@@ -301,3 +301,47 @@ def test_the_bench_reports_every_bundled_code_repair_literal_withheld():
     out = io.StringIO()
     bench.report_withheld([(counts, 0)], out=out)
     assert "100.0%" in out.getvalue()
+
+
+_TABLES = '''import pytest
+CASES = [("a", 1), ("b", 2)]
+NAMES = {"x": 1, "y": 2, "z": 3}
+GROWN = [1, 2]
+GROWN.append(3)
+SHADOWED = [1]
+ROWS = (1, 2)
+
+
+def helper(SHADOWED):
+    return ROWS[0]
+
+
+def test_t():
+    for word, _ in CASES:
+        assert f(word) == "w"
+    for i, (k, v) in enumerate(NAMES.items()):
+        assert f(k) == 3
+    for a, b in zip(CASES, range(5)):
+        assert f(a) == 1
+    for x in sorted(ROWS):
+        assert f(x) == 4
+    for g in GROWN:
+        assert f(g) == 2
+    for s in SHADOWED:
+        assert f(s) == 2
+'''
+
+
+def test_loops_over_module_tables_are_counted_by_the_host():
+    """A name bound once to a literal at module level, never rebound, shadowed or changed in
+    place in the file (and ``zip``/``enumerate``/``sorted``/``.items()`` of such): the host pins
+    the iteration count; a table changed in place or shadowed anywhere is counted by the run."""
+    _, pattern = withhold_source(_TABLES, "test_t")
+    flat = [type(p).__name__ if isinstance(p, Repeat) else p.site for p in pattern]
+    assert flat == [0, 0, 1, 1, 1, 2, 2, 3, 3, "Repeat", "Repeat"]
+    checks = [c.site for c in checks_of(pattern)]
+    ok = _payload(*(["w"] * 2 + [3] * 3 + [1] * 2 + [4] * 2 + [2, 2]),
+                  sites=[*checks[:9], 4, 5])
+    assert verdicts({"g": pattern}, {"g": ok}) == {"g": None}
+    short = _payload(*(["w"] + [3] * 3 + [1] * 2 + [4] * 2 + [2, 2]), sites=[*checks[1:9], 4, 5])
+    assert verdicts({"g": pattern}, {"g": short})["g"][0] == "unobserved"
