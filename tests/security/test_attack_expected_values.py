@@ -341,9 +341,11 @@ def test_skipping_or_steering_withheld_checks_scores_0(tmp_path, attack, mutants
     at, code = STEERS[attack]
     run, verdict = _grade_loops(tmp_path, _LIB + code, [_LOOP_IDS[at]], mutants)
     assert verdict.reward == 0.0, (attack, verdict.reason, dict(run.results))
-    if attack == "steers_the_branch":  # the other branch's literal, unseen, holds the bug too
+    if attack in ("steers_the_branch", "empties_the_loop"):
+        # the other branch's literal, unseen, holds the bug too; a computed loop that ran no
+        # iteration checked nothing (wrong code may return nothing: a failed test, no flag)
         assert run.failure is None and run.results[_LOOP_IDS[at]] == "failed", dict(run.results)
-    else:  # a test that passed without observing its checks: only tampering does that
+    else:  # a count the source fixes, not observed: only tampering does that
         assert run.failure == "tampering_detected" and "withheld" in run.report_error, \
             run.report_error
 

@@ -33,7 +33,8 @@ class Choice:
 @dataclass(frozen=True)
 class Repeat:
     """A ``for`` loop over an iterable the host cannot count: ``body`` is observed once per
-    iteration, and at least once (a loop that ran no iteration checked nothing)."""
+    iteration, and at least once (a loop that ran no iteration checked nothing: the test
+    fails)."""
 
     body: tuple[Item, ...]
 
@@ -153,18 +154,19 @@ def verdicts(withheld: Mapping[str, Sequence[Item]], observed: Mapping[str, str]
              ) -> dict[str, tuple[str, str] | None]:
     """Generated test id (of a test whose process passed) -> ``None`` where every check was
     observed as its code runs them and holds; else ``(kind, why)``: ``"wrong"`` (a value that
-    does not hold: wrong code) or ``"unobserved"`` (checks missing, extra or out of order, or a
-    sequence no run of the test's statements makes: no branch or both branches of a
-    :class:`Choice`, no iteration of a :class:`Repeat`; a test that passed without running its
-    own statements, which only tampering does); ``why`` names the check, never its expected
-    value. A site names one check wherever it is observed, so each value is judged against
-    the literal of its site."""
+    does not hold, or a :class:`Repeat` that ran no iteration: wrong code may return an
+    empty iterable) or ``"unobserved"`` (checks missing, extra or out of order, or a sequence no
+    run of the test's statements makes: no branch or two branches of a :class:`Choice`, an
+    iteration cut short; a test that passed without running its own statements, which only
+    tampering does); ``why`` names the check, never its expected value. A site names one check
+    wherever it is observed, so each value is judged against the literal of its site."""
     return {gen: _verdict(expectations, observed.get(gen)) for gen, expectations in withheld.items()}
 
 
-def _matches(pattern: tuple[Item, ...], sites: list[object]) -> bool:
+def _matches(pattern: tuple[Item, ...], sites: list[object], idle_loops: bool = False) -> bool:
     """Whether the observed ``sites`` are a sequence of the pattern's (a regular language:
-    the sets of end positions, memoised by sub-pattern and start)."""
+    the sets of end positions, memoised by sub-pattern and start); with ``idle_loops``, a
+    :class:`Repeat` may also run no iteration."""
     memo: dict[tuple[int, int], frozenset[int]] = {}
     keep: list[object] = []  # the sub-patterns memoised by id stay alive while matching
 
@@ -181,7 +183,7 @@ def _matches(pattern: tuple[Item, ...], sites: list[object]) -> bool:
                     for alternative in item.alternatives:
                         nxt |= ends(alternative, i)
                 elif isinstance(item, Repeat):
-                    frontier, seen = set(ends(item.body, i)), set()
+                    frontier, seen = set(ends(item.body, i)) | ({i} if idle_loops else set()), set()
                     while frontier:
                         j = frontier.pop()
                         if j not in seen:
@@ -209,9 +211,12 @@ def _verdict(pattern: Sequence[Item], payload: str | None) -> tuple[str, str] | 
     by_site = {e.site: e for e in checks_of(pattern)}
     if not isinstance(records, list) or not all(
             isinstance(r, list) and len(r) == 2 and type(r[0]) is int and r[0] in by_site
-            for r in records) or not _matches(tuple(pattern), [r[0] for r in records]):
+            for r in records) or not _matches(tuple(pattern), [r[0] for r in records], True):
         return "unobserved", ("the test passed without observing its withheld checks as its "
                               "code runs them (in order, each branch and loop as written)")
+    if not _matches(tuple(pattern), [r[0] for r in records]):  # wrong code may return nothing
+        return "wrong", ("a loop of the test over a computed iterable ran no iteration: its "
+                         "withheld checks checked nothing")
     for site, observed in records:
         exp = by_site[site]
         if isinstance(observed, dict) and set(observed) == {"big"}:

@@ -161,8 +161,8 @@ def test_loops_and_branches_the_run_decides():
 
     for sites in ((0, 1, 2, 2, 3), (0, 1, 2, 2, 1, 2, 2, 4), (0, 1, 2, 2, 5)):
         assert run(*sites) is None, sites
-    for sites in ((0, 3),  # the loop ran no iteration
-                  (0, 1, 2, 3),  # an iteration cut short
+    assert run(0, 3)[0] == "wrong"  # the loop ran no iteration (wrong code may return [])
+    for sites in ((0, 1, 2, 3),  # an iteration cut short
                   (0, 1, 2, 2),  # no branch
                   (0, 1, 2, 2, 3, 4),  # two branches
                   (0, 1, 2, 2, 4, 3)):
