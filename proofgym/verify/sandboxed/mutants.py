@@ -43,8 +43,8 @@ field) still tell a few pairs apart (see "Grading" in ``docs/threat-model.md``).
 Where a hidden check compares with a literal, the grading withholds that literal from the test
 process altogether (:mod:`proofgym.verify.sandboxed.withheld`: the host compares what the test
 sent), so neither a test's nor its mutant's value can be read or judged there; mutants matter for
-the checks that cannot be withheld (in loops over computed values, branches, helpers, against
-non-literal values), ``pytest.raises`` and truth checks, and forged passes of everything else.
+the checks that cannot be withheld (in an ``if`` without ``else``, helpers, against non-literal
+values), ``pytest.raises`` and truth checks, and forged passes of everything else.
 
 Tests are listed from the files' AST, never by importing them (importing runs the code under
 test). Test functions are ``test*`` functions at module level and ``test*`` methods of ``Test*``

@@ -14,19 +14,33 @@ methods are its own) and sends the record with its proof of a finished test
 (:mod:`proofgym.verify.sandboxed.runner`). The literal stays here, in an :class:`Expectation`;
 the host compares (:mod:`proofgym.verify.sandboxed.observed`). A withheld assert does not stop
 its test (the test process cannot know whether it holds): a test passes only if its process
-passed, every site was observed as its code runs it (once, in order; in a loop over a literal,
-once per iteration) and every value holds against its literal. A passed test whose checks were
-not observed so ran something other than its own statements: tampering. Code under test can
-send observations of its own (it shares the process), but to pass it would have to send the
-expected value, which it cannot see.
+passed, its checks were observed in a sequence its statements make (the *pattern*) and every
+value holds against its literal. A passed test whose checks were not observed so ran something
+other than its own statements: tampering. Code under test can send observations of its own (it
+shares the process), but to pass it would have to send the expected value, which it cannot see.
 
-Only asserts that run a known number of times when the test passes are withheld: statements of
-the test function's own body, of ``with`` blocks other than ``pytest.raises``-like ones, of
-``try``/``finally`` bodies and of ``for`` loops over a literal with no jump inside; never in a
-branch, a ``try`` with handlers, a loop over a computed iterable or a helper, where a forger
-could leave a site unobserved unnoticed. Those, and checks against anything but a literal
-(``[Interval(1, 7)]``, a helper's result, ``parametrize`` data), keep their expected values in
-the file; the mutants cover them.
+What the pattern pins, so that no forger skips a withheld check unseen: statements of the test
+function's own body, of ``with`` blocks other than ``pytest.raises``-like ones and of
+``try``/``finally`` bodies, once each; a ``for`` loop (no jump inside) over an iterable the
+host evaluates (a literal, ``range`` of literals, a module *table*: a name bound once to a
+literal and never rebound, shadowed or changed in place in the file, and ``zip``,
+``enumerate``, ``sorted``, ``reversed``, ``list``, ``tuple``, ``.items()``/``.keys()``/
+``.values()`` of such), exactly that many times: the count comes from the host, so a run whose
+``zip`` or table was patched observes too little and fails. A ``for`` loop over a computed
+iterable (:class:`Repeat`): its body's checks once per iteration, and at least once (no
+iteration fails the test). An ``if``/``else`` (``elif`` chains with a final ``else``,
+:class:`Choice`): exactly one branch's checks. A loop the run counts and a branch are withheld
+only if every iteration and every branch observes a *binding* check (``==``, ``in``,
+``approx``, ``almost``: one a value the forger cannot see does not meet at random, as it meets
+``!=`` or ``<``, or ``is None`` by a guess), so the forger must still match an unseen literal
+however it steers. Never withheld: an ``if``
+without ``else`` (the forger could skip it), a ``try`` with handlers, a loop with ``break``,
+``continue``, ``raise`` or ``try`` inside, a ``while``, a helper, and checks against anything
+but a literal (``[Interval(1, 7)]``, a helper's result, ``parametrize`` data, a table's row):
+they keep their expected values in the file and the mutants cover them. What steering cannot
+be stopped is the test's own weakness, withheld or not: code under test that makes a computed
+iterable yield only the inputs it gets right, or takes the branch where its bug does not show,
+passes that test as it would with the literal in the file.
 """
 
 from __future__ import annotations
@@ -266,8 +280,9 @@ def _rewrite_body(body: list[ast.stmt], ctx: _Context, sites: list[Expectation]
     return order
 
 
-#: Checks a value the forger cannot see must meet (a random value meets ``!=``, ``not in``, ``<``).
-_BINDING = {"==", "in", "is", "approx", "almost"}
+#: Checks an unseen value must be matched for (a random value meets ``!=``, ``not in``, ``<``; a
+#: guess among None, True and False meets ``is``).
+_BINDING = {"==", "in", "approx", "almost"}
 
 
 def _binds(pattern: list[Item] | tuple[Item, ...]) -> bool:

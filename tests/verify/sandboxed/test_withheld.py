@@ -345,3 +345,12 @@ def test_loops_over_module_tables_are_counted_by_the_host():
     assert verdicts({"g": pattern}, {"g": ok}) == {"g": None}
     short = _payload(*(["w"] + [3] * 3 + [1] * 2 + [4] * 2 + [2, 2]), sites=[*checks[1:9], 4, 5])
     assert verdicts({"g": pattern}, {"g": short})["g"][0] == "unobserved"
+
+
+def test_a_branch_or_counted_loop_whose_checks_a_guess_meets_keeps_its_literals():
+    """``is None``, ``!=``, ``<`` in every iteration or in one branch: a forger steering there
+    passes without matching an unseen literal, so nothing of that loop or ``if`` is withheld."""
+    source = ("def test_g():\n    for x in xs():\n        assert f(x) is None\n"
+              "    if c():\n        assert f(1) == 'a'\n    else:\n        assert f(2) < 3\n")
+    out, pattern = withhold_source(source, "test_g")
+    assert pattern == [] and out == source.encode()
