@@ -140,7 +140,7 @@ _RUN_DECIDES = '''def test_r():
     elif d():
         assert f(2) == 2
     else:
-        assert f(3) is None
+        assert f(3) in (None, 0)
 '''
 
 
@@ -168,7 +168,7 @@ def test_loops_and_branches_the_run_decides():
                   (0, 1, 2, 2, 4, 3)):
         assert run(*sites)[0] == "unobserved", sites
     assert run(0, 1, 2, 2, 1, 2, 2, 3, s1="b")[0] == "wrong"
-    assert run(0, 1, 2, 2, 5, s5=0)[0] == "wrong"
+    assert run(0, 1, 2, 2, 5, s5=1)[0] == "wrong"
 
 
 def test_deeply_nested_loops_are_judged_in_polynomial_time():
