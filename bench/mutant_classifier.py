@@ -8,7 +8,9 @@
 ``--withheld`` prints, per bundled env, how many hidden asserts compare with a literal expected
 value and how many of those the grading withholds (:mod:`proofgym.verify.sandboxed.withheld`:
 the literal stays on the host, the test process only sends what it computed), with the asserts
-left in the file by kind. RepoRepair counts the tasks whose project's sdist is in the cache
+left in the file by where they are (a loop or branch a forger could steer past without matching
+an unseen literal: an ``if`` without ``else``, a loop with a jump inside, an iteration or branch
+whose checks a guess meets). RepoRepair counts the tasks whose project's sdist is in the cache
 (``PROOFGYM_CACHE``; ``--repo-repair-fixtures`` seeds a temporary one with the test suite's
 fixture sdists, nothing is downloaded).
 
@@ -426,6 +428,8 @@ def _kind(node: ast.AST, func: ast.AST) -> str:
     while at is not None and at is not func:
         if isinstance(at, (ast.For, ast.AsyncFor, ast.While, ast.comprehension)):
             return "in a loop"
+        if isinstance(at, ast.If) and not at.orelse:
+            return "in an if without else"
         if isinstance(at, (ast.If, ast.IfExp)):
             return "in a branch"
         if isinstance(at, (ast.Try, ast.ExceptHandler)):
