@@ -386,14 +386,16 @@ def _static(node: ast.expr, tables: dict[str, object]) -> object:
 
 
 #: Methods of a table that leave it as it is.
-_READS = {"items", "keys", "values", "get", "count", "index", "copy"}
+_READS = {"items", "keys", "values", "get", "count", "index"}
 
 
 def _tables(module: ast.Module) -> dict[str, object]:
-    """Module-level names bound once to a literal (``CASES = [...]``) and never rebound,
-    deleted, declared ``global``, shadowed by an argument or import, nor reached through an
-    attribute or a subscript store anywhere in the file (``CASES.append``, ``CASES[0] = ...``):
-    an honest run iterates over exactly that literal."""
+    """Module-level names bound once to a literal (``CASES = [...]``), never rebound, deleted,
+    declared ``global`` or shadowed (an argument, an import) anywhere in the file, and read only
+    where nothing can change them in place (a ``for``'s iterable, through the builtins
+    :func:`_static` evaluates and ``len``; a subscript, a comparison): never handed to code
+    under test, which may honestly consume a list it is given. An honest run iterates over
+    exactly that literal."""
     candidates: dict[str, object] = {}
     for stmt in module.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
@@ -401,11 +403,13 @@ def _tables(module: ast.Module) -> dict[str, object]:
             ok, value = _literal(stmt.value)
             if ok and isinstance(value, (list, tuple, dict, str, bytes, set, frozenset)):
                 candidates[stmt.targets[0].id] = value
+    parents = {id(c): p for p in ast.walk(module) for c in ast.iter_child_nodes(p)}
     bound: dict[str, int] = {}
     for node in ast.walk(module):
         names: list[str] = []
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names = [node.id]
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Load) or not _read_only(node, parents):
+                names = [node.id]
         elif isinstance(node, ast.arg):
             names = [node.arg]
         elif isinstance(node, ast.alias):
@@ -418,16 +422,33 @@ def _tables(module: ast.Module) -> dict[str, object]:
             names = [node.name]
         elif isinstance(node, ast.MatchMapping) and node.rest:
             names = [node.rest]
-        elif isinstance(node, (ast.Attribute, ast.Subscript)) and \
-                isinstance(node.value, ast.Name) and \
-                (not isinstance(node.ctx, ast.Load) or
-                 (isinstance(node, ast.Attribute) and node.attr not in _READS)):
-            names = [node.value.id] * 2  # a method may change it in place
         for name in names:
             bound[name] = bound.get(name, 0) + 1
     if "*" in bound:  # a star import may rebind any of them
         return {}
     return {name: value for name, value in candidates.items() if bound.get(name) == 1}
+
+
+#: Builtins that read a table without changing it (and that :func:`_static` evaluates).
+_WRAPPERS = {"zip", "enumerate", "sorted", "reversed", "list", "tuple", "len"}
+
+
+def _read_only(node: ast.Name, parents: dict[int, ast.AST]) -> bool:
+    """Whether this load of a name is a read nothing can change the value through."""
+    child: ast.AST = node
+    while True:
+        at = parents.get(id(child))
+        if (isinstance(at, ast.For) and at.iter is child) or isinstance(at, ast.Compare) or \
+                (isinstance(at, ast.Subscript) and at.value is child):
+            return True
+        if isinstance(at, ast.Attribute) and at.attr in _READS and \
+                isinstance(parents.get(id(at)), ast.Call) and parents[id(at)].func is at:
+            child = parents[id(at)]
+        elif isinstance(at, ast.Call) and isinstance(at.func, ast.Name) and \
+                at.func.id in _WRAPPERS and child in at.args:
+            child = at
+        else:
+            return False
 
 
 def _raises_like(node: ast.expr) -> bool:

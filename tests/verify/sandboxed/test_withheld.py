@@ -310,6 +310,7 @@ GROWN = [1, 2]
 GROWN.append(3)
 SHADOWED = [1]
 ROWS = (1, 2)
+QUEUE = [1, 2]
 
 
 def helper(SHADOWED):
@@ -329,21 +330,25 @@ def test_t():
         assert f(g) == 2
     for s in SHADOWED:
         assert f(s) == 2
+    drain(QUEUE)  # code under test may honestly consume a list it is given
+    for q in QUEUE:
+        assert f(q) == 2
 '''
 
 
 def test_loops_over_module_tables_are_counted_by_the_host():
-    """A name bound once to a literal at module level, never rebound, shadowed or changed in
-    place in the file (and ``zip``/``enumerate``/``sorted``/``.items()`` of such): the host pins
-    the iteration count; a table changed in place or shadowed anywhere is counted by the run."""
+    """A name bound once to a literal at module level, never rebound, shadowed, changed in
+    place or handed to other code in the file (and ``zip``/``enumerate``/``sorted``/``.items()``
+    of such): the host pins the iteration count; any other table is counted by the run."""
     _, pattern = withhold_source(_TABLES, "test_t")
     flat = [type(p).__name__ if isinstance(p, Repeat) else p.site for p in pattern]
-    assert flat == [0, 0, 1, 1, 1, 2, 2, 3, 3, "Repeat", "Repeat"]
+    assert flat == [0, 0, 1, 1, 1, 2, 2, 3, 3, "Repeat", "Repeat", "Repeat"]
     checks = [c.site for c in checks_of(pattern)]
-    ok = _payload(*(["w"] * 2 + [3] * 3 + [1] * 2 + [4] * 2 + [2, 2]),
-                  sites=[*checks[:9], 4, 5])
+    ok = _payload(*(["w"] * 2 + [3] * 3 + [1] * 2 + [4] * 2 + [2, 2, 2]),
+                  sites=[*checks[:9], 4, 5, 6])
     assert verdicts({"g": pattern}, {"g": ok}) == {"g": None}
-    short = _payload(*(["w"] + [3] * 3 + [1] * 2 + [4] * 2 + [2, 2]), sites=[*checks[1:9], 4, 5])
+    short = _payload(*(["w"] + [3] * 3 + [1] * 2 + [4] * 2 + [2, 2, 2]),
+                     sites=[*checks[1:9], 4, 5, 6])
     assert verdicts({"g": pattern}, {"g": short})["g"][0] == "unobserved"
 
 
