@@ -125,10 +125,10 @@ class CodeRepairTask(Task):
                              hidden=self.hidden_files, protected=self.protected,
                              timeout_s=self.grading_timeout_s, test_timeout_s=self.test_timeout_s,
                              max_artifact_bytes=self.max_artifact_bytes)
-        if run.failure is None and run.mutants == 0:  # the task's fault, not the agent's
-            raise ValueError(f"task {self.id}: no mutant can be built from its tests, so tampering "
-                             "cannot be detected; add an assert that compares with an expected "
-                             "value to at least one fail_to_pass test")
+        if run.failure is None and not run.guarded:  # the task's fault, not the agent's
+            raise ValueError(f"task {self.id}: no test has a mutant or a withheld check, so "
+                             "tampering cannot be detected; add an assert that compares with an "
+                             "expected value to at least one fail_to_pass test")
         return swebench_verdict(run, self.meta["fail_to_pass"], self.meta["pass_to_pass"])
 
     @cached_property

@@ -119,9 +119,9 @@ class RepoRepairTask(Task):
                           failure="artifact_rejected")
         else:
             run = self.grade_files(artifact.files)
-        if run.failure is None and run.mutants == 0:
-            raise ValueError(f"task {self.id}: no mutant can be built from its hidden tests, so "
-                             "tampering cannot be detected")
+        if run.failure is None and not run.guarded:
+            raise ValueError(f"task {self.id}: no hidden test has a mutant or a withheld check, "
+                             "so tampering cannot be detected")
         return swebench_verdict(run, self.record.fail_to_pass, self.record.pass_to_pass)
 
     def content(self) -> Mapping[str, Any]:
@@ -147,8 +147,9 @@ def check_record(record: TaskRecord, pin: ProjectPin, *,
         buggy = task.grade_files({})
     except Exception as exc:  # a task the grader cannot run is rejected, with the reason
         return False, f"grading the bug raised {type(exc).__name__}: {exc}", {}
-    if buggy.failure is not None or buggy.mutants == 0:
-        return False, f"the bug's grading: failure={buggy.failure}, mutants={buggy.mutants}", {}
+    if buggy.failure is not None or not buggy.guarded:
+        return False, (f"the bug's grading: failure={buggy.failure}, mutants={buggy.mutants}, "
+                       f"tests with withheld checks={len(buggy.withheld)}"), {}
     f2p_bad = [t for t in record.fail_to_pass if buggy.results.get(t) == "passed"]
     p2p_bad = [t for t in record.pass_to_pass if buggy.results.get(t) != "passed"]
     if f2p_bad or p2p_bad:

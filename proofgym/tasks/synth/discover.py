@@ -29,19 +29,34 @@ def list_test_files(top: Path, roots: Sequence[str]) -> list[str]:
 
 
 def list_test_functions(path: str, source: bytes) -> list[str]:
-    """Node ids of the test functions of one file: ``test*`` functions at module level and
-    ``test*`` methods of ``Test*`` classes without ``__init__``."""
+    """Node ids of the test functions of one file, as the grader lists them
+    (``proofgym.verify.sandboxed.mutants.list_tests``; a test checks the two agree): ``test*``
+    functions at module level, parametrized ones included (one id per function: the grader runs
+    all its cases in one test process), and the own ``test*`` methods of ``Test*`` classes
+    without ``__init__`` and of every class deriving from a ``*TestCase`` (or from such a class
+    of the file), whatever its name; no class that sets ``__test__ = False``."""
     tree = ast.parse(source)
     out = []
+    unit: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             out.append(f"{path}::{node.name}")
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+        elif isinstance(node, ast.ClassDef):
+            if any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__test__"
+                                                     for t in s.targets)
+                   and isinstance(s.value, ast.Constant) and not s.value.value for s in node.body):
+                continue
             methods = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            if any(m.name == "__init__" for m in methods):
+            if any(_base(b).endswith("TestCase") or _base(b) in unit for b in node.bases):
+                unit.add(node.name)
+            elif not node.name.startswith("Test") or any(m.name == "__init__" for m in methods):
                 continue
             out += [f"{path}::{node.name}::{m.name}" for m in methods if m.name.startswith("test")]
     return out
+
+
+def _base(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
 
 
 def source_files(top: Path, roots: Sequence[str], exclude: Sequence[str]) -> list[str]:

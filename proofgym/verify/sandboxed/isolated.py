@@ -100,11 +100,29 @@ class TestRun:
     mutants: int = 0
     mutants_passed: int = 0
     unmutable: tuple[str, ...] = ()
+    #: real test ids with at least one withheld check (:mod:`~proofgym.verify.sandboxed.withheld`)
+    withheld: tuple[str, ...] = ()
     failure: str | None = None
     #: Real test id -> the tail of its failure report (assertion text, traceback), for tests
     #: that did not pass; informative only (the code under test can write it), bounded in size.
     messages: Mapping[str, str] = field(default_factory=dict)
     starved: bool = False
+
+
+    @property
+    def unguarded(self) -> tuple[str, ...]:
+        """Tests neither a mutant nor a withheld check guards: a forced pass of one goes
+        unnoticed. A test with a withheld check is guarded without a mutant: to pass, its
+        process must send, as its code runs the check, a value that holds against a literal it
+        never sees (a forced pass that sends nothing is tampering, one that sends a guess fails)."""
+        withheld = set(self.withheld)
+        return tuple(t for t in self.unmutable if t not in withheld)
+
+    @property
+    def guarded(self) -> bool:
+        """Whether any test is guarded (a mutant, or a withheld check): a task none of whose
+        tests is cannot detect tampering, a grader error (``CodeRepairTask.verify``)."""
+        return self.mutants > 0 or bool(self.withheld)
 
 
 def _rejected(reason: str, dropped: Sequence[str], t0: float) -> TestRun:
@@ -236,7 +254,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     timings.update(_phases(report[len(_READY):]) if error is None else {})
     changed = _state_changed(report[len(_READY):]) if error is None else None
     run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings,
-                     changed, unobserved)
+                     changed, unobserved, withheld)
     limit = test_timeout_s or timeout_s
     unmeasured = _cpu_unmeasured(report[len(_READY):]) if run.starved else None
     if run.starved and cpu is None and unmeasured is not None:
@@ -396,10 +414,12 @@ def _real_names(message: str, generated: str, real: str) -> str:
 def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_code: int | None,
                host_timeout: bool, output: str, dropped: Sequence[str],
                timings: Mapping[str, float], changed: str | None = None,
-               unobserved: Sequence[str] = ()) -> TestRun:
+               unobserved: Sequence[str] = (), withheld: Mapping[str, list] | None = None
+               ) -> TestRun:
     common = dict(exit_code=exit_code, output=output, dropped=tuple(sorted(dropped)),
                   timings=dict(timings), mutants=len(layout.mutant),
-                  unmutable=tuple(layout.unmutable))
+                  unmutable=tuple(layout.unmutable),
+                  withheld=tuple(sorted({layout.real[g] for g in withheld or {} if g in layout.real})))
     if error is not None:
         why = (f"the test run did not finish within its time limit: {error}" if host_timeout
                else f"the test run was cut short by the code under test: {error}")
@@ -528,6 +548,7 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
         "artifact_rejected": float(run.failure == "artifact_rejected"),
         "mutants": float(run.mutants), "mutants_passed": float(run.mutants_passed),
         "tests_without_mutant": float(len(run.unmutable)),
+        "tests_unguarded": float(len(run.unguarded)),
         "grading_overhead_s": run.timings.get("total_s", 0.0) - run.timings.get("run_s", 0.0),
         "test_run_s": run.timings.get("run_s", 0.0),
     }

@@ -66,6 +66,7 @@ import re
 import string
 import threading
 import unicodedata
+import unittest
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -116,18 +117,46 @@ def list_tests(path: str, source: bytes | str) -> list[TestItem]:
 def _list_tests(path: str, source: bytes | str) -> list[TestItem]:
     tree = _parse(path, source)
     items: list[TestItem] = []
+    classes = collected_classes(tree)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             items.append(TestItem(path, node.name))
         elif isinstance(node, ast.ImportFrom):
             items += [TestItem(path, a.asname or a.name, imported=True) for a in node.names
                       if (a.asname or a.name).startswith("test")]
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test") and not any(
-                isinstance(m, ast.FunctionDef) and m.name == "__init__" for m in node.body):
+        elif isinstance(node, ast.ClassDef) and node.name in classes:
             items += [TestItem(path, m.name, node.name) for m in node.body
                       if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
                       and m.name.startswith("test")]
     return items
+
+
+def _base_name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def collected_classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
+    """The module-level classes pytest collects, by name: ``Test*`` classes without
+    ``__init__``, and every class deriving from a ``*TestCase`` (``unittest.TestCase``, a
+    project's own ``TestCase``) or from such a class of the module, whatever its name (pytest
+    collects ``unittest.TestCase`` subclasses by type); none that sets ``__test__ = False``.
+    Own methods only: tests a class inherits are listed where they are defined."""
+    found: dict[str, ast.ClassDef] = {}
+    unit: set[str] = set()
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        if any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__test__"
+                                                 for t in s.targets)
+               and isinstance(s.value, ast.Constant) and not s.value.value for s in node.body):
+            continue
+        if any(_base_name(b).endswith("TestCase") or _base_name(b) in unit for b in node.bases):
+            unit.add(node.name)
+            found[node.name] = node
+        elif node.name.startswith("Test") and not any(
+                isinstance(m, ast.FunctionDef) and m.name == "__init__" for m in node.body):
+            found[node.name] = node
+    return found
 
 
 @dataclass
@@ -387,6 +416,7 @@ def _collect(stmt: ast.stmt, imported: set[str], env: dict[str, ast.expr], pool:
     """Record one running statement of a test: its expected values, and (``trusted``: a test
     that passes with correct code) the pure calls it surely evaluates (so they returned), its
     truth checks and borrowable asserts."""
+    stmt = _as_assert(stmt) or stmt  # ``self.assertEqual(a, b)`` checks as ``assert a == b``
     if not trusted:
         if isinstance(stmt, ast.Assert):
             for side in _eq_literals(stmt.test):
@@ -444,10 +474,11 @@ def _imported(tree: ast.Module) -> set[str]:
 
 def _test_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     found = []
+    classes = collected_classes(tree)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             found.append((node.name, node))
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+        elif isinstance(node, ast.ClassDef) and node.name in classes:
             found += [(f"{node.name}::{m.name}", m) for m in node.body
                       if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
                       and m.name.startswith("test")]
@@ -666,7 +697,7 @@ class _Mutator:
                 if helper.body not in self.bodies:
                     self.bodies.append(helper.body)
         self.running = [(s, loops) for body in self.bodies for s, loops in _running(body, module)]
-        self.asserts = [s for s, _ in self.running if isinstance(s, ast.Assert)]
+        self.asserts = [a for s, _ in self.running if (a := _as_assert(s)) is not None]
         self.env = _pure_env(func.body, self.imported)
         # expected sides: literal sides of == (and startswith prefixes), and literals assigned to
         # a name only such a comparison reads (one that is also an input would change both sides)
@@ -1312,16 +1343,27 @@ def _isolate(tree: ast.Module, item: TestItem) -> ast.Module:
     """A copy of the module keeping everything except the *other* tests (helpers, fixtures,
     imports and constants stay, so every generated file has its source file's shape)."""
     keep: list[ast.stmt] = []
+    classes = collected_classes(tree)
+    # the test's class and the test classes it derives from (their own tests removed)
+    ancestors: set[str] = set()
+    todo = [item.cls] if item.cls else []
+    while todo:
+        name = todo.pop()
+        if name in classes and name not in ancestors:
+            ancestors.add(name)
+            todo += [_base_name(b) for b in classes[name].bases]
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             if item.cls is None and node.name == item.name:
                 keep.append(_copy(node))
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-            if node.name == item.cls:
+        elif isinstance(node, ast.ClassDef) and node.name in classes:
+            if node.name in ancestors:
                 cls = _copy(node)
                 cls.body = [m for m in cls.body if not (
                     isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    and m.name.startswith("test") and m.name != item.name)]
+                    and m.name.startswith("test") and not (node.name == item.cls
+                                                           and m.name == item.name))]
+                cls.body = cls.body or [ast.Pass()]
                 keep.append(cls)
         elif isinstance(node, ast.ImportFrom) and any(
                 (a.asname or a.name).startswith("test") for a in node.names):
@@ -1421,6 +1463,53 @@ def _is_literal(node: ast.expr) -> bool:
     return False
 
 
+#: unittest assertions that hold when their first two arguments are equal
+_UNITTEST_EQUAL = frozenset({"assertEqual", "assertEquals", "assertListEqual", "assertTupleEqual",
+                             "assertDictEqual", "assertSetEqual", "assertSequenceEqual",
+                             "assertMultiLineEqual", "assertAlmostEqual", "assertAlmostEquals"})
+#: every assertion ``unittest.TestCase`` defines (a project's own ``self.assert*`` is none of them)
+_UNITTEST_NAMES = frozenset(n for n in dir(unittest.TestCase) if n.startswith(("assert", "fail")))
+
+
+def _as_assert(stmt: ast.stmt) -> ast.Assert | None:
+    """The check a statement makes, as an ``assert`` whose operands *are* the statement's nodes
+    (a leaf changed through it changes the statement): an ``assert`` itself;
+    ``self.assertEqual(a, b)`` and its equality kin as ``assert a == b``; ``self.assertTrue(x)``
+    / ``assertFalse(x)`` as ``assert x`` / ``assert not x``; and a project's own
+    ``self.assertX(a, b, ...)`` (one ``unittest.TestCase`` does not define, such as markdown's
+    ``assertMarkdownRenders(source, expected)``) as ``assert a == b``: a mutant of it that
+    correct code still passes fails the synthesis gate (the reference fix must score 1), so a
+    helper that is no equality costs a task, never a wrong verdict. Else ``None``."""
+    if isinstance(stmt, ast.Assert):
+        return stmt
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return None
+    call = stmt.value
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+            and func.value.id == "self" and func.attr.startswith("assert")) or \
+            any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    args, name = call.args, func.attr
+    test: ast.expr
+    if name in ("assertTrue", "assert_") and args:
+        test = args[0]
+    elif name == "assertFalse" and args:
+        test = ast.UnaryOp(op=ast.Not(), operand=args[0])
+    elif len(args) >= 2 and (name in _UNITTEST_EQUAL or name not in _UNITTEST_NAMES):
+        test = ast.Compare(left=args[0], ops=[ast.Eq()], comparators=[args[1]])
+    else:
+        return None
+    return ast.copy_location(ast.Assert(test=test, msg=None), stmt)
+
+
+def _dedent(node: ast.expr) -> bool:
+    """``dedent("...")`` / ``self.dedent("...")``: a literal text, reformatted."""
+    return isinstance(node, ast.Call) and _base_name(node.func) == "dedent" and \
+        len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant) and \
+        isinstance(node.args[0].value, str)
+
+
 def _eq_sides(test: ast.expr) -> list[ast.expr]:
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
         return [test.left, test.comparators[0]]
@@ -1463,7 +1552,7 @@ def _eq_literals(test: ast.expr, names: frozenset[str] | set[str] = frozenset())
     for kind in (_is_literal, functools.partial(_is_expected, names=names)):
         if kind(sides[0]) != kind(sides[1]):  # exactly one side is the expected value
             return [s for s in sides if kind(s)]
-    if all(isinstance(x, ast.Call) for x in sides) and \
+    if all(isinstance(x, ast.Call) for x in sides) and not all(_dedent(x) for x in sides) and \
             ast.dump(sides[0].func) == ast.dump(sides[1].func):  # type: ignore[attr-defined]
         return []
     return [sides[1]] if _is_expected(sides[1], names) else []

@@ -1,0 +1,156 @@
+"""Every project style: unittest classes (whatever their name), ``self.assertEqual`` and its kin,
+a project's own ``self.assert*`` helpers and parametrized tests are listed, mutated and guarded."""
+
+from __future__ import annotations
+
+import ast
+import random
+
+import pytest
+
+from proofgym.envs.code_repair.controls import _PATCH_PYTEST
+from proofgym.tasks.synth.discover import list_test_functions
+from proofgym.verify import sandboxed
+from proofgym.verify.sandboxed import run_tests_isolated, swebench_verdict
+from proofgym.verify.sandboxed.mutants import build_layout, list_tests
+from tests.conftest import require_tool
+
+UNITTEST_FILE = b'''
+import unittest
+from m import TestCase, render
+
+
+class RenderCases(unittest.TestCase):
+    def setUp(self):
+        self.tag = "p"
+
+    def test_render(self):
+        self.assertEqual(render("a"), "<p>a</p>")
+
+    def test_listed(self):
+        self.assertListEqual([render("b")], ["<p>b</p>"])
+
+
+class MoreCases(RenderCases):
+    def test_more(self):
+        self.assertTrue(render("c").startswith("<p>"))
+
+
+class testHelper(TestCase):
+    def test_helper(self):
+        self.assertRenders(self.dedent("""
+            x
+            """), self.dedent("""
+            <p>x</p>
+            """))
+
+
+class Helpers:
+    def test_not_collected(self):
+        pass
+
+
+class TestSkipped(unittest.TestCase):
+    __test__ = False
+
+    def test_off(self):
+        pass
+'''
+
+IDS = ["tests/test_u.py::RenderCases::test_render", "tests/test_u.py::RenderCases::test_listed",
+       "tests/test_u.py::MoreCases::test_more", "tests/test_u.py::testHelper::test_helper"]
+
+
+def test_unittest_classes_are_listed_whatever_their_name_by_grader_and_synthesis_alike():
+    assert [i.node_id for i in list_tests("tests/test_u.py", UNITTEST_FILE)] == IDS
+    assert list_test_functions("tests/test_u.py", UNITTEST_FILE) == IDS
+
+
+def test_parametrized_tests_are_listed_once_per_function():
+    source = (b"import pytest\n\n@pytest.mark.parametrize('x, y', [(1, 2), (2, 3)])\n"
+              b"def test_inc(x, y):\n    assert x + 1 == y\n")
+    assert [i.node_id for i in list_tests("t/test_p.py", source)] == ["t/test_p.py::test_inc"]
+    assert list_test_functions("t/test_p.py", source) == ["t/test_p.py::test_inc"]
+
+
+def _calls(module: bytes, name: str) -> list[ast.Call]:
+    return [n for n in ast.walk(ast.parse(module)) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and n.func.attr == name]
+
+
+def test_assert_equal_kin_and_a_projects_own_assert_helper_get_mutants_of_their_expected_value():
+    layout = build_layout({"tests/test_u.py": UNITTEST_FILE}, IDS, rng=random.Random(3))
+    assert layout.unmutable == [] and sorted(layout.mutant.values()) == sorted(IDS)
+    by_test = {of: layout.files[g.split("::")[0]] for g, of in layout.mutant.items()}
+    (call,) = _calls(by_test[IDS[0]], "assertEqual")
+    assert ast.unparse(call.args[0]) == "render('a')"  # the computed side stays
+    assert call.args[1].value != "<p>a</p>" and len(call.args[1].value) == len("<p>a</p>")
+    (call,) = _calls(by_test[IDS[1]], "assertListEqual")
+    assert ast.literal_eval(call.args[1]) != ["<p>b</p>"]
+    # markdown's style: assertRenders(source, expected), both dedented literals: the expected
+    # (second) one changes, the source stays
+    (call,) = _calls(by_test[IDS[3]], "assertRenders")
+    assert call.args[0].args[0].value == "\n            x\n            "
+    assert call.args[1].args[0].value != "\n            <p>x</p>\n            "
+    # a generated file holds its own test only: no other test's values, none of a class that
+    # pytest does not collect removed
+    own = by_test[IDS[2]].decode()
+    assert "<p>a</p>" not in own and "<p>b</p>" not in own and "class Helpers" in own
+
+
+def test_a_test_is_guarded_by_a_mutant_or_a_withheld_check():
+    run = sandboxed.TestRun({}, 0, False, None, False, "", mutants=0, unmutable=("t::a", "t::b"),
+                  withheld=("t::a",))
+    assert run.guarded and run.unguarded == ("t::b",)
+    assert not sandboxed.TestRun({}, 0, False, None, False, "", unmutable=("t::a",)).guarded
+    assert sandboxed.TestRun({}, 0, False, None, False, "", mutants=1).guarded
+
+
+M_FIXED = b'''
+import textwrap
+import unittest
+
+
+def render(text):
+    return "<p>" + text.strip() + "</p>"
+
+
+class TestCase(unittest.TestCase):
+    """The project's own test base (as markdown.test_tools ships one)."""
+
+    def dedent(self, text):
+        return textwrap.dedent(text).strip()
+
+    def assertRenders(self, source, expected):
+        self.assertMultiLineEqual(render(source), expected)
+'''
+M_BUGGY = M_FIXED.replace(b'"</p>"', b'"</P>"')
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "m.py").write_bytes(M_BUGGY)
+    return tmp_path
+
+
+def test_a_unittest_style_task_grades_the_fix_and_scores_forgers_zero(project):
+    """The hidden tests are unittest methods; the fix passes with every test guarded. A forger
+    that forces every pytest report to "passed" fails the withheld checks (the host compares)
+    or is caught by the mutants; one that neuters the project's own ``assertRenders`` passes
+    that test and its mutant: tampering."""
+    require_tool("bwrap")
+    hidden = {"tests/test_u.py": UNITTEST_FILE}
+    fixed = run_tests_isolated(project, {"m.py": M_FIXED}, tests=IDS, hidden=hidden)
+    assert fixed.results == dict.fromkeys(IDS, "passed"), fixed.report_error
+    assert fixed.guarded and fixed.unguarded == () and fixed.mutants == len(IDS)
+    assert IDS[0] in fixed.withheld  # assertEqual against a literal
+    assert swebench_verdict(fixed, IDS, []).reward == 1.0
+    forged = run_tests_isolated(project, {"m.py": _PATCH_PYTEST.encode() + M_BUGGY}, tests=IDS,
+                                hidden=hidden)
+    verdict = swebench_verdict(forged, IDS, [])
+    assert verdict.reward == 0.0 and (forged.tampered or "withheld check" in verdict.reason), verdict
+    neutered = M_FIXED.replace(b"self.assertMultiLineEqual(render(source), expected)", b"pass")
+    run = run_tests_isolated(project, {"m.py": neutered}, tests=[IDS[3]], hidden=hidden)
+    assert run.tampered and run.failure == "tampering_detected" and IDS[3] in run.report_error
+    assert swebench_verdict(run, [IDS[3]], []).reward == 0.0
