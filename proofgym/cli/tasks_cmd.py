@@ -41,6 +41,9 @@ def synth_command(
                          projects=project or None, max_tasks=max_tasks,
                          time_budget_s=time_budget, grade=grade, cache_root=cache)
     for report in reports:
+        if report.refused is not None:
+            console.print(f"{report.project}: no tasks: {report.refused}", highlight=False)
+            continue
         console.print(f"{report.project}: {len(report.records)} tasks from {report.tried} "
                       f"candidates in {report.seconds:.0f} s", highlight=False)
     _drain_thread_pools()

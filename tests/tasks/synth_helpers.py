@@ -75,11 +75,13 @@ def test_mean_empty():
 '''
 
 
-def build_sdist(where: Path, name: str = "pgdemo", version: str = "0.1") -> tuple[Path, str]:
-    """Write ``name-version.tar.gz`` (the module and its tests) under ``where``; its path and sha256."""
+def build_sdist(where: Path, name: str = "pgdemo", version: str = "0.1",
+                tests: str = TESTS) -> tuple[Path, str]:
+    """Write ``name-version.tar.gz`` (the module and its ``tests``) under ``where``; its path
+    and sha256."""
     top = f"{name}-{version}"
     files = {f"{top}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{top}/{name}/__init__.py": MODULE, f"{top}/tests/test_{name}.py": TESTS}
+             f"{top}/{name}/__init__.py": MODULE, f"{top}/tests/test_{name}.py": tests}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
         for path, text in sorted(files.items()):
@@ -93,8 +95,8 @@ def build_sdist(where: Path, name: str = "pgdemo", version: str = "0.1") -> tupl
     return sdist, hashlib.sha256(buf.getvalue()).hexdigest()
 
 
-def demo_pin(where: Path, **overrides: object) -> ProjectPin:
-    sdist, sha = build_sdist(where)
+def demo_pin(where: Path, tests: str = TESTS, **overrides: object) -> ProjectPin:
+    sdist, sha = build_sdist(where, tests=tests)
     values: dict = {"name": "pgdemo", "version": "0.1", "sha256": sha, "url": sdist.as_uri(),
                     "tests": ["tests"], "source": ["pgdemo"], "max_candidates": 40,
                     "max_tasks": 3, "tier2": 1, **overrides}

@@ -24,7 +24,7 @@ from proofgym.tasks.synth.fetch import Release
 from proofgym.tasks.synth.history import HistoryReport, release_history
 from proofgym.tasks.synth.images import check_project_image, lock_lines, project_image
 from proofgym.tasks.synth.manifest import SYNTHETIC
-from proofgym.verify.sandboxed import keep_no_spares
+from proofgym.verify.sandboxed import guarded_tests, keep_no_spares
 
 
 def read_reports(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -75,7 +75,8 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
             return check_record(record, pin, cache_root=root)
 
         report = synthesize_project(pin, validate=validate if grade else None, quiet=quiet,
-                                    max_tasks=max_tasks, time_budget_s=time_budget_s)
+                                    max_tasks=max_tasks, time_budget_s=time_budget_s,
+                                    guard=guarded_tests if grade else None)
         # only this project's synthetic tasks are replaced: its release-history ones stay
         records = [r for r in (read_manifest(manifest) if manifest.is_file() else [])
                    if r.project != pin.name or r.origin != SYNTHETIC]

@@ -55,6 +55,19 @@ def list_test_functions(path: str, source: bytes) -> list[str]:
     return out
 
 
+def list_parametrized(path: str, source: bytes) -> set[str]:
+    """The ids of :func:`list_test_functions` whose function or class has a ``parametrize``
+    decorator: the grader runs all their cases in one test process (a test that pytest runs as
+    several items for another reason, a parametrized fixture, is not among them)."""
+    tree = ast.parse(source)
+    marked = {node.name for node in ast.walk(tree)
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+              and any(isinstance(d, ast.Call) and _base(d.func) == "parametrize"
+                      for d in node.decorator_list)}
+    return {t for t in list_test_functions(path, source)
+            if any(part in marked for part in t.split("::")[1:])}
+
+
 def _base(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
 

@@ -31,8 +31,14 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from proofgym.tasks.synth.discover import list_test_files, list_test_functions, source_files
+from proofgym.tasks.synth.discover import (
+    list_parametrized,
+    list_test_files,
+    list_test_functions,
+    source_files,
+)
 from proofgym.tasks.synth.images import project_image
 from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
 from proofgym.tasks.synth.operators import Site, apply_site, sites
@@ -50,6 +56,13 @@ OTHERS = 3
 
 #: validate(record) -> (ok, problem, timings such as ``grading_s``): the real grader's verdicts.
 Validator = Callable[[TaskRecord], tuple[bool, str | None, Mapping[str, float]]]
+class Guard(Protocol):
+    """``guard(test sources, test ids, first=...)`` -> the ids a grading would guard with a
+    mutant or a withheld check (``proofgym.verify.sandboxed.guarded_tests``; ``first``: stop at
+    the first file that has one): a task none of whose tests is guarded is a grader error."""
+
+    def __call__(self, sources: Mapping[str, bytes], tests: Sequence[str], *,
+                 first: bool = False) -> set[str]: ...
 
 
 @dataclass
@@ -73,6 +86,8 @@ class ProjectReport:
     grading_seconds: list[float] = field(default_factory=list)
     grading_cpu: list[float] = field(default_factory=list)
     load: list[float] = field(default_factory=list)
+    #: why the project gives no task, said before any screening (``None``: it was screened)
+    refused: str | None = None
 
     def reject(self, why: str) -> None:
         self.rejected[why] = self.rejected.get(why, 0) + 1
@@ -83,7 +98,7 @@ class ProjectReport:
                 "seconds": round(self.seconds, 1), "screen_seconds": round(self.screen_seconds, 1),
                 "grading_seconds": [round(s, 2) for s in self.grading_seconds],
                 "grading_cpu_seconds": [round(s, 2) for s in self.grading_cpu],
-                "load": [round(x, 2) for x in self.load]}
+                "load": [round(x, 2) for x in self.load], "refused": self.refused}
 
 
 def _say(message: str, quiet: bool) -> None:
@@ -96,8 +111,11 @@ class ProjectSynth:
     """The synthesis of one pinned project (see the module docstring)."""
 
     def __init__(self, pin: ProjectPin, *, validate: Validator | None = None,
-                 quiet: bool = False, writer: StatementWriter | None = None) -> None:
+                 quiet: bool = False, writer: StatementWriter | None = None,
+                 guard: Guard | None = None) -> None:
         self.pin = pin
+        self.guard = guard
+        self.guarded: dict[str, set[str]] = {}  # test file -> its guarded stable tests
         self.writer = writer or OfflineWriter()
         self.validate = validate
         self.quiet = quiet
@@ -111,10 +129,17 @@ class ProjectSynth:
     def run(self, *, max_tasks: int | None = None, time_budget_s: float | None = None) -> ProjectReport:
         t0 = time.perf_counter()
         limit = self.pin.max_tasks if max_tasks is None else max_tasks
+        self._list()
+        refused = self._refusal(self.listed, "test function")
+        if refused is not None:
+            return self._refuse(refused, t0)
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="synth-grade")
         with self.pool, SuiteRunner(self.top, test_roots=self.pin.tests,
                          python_path=self.pin.python_path, image=self.image) as runner:
             self._baseline(runner)
+            refused = self._refusal(self.stable, "stable test (one that passes in 3 of 3 runs)")
+            if refused is not None:
+                return self._refuse(refused, t0)
             candidates = self._candidates()
             _say(f"{self.pin.name}: {self.report.stable_tests} stable tests, "
                  f"{self.report.sites} sites, trying up to {len(candidates)}", self.quiet)
@@ -138,17 +163,50 @@ class ProjectSynth:
         return self.report
 
     # ------------------------------------------------------------------ stages
-    def _baseline(self, runner: SuiteRunner) -> None:
+    def _list(self) -> None:
         self.files = list_test_files(self.top, self.pin.tests)
         self.sources = {f: (self.top / f).read_bytes() for f in self.files}
-        listed = [t for f in self.files for t in list_test_functions(f, self.sources[f])]
+        self.listed = [t for f in self.files for t in list_test_functions(f, self.sources[f])]
+
+    def _refusal(self, tests: Sequence[str], kind: str) -> str | None:
+        """Why ``tests`` can give no task (none; none that a grading would guard), or ``None``."""
+        if not tests:
+            return f"no {kind} (pytest's rules, read from the test files)"
+        if self.guard is not None and not self.guard(self.sources, tests, first=True):
+            return (f"no {kind} has a mutable or withholdable check (an assert or "
+                    "self.assert* comparing with an expected value, a pytest.raises, a truth "
+                    "check of a function another test checks the other way)")
+        return None
+
+    def _refuse(self, why: str, t0: float) -> ProjectReport:
+        self.report.refused = why
+        self.report.seconds = time.perf_counter() - t0
+        _say(f"{self.pin.name}: gives no tasks: {why}", self.quiet)
+        return self.report
+
+    def _is_guarded(self, test: str) -> bool:
+        """Whether a grading would guard ``test`` (computed per file, with the file's stable
+        tests, on first use); every test is, without a ``guard``."""
+        if self.guard is None:
+            return True
+        path = test.split("::", 1)[0]
+        if path not in self.guarded:
+            self.guarded[path] = self.guard(
+                self.sources, [t for t in self.stable if t.split("::", 1)[0] == path])
+        return test in self.guarded[path]
+
+    def _baseline(self, runner: SuiteRunner) -> None:
+        listed = self.listed
         first = runner.run(trace=True)
         again = runner.run_many([({}, None), ({}, None)])
         runs = [first, *again]
         if any(r is None for r in runs):
             raise RuntimeError(f"{self.pin.name}: a baseline run of the suite did not finish")
         self.base_s = max(r.seconds for r in runs if r is not None)
-        deselect = set(self.pin.deselect) | first.parametrized
+        # a parametrized test runs all its cases in one grading process; a test pytest runs as
+        # several items for another reason (a parametrized fixture) is not one the grader runs
+        several = {t for f in self.files for t in list_parametrized(f, self.sources[f])}
+        deselect = set(self.pin.deselect) | (first.parametrized - several)
         self.stable = sorted(t for t in listed if t not in deselect and all(
             r is not None and r.results.get(t) is not None and r.results[t].outcome == "passed"
             for r in runs))
@@ -288,6 +346,9 @@ class ProjectSynth:
         if names_a_removed_name(patch, failures):
             # "name 'seen' is not defined": the failure points at the deleted line itself
             return "name_error_of_removed_name", None
+        if not any(self._is_guarded(t) for t in failing):
+            # a forced pass of these tests would go unnoticed: not worth a grading
+            return "no_guarded_failing_test", None
         p2p = self._pass_to_pass(cand, set(failing))
         hidden_sources = [self.sources[f] for f in {t.split("::", 1)[0] for t in failing}]
         bugs = tuple({"file": path, "operator": site.operator, "index": site.index,
@@ -366,11 +427,15 @@ def _combine(parts: Sequence[Candidate]) -> Candidate | None:
 
 def synthesize_project(pin: ProjectPin, *, validate: Validator | None = None, quiet: bool = False,
                        max_tasks: int | None = None, time_budget_s: float | None = None,
-                       writer: StatementWriter | None = None) -> ProjectReport:
+                       writer: StatementWriter | None = None,
+                       guard: Guard | None = None) -> ProjectReport:
     """Synthesise tasks for ``pin`` (see the module docstring); ``validate`` is the real-grader
     check each kept candidate must pass (``None``: screening only); ``writer`` writes the bug
-    reports (default: :class:`~proofgym.tasks.synth.statements.OfflineWriter`)."""
-    return ProjectSynth(pin, validate=validate, quiet=quiet, writer=writer).run(
+    reports (default: :class:`~proofgym.tasks.synth.statements.OfflineWriter`); with ``guard``
+    a project none of whose tests a grading would guard is refused in one line before its
+    baseline (or, none of its stable tests, after it), and a candidate none of whose failing
+    tests is guarded is rejected without a grading."""
+    return ProjectSynth(pin, validate=validate, quiet=quiet, writer=writer, guard=guard).run(
         max_tasks=max_tasks, time_budget_s=time_budget_s)
 
 
@@ -379,6 +444,6 @@ def checkout(pin: ProjectPin) -> Path:
     return pristine_tree(pin, quiet=True)
 
 
-__all__ = ["Candidate", "ProjectReport", "ProjectSynth", "Validator", "checkout",
+__all__ = ["Candidate", "Guard", "ProjectReport", "ProjectSynth", "Validator", "checkout",
            "synthesize_project"]
 

@@ -162,8 +162,9 @@ class SuiteRun:
     exit_code: int | None = None
     seconds: float = 0.0
     output: str = ""
-    #: test functions pytest ran as several items (parameters): the grader runs one item per
-    #: test id, so these never become a task's tests
+    #: test functions pytest ran as several items (parameters): the grader runs all the cases
+    #: of a ``parametrize``-decorated one in one process; the others (a parametrized fixture)
+    #: never become a task's tests
     parametrized: frozenset[str] = frozenset()
 
 

@@ -6,6 +6,7 @@ last statement ran). The runner that executes inside the sandbox is :mod:`.runne
 """
 
 from proofgym.runtimes.sandbox import SandboxSetupError
+from proofgym.verify.sandboxed.guards import guarded_tests
 from proofgym.verify.sandboxed.isolated import (
     TestRun,
     explain,
@@ -40,6 +41,7 @@ __all__ = [
     "check_artifact",
     "explain",
     "files_under",
+    "guarded_tests",
     "is_protected",
     "keep_no_spares",
     "mutant_seed_of",

@@ -95,6 +95,8 @@ class TestItem:
     name: str
     cls: str | None = None
     imported: bool = False  # ``from helpers import test_x``: collected here, defined elsewhere
+    #: ``@pytest.mark.parametrize``: one id for all its cases, which run in one test process
+    parametrized: bool = False
 
     @property
     def node_id(self) -> str:
@@ -120,15 +122,38 @@ def _list_tests(path: str, source: bytes | str) -> list[TestItem]:
     classes = collected_classes(tree)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-            items.append(TestItem(path, node.name))
+            items.append(TestItem(path, node.name, parametrized=bool(_parameters(node))))
         elif isinstance(node, ast.ImportFrom):
             items += [TestItem(path, a.asname or a.name, imported=True) for a in node.names
                       if (a.asname or a.name).startswith("test")]
         elif isinstance(node, ast.ClassDef) and node.name in classes:
-            items += [TestItem(path, m.name, node.name) for m in node.body
-                      if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+            several = bool(_parameters(node))
+            items += [TestItem(path, m.name, node.name, parametrized=several or bool(_parameters(m)))
+                      for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
                       and m.name.startswith("test")]
     return items
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                ) -> list[tuple[list[str], list[ast.expr]]]:
+    """The ``parametrize`` decorators of a test or class: (argument names, the cases)."""
+    out = []
+    for deco in node.decorator_list:
+        if not (isinstance(deco, ast.Call) and _base_name(deco.func) == "parametrize"):
+            continue
+        names_node = deco.args[0] if deco.args else next(
+            (k.value for k in deco.keywords if k.arg == "argnames"), None)
+        cases = deco.args[1] if len(deco.args) > 1 else next(
+            (k.value for k in deco.keywords if k.arg == "argvalues"), None)
+        if isinstance(names_node, ast.Constant) and isinstance(names_node.value, str):
+            names = [n.strip() for n in names_node.value.split(",") if n.strip()]
+        elif isinstance(names_node, (ast.List, ast.Tuple)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in names_node.elts):
+            names = [e.value for e in names_node.elts]  # type: ignore[attr-defined]
+        else:
+            names = []
+        out.append((names, list(cases.elts) if isinstance(cases, (ast.List, ast.Tuple)) else []))
+    return out
 
 
 def _base_name(node: ast.expr) -> str:
@@ -173,6 +198,9 @@ class Layout:
     real: dict[str, str] = field(default_factory=dict)
     mutant: dict[str, str] = field(default_factory=dict)
     unmutable: list[str] = field(default_factory=list)  # real test ids no mutant could be built for
+    #: generated ids of parametrized tests (real and mutant): their process runs every case,
+    #: so pytest collects several items there (one elsewhere)
+    several: list[str] = field(default_factory=list)
     #: generated mutant id -> real test ids that must pass too for "mutant and test passed" to
     #: mean tampering (a mutant built from what another test shows: a returning input, another
     #: test's check); wrong code that fails those may pass the mutant and its test honestly
@@ -240,6 +268,8 @@ def _build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
             gen_id = f"{path}::{cls}::{func}"
         layout.files[path] = (ast.unparse(ast.fix_missing_locations(module)) + "\n").encode()
         layout.run.append(gen_id)
+        if item.parametrized:
+            layout.several.append(gen_id)
         if mutant_of is None:
             layout.real[gen_id] = item.node_id
         else:
@@ -705,6 +735,7 @@ class _Mutator:
         for a in self.asserts:
             self.expected += _eq_literals(a.test, self.constants)
             self.expected += _prefix_literals(a.test)
+        self.expected += _case_expected(func, self.asserts)
         compared = {n.id for a in self.asserts for n in _eq_names(a.test)}
         loads = [n.id for n in ast.walk(module if module is not None else func)
                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
@@ -1501,6 +1532,35 @@ def _as_assert(stmt: ast.stmt) -> ast.Assert | None:
     else:
         return None
     return ast.copy_location(ast.Assert(test=test, msg=None), stmt)
+
+
+def _case_expected(func: ast.FunctionDef | ast.AsyncFunctionDef, asserts: list[ast.Assert]
+                   ) -> list[ast.expr]:
+    """In a parametrized test's cases, the values of the parameters an unconditional
+    ``assert <computed> == <parameter>`` compares with (``expected`` in ``(x, expected)``):
+    changing one case's makes correct code fail that case, so the test (all its cases in one
+    process) fails. A parameter that also feeds the computed side is an input, never changed."""
+    out: list[ast.expr] = []
+    for names, cases in _parameters(func):
+        wanted = set()
+        for a in asserts:
+            sides = _eq_sides(a.test)
+            for side, other in zip(sides, reversed(sides), strict=True):
+                read = {n.id for n in ast.walk(other) if isinstance(n, ast.Name)}
+                if isinstance(side, ast.Name) and side.id in names and side.id not in read:
+                    wanted.add(names.index(side.id))
+        for case in cases:
+            if isinstance(case, ast.Call) and _base_name(case.func) == "param":
+                values = case.args  # pytest.param(x, expected, id=...)
+            elif len(names) == 1:
+                values = [case]
+            elif isinstance(case, (ast.Tuple, ast.List)):
+                values = case.elts
+            else:
+                continue
+            if len(values) == len(names):
+                out += [values[i] for i in sorted(wanted) if _is_expected(values[i])]
+    return out
 
 
 def _dedent(node: ast.expr) -> bool:

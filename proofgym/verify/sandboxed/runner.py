@@ -212,7 +212,8 @@ def main() -> None:
             limit = min(remaining, per_test)
             status, message, own, seen = _run_one(node, session, limit,
                                                   min(BACKSTOP * limit, backstop), report_fd,
-                                                  secret, messages, guard)
+                                                  secret, messages, guard,
+                                                  node in manifest.get("several", ()))
             used += own
             if status == "passed" and seen is not None and \
                     sum(map(len, observed.values())) + len(seen) <= _MAX_REPORTED:
@@ -488,7 +489,7 @@ def _empty_config() -> str:
 
 
 def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int,
-             secret: bytearray, messages: dict, guard: bytes
+             secret: bytearray, messages: dict, guard: bytes, several: bool = False
              ) -> tuple[str, bytearray | None, float, str | None]:
     """The test's status, its failure message (its own words: informative, never trusted), the
     own time it took (see :func:`_wait`) and what its withheld checks observed (JSON text sent
@@ -520,7 +521,7 @@ def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int
             os.setpgid(0, 0)
             _fresh_process(out_w, keep=(msg_w, ctl_child.fileno()))
             _install_guard(guard)
-            code = _child(node, session, msg_w)
+            code = _child(node, session, msg_w, several)
             _prove(ctl_child, code)
         except BaseException:  # shown in the run's output; the test counts as an error
             import traceback
@@ -715,8 +716,9 @@ def _wipe(buffer: bytearray) -> None:
         ctypes.memset((ctypes.c_char * len(buffer)).from_buffer(buffer), 0, len(buffer))
 
 
-def _child(node: str, session, msg_fd: int) -> int:
-    """Collect and run one test in the inherited session (``_pytest.main._main`` for one node)."""
+def _child(node: str, session, msg_fd: int, several: bool = False) -> int:
+    """Collect and run one test in the inherited session (``_pytest.main._main`` for one node):
+    one item, or (``several``: a parametrized test) every case of it, the worst outcome counting."""
     import builtins
 
     builtins.__proofgym_observe__ = _observe
@@ -742,7 +744,7 @@ def _child(node: str, session, msg_fd: int) -> int:
         if rec.message:  # a full pipe (the test's own doing) costs the test its message only
             with contextlib.suppress(OSError):
                 os.write(msg_fd, rec.message.encode("utf-8", errors="replace")[-MESSAGE_BYTES:])
-    if rec.items != 1 or rec.outcome is None:
+    if rec.items < 1 or (rec.items > 1 and not several) or rec.outcome is None:
         return ERROR
     return {"passed": PASSED, "failed": FAILED, "error": ERROR, "skipped": SKIPPED}[rec.outcome]
 

@@ -281,7 +281,7 @@ def test_the_sandboxed_runner_agrees_with_a_plain_pytest_run(task_id, tmp_path):
         assert dict(run.results) == plain, label
 
 
-def test_a_task_whose_tests_yield_no_mutant_is_a_grader_error_that_validate_reports(tmp_path):
+def test_a_task_whose_tests_yield_no_mutant_nor_withheld_check_is_a_grader_error(tmp_path):
     """Without a mutant there is no tamper detection: grading such a task fails loudly (an error
     verdict, so `proofgym validate` fails its reference row with the reason) instead of paying."""
     require_tool("bwrap")
@@ -306,7 +306,7 @@ def test_a_task_whose_tests_yield_no_mutant_is_a_grader_error_that_validate_repo
     (root / "task.json").write_text(json.dumps(meta))
     task = CodeRepairTask.load(root)
     v = grade(task, Trace([]), Artifact("sandbox", files=task.solution_files).view())
-    assert v.status == "error" and "no mutant can be built" in v.error, v
+    assert v.status == "error" and "no test has a mutant or a withheld check" in v.error, v
 
 
 def test_a_test_file_the_agent_broke_means_its_tests_did_not_pass(tmp_path):

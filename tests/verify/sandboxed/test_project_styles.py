@@ -154,3 +154,34 @@ def test_a_unittest_style_task_grades_the_fix_and_scores_forgers_zero(project):
     run = run_tests_isolated(project, {"m.py": neutered}, tests=[IDS[3]], hidden=hidden)
     assert run.tampered and run.failure == "tampering_detected" and IDS[3] in run.report_error
     assert swebench_verdict(run, [IDS[3]], []).reward == 0.0
+
+
+PARAM_FILE = b'''import pytest
+from m import inc
+
+
+@pytest.mark.parametrize("x, expected", [(1, 2), pytest.param(5, 6, id="five")])
+def test_inc(x, expected):
+    assert inc(x) == expected
+    assert inc(x) is not None
+'''
+
+
+def test_a_parametrized_test_runs_every_case_in_one_process_with_a_mutant_of_its_cases(tmp_path):
+    """One id per function; its mutant changes one case's expected value; its checks are not
+    withheld (each runs once per case). The fix passes, a bug in one case fails it, and a
+    forger that forces every report to "passed" passes the mutant too: tampering."""
+    require_tool("bwrap")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "m.py").write_bytes(b"def inc(x):\n    return x + 1 if x < 5 else x\n")
+    hidden, ids = {"tests/test_p.py": PARAM_FILE}, ["tests/test_p.py::test_inc"]
+    layout = build_layout(hidden, ids, rng=random.Random(0))
+    assert layout.unmutable == [] and len(layout.several) == 2
+    buggy = run_tests_isolated(tmp_path, {}, tests=ids, hidden=hidden)
+    assert buggy.results == {ids[0]: "failed"} and buggy.report_error is None
+    fixed = run_tests_isolated(tmp_path, {"m.py": b"def inc(x):\n    return x + 1\n"}, tests=ids,
+                               hidden=hidden)
+    assert fixed.results == {ids[0]: "passed"} and fixed.mutants == 1 and fixed.withheld == ()
+    forged = run_tests_isolated(tmp_path, {"m.py": _PATCH_PYTEST.encode() + b"def inc(x):\n    return 0\n"},
+                                tests=ids, hidden=hidden)
+    assert forged.tampered and swebench_verdict(forged, ids, []).reward == 0.0

@@ -1,0 +1,46 @@
+"""Which tests a grading would guard, known from their source before any run.
+
+A test is *guarded* when a forced pass of it is caught: it has a mutant
+(:mod:`proofgym.verify.sandboxed.mutants`) or at least one withheld check
+(:mod:`proofgym.verify.sandboxed.withheld`: the host compares a value the test process must send
+and never sees the literal of). A task none of whose tests is guarded is a grader error
+(``TestRun.guarded``), so synthesis asks this first: a project none of whose tests is guarded
+gives no task, and a candidate bug that fails only unguarded tests is not worth a grading.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from proofgym.verify.sandboxed.mutants import build_layout
+from proofgym.verify.sandboxed.withheld import withhold_layout
+
+__all__ = ["guarded_tests"]
+
+
+def guarded_tests(sources: Mapping[str, bytes], tests: Sequence[str], *,
+                  first: bool = False) -> set[str]:
+    """The ``tests`` (ids in ``sources``' files) that get a mutant or a withheld check when
+    their file is hidden and graded with the file's other ``tests`` (a mutant may borrow from
+    those), one file at a time; a mutant's draw may differ with a grading's seed, whether one
+    exists rarely does, and the synthesis gate grades for real. With ``first``, stop after the
+    first file (in a seeded order) that has a guarded test: enough to know a project can give a
+    task, at the cost of a file or two where it can."""
+    by_file: dict[str, list[str]] = {}
+    for test in dict.fromkeys(tests):
+        by_file.setdefault(test.split("::", 1)[0], []).append(test)
+    order = sorted(by_file)
+    random.Random(0).shuffle(order)
+    out: set[str] = set()
+    for path in order:
+        layout = build_layout({path: sources[path]}, by_file[path], rng=random.Random(0),
+                              mutate_files=[path])
+        out.update(layout.mutant.values())
+        several = set(layout.several)
+        view = type(layout)(files=layout.files, real=layout.real, mutant=layout.mutant,
+                            run=[g for g in layout.run if g not in several])
+        out.update(layout.real[g] for g in withhold_layout(view, [path]) if g in layout.real)
+        if first and out:
+            break
+    return out
