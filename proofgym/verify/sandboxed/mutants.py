@@ -24,8 +24,12 @@ test's check, or of another whole test of its file, put first. A mutant built fr
 test shows (a returning input, another test's check) names that test in ``Layout.witnesses``:
 its pass with its test means tampering only where that test passes too (wrong code that fails it
 may pass both honestly). A test that none of these applies to has no mutant: :class:`Layout`
-lists it in ``unmutable`` (and ``TestRun.unmutable``, the ``tests_without_mutant`` metric), and
-a task none of whose tests has one is a grader error (``CodeRepairTask.verify``). Every mutant
+lists it in ``unmutable`` (and ``TestRun.unmutable``, the ``tests_without_mutant`` metric); a
+test with a withheld check is guarded without one (``TestRun.guarded``), and a task none of whose
+tests is guarded is a grader error (``CodeRepairTask.verify``). unittest checks count as asserts
+(``self.assertEqual(a, b)`` and its equality kin, a project's own ``self.assert*(a, b)``, as
+``assert a == b``; ``assertTrue``/``assertFalse`` as truth checks), and a parametrized test's
+mutant changes one case's expected value. Every mutant
 must fail where its test passes: a mutant that correct code passes would flag an honest solution
 as tampering.
 
@@ -47,8 +51,10 @@ the checks that cannot be withheld (in an ``if`` without ``else``, helpers, agai
 values), ``pytest.raises`` and truth checks, and forged passes of everything else.
 
 Tests are listed from the files' AST, never by importing them (importing runs the code under
-test). Test functions are ``test*`` functions at module level and ``test*`` methods of ``Test*``
-classes without ``__init__`` (pytest's default collection rules).
+test). Test functions are ``test*`` functions at module level (a parametrized one is one test:
+its process runs all its cases) and the own ``test*`` methods of the classes pytest collects
+(:func:`collected_classes`: ``Test*`` classes without ``__init__`` and any ``unittest.TestCase``
+subclass, whatever its name).
 """
 
 from __future__ import annotations
