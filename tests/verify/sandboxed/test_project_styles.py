@@ -9,7 +9,7 @@ import random
 import pytest
 
 from proofgym.envs.code_repair.controls import _PATCH_PYTEST
-from proofgym.tasks.synth.discover import list_test_functions
+from proofgym.tasks.synth.discover import list_parametrized, list_test_functions
 from proofgym.verify import sandboxed
 from proofgym.verify.sandboxed import run_tests_isolated, swebench_verdict
 from proofgym.verify.sandboxed.mutants import build_layout, list_tests
@@ -71,6 +71,10 @@ def test_parametrized_tests_are_listed_once_per_function():
               b"def test_inc(x, y):\n    assert x + 1 == y\n")
     assert [i.node_id for i in list_tests("t/test_p.py", source)] == ["t/test_p.py::test_inc"]
     assert list_test_functions("t/test_p.py", source) == ["t/test_p.py::test_inc"]
+    # synthesis keeps these (pytest runs them as several items: the grader runs them whole)
+    assert list_parametrized("t/test_p.py", source + b"\n\ndef test_one():\n    pass\n") == \
+        {"t/test_p.py::test_inc"}
+    assert [i.parametrized for i in list_tests("t/test_p.py", source)] == [True]
 
 
 def _calls(module: bytes, name: str) -> list[ast.Call]:
