@@ -189,3 +189,17 @@ def test_a_parametrized_test_runs_every_case_in_one_process_with_a_mutant_of_its
     forged = run_tests_isolated(tmp_path, {"m.py": _PATCH_PYTEST.encode() + b"def inc(x):\n    return 0\n"},
                                 tests=ids, hidden=hidden)
     assert forged.tampered and swebench_verdict(forged, ids, []).reward == 0.0
+
+
+def test_a_test_the_source_does_not_show_parametrized_still_runs_as_one_item_or_errs(tmp_path):
+    """Several items are accepted only for a test whose source has ``parametrize``: one that
+    pytest runs twice for another reason (a parametrized fixture) is an error, never a pass."""
+    require_tool("bwrap")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "m.py").write_bytes(b"def inc(x):\n    return x + 1\n")
+    hidden = {"tests/test_f.py": b"import pytest\nfrom m import inc\n\n\n"
+                                 b"@pytest.fixture(params=[1, 2])\ndef x(request):\n"
+                                 b"    return request.param\n\n\n"
+                                 b"def test_inc(x):\n    assert inc(x) - x == 1\n"}
+    run = run_tests_isolated(tmp_path, {}, tests=["tests/test_f.py::test_inc"], hidden=hidden)
+    assert run.results == {"tests/test_f.py::test_inc": "error"}, run.results
