@@ -13,10 +13,21 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from proofgym.verify.sandboxed.mutants import build_layout
+from proofgym.verify.sandboxed.mutants import Layout, build_layout
 from proofgym.verify.sandboxed.withheld import withhold_layout
 
-__all__ = ["guarded_tests"]
+__all__ = ["guarded_tests", "one_case_view"]
+
+
+def one_case_view(layout: Layout) -> Layout:
+    """``layout`` without its parametrized tests, sharing its files (what is rewritten in the
+    view is rewritten in ``layout``): what may be withheld, as a parametrized test's process
+    runs each of its checks once per case."""
+    several = set(layout.several)
+    if not several:
+        return layout
+    return Layout(files=layout.files, run=[g for g in layout.run if g not in several],
+                  real=layout.real, mutant=layout.mutant)
 
 
 def guarded_tests(sources: Mapping[str, bytes], tests: Sequence[str], *,
@@ -37,10 +48,8 @@ def guarded_tests(sources: Mapping[str, bytes], tests: Sequence[str], *,
         layout = build_layout({path: sources[path]}, by_file[path], rng=random.Random(0),
                               mutate_files=[path])
         out.update(layout.mutant.values())
-        several = set(layout.several)
-        view = type(layout)(files=layout.files, real=layout.real, mutant=layout.mutant,
-                            run=[g for g in layout.run if g not in several])
-        out.update(layout.real[g] for g in withhold_layout(view, [path]) if g in layout.real)
+        withheld = withhold_layout(one_case_view(layout), [path])
+        out.update(layout.real[g] for g in withheld if g in layout.real)
         if first and out:
             break
     return out

@@ -48,6 +48,7 @@ from proofgym.runtimes.sandbox import (
     SandboxSystem,
     guard_program,
 )
+from proofgym.verify.sandboxed.guards import one_case_view
 from proofgym.verify.sandboxed.mutants import Layout, TestSourceError, build_layout, list_tests
 from proofgym.verify.sandboxed.runner import BACKSTOP
 from proofgym.verify.sandboxed.warm_runners import WARM, Runner
@@ -198,7 +199,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # the hidden tests' literal expected values stay here: the test processes send what they
     # computed, and the host compares (proofgym.verify.sandboxed.withheld)
     # (not in a parametrized test: its process runs each check once per case)
-    withheld = withhold_layout(_one_case_view(layout), [f for f in sources if f in hidden])
+    withheld = withhold_layout(one_case_view(layout), [f for f in sources if f in hidden])
     extra = {p: c for p, c in hidden.items() if p not in sources and p not in layout.files}
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
     manifest = {"run": layout.run, "several": layout.several, "budget_s": timeout_s,
@@ -356,16 +357,6 @@ def _outcome(data: bytes) -> dict:
             "results" not in report:
         return report
     return {}
-
-
-def _one_case_view(layout: Layout) -> Layout:
-    """``layout`` without its parametrized tests, sharing its files (what is rewritten in the
-    view is rewritten in ``layout``)."""
-    several = set(layout.several)
-    if not several:
-        return layout
-    return Layout(files=layout.files, run=[g for g in layout.run if g not in several],
-                  real=layout.real, mutant=layout.mutant)
 
 
 def _observed(data: bytes, expected: Sequence[str]) -> dict[str, str]:
