@@ -17,7 +17,7 @@ its subclass: 1, a run that failed)::
     ├── runs: RolloutError > RunFailedError; PolicyInfrastructureError, TransportError,
     │         RetriesExhausted, SlotLostError
     ├── tasks: HeldOutError, SplitManifestError; synthesis: FetchError, PatchError, RecipeError,
-    │         StatementError
+    │         StatementError, HistoryError
     ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
     ├── serving: ServeError > CapacityError; RemoteError
     ├── sandbox: SandboxSetupError > IdBusyError, ImageError;  LayerError (ValueError);
@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
     from proofgym.tasks.loaders import MissingExtraError, TaskRecordError
     from proofgym.tasks.splits import HeldOutError, SplitManifestError
     from proofgym.tasks.synth import FetchError, PatchError, RecipeError
+    from proofgym.tasks.synth.history import HistoryError
     from proofgym.tasks.synth.statements import StatementError
     from proofgym.testing.scripts import UnknownPrompt
     from proofgym.tools.result import ToolError
@@ -117,6 +118,7 @@ _WHERE = {
     "PatchError": "proofgym.tasks.synth",
     "RecipeError": "proofgym.tasks.synth",
     "StatementError": "proofgym.tasks.synth.statements",
+    "HistoryError": "proofgym.tasks.synth.history",
     "LeaseTimeout": "proofgym.runtimes.grading_lease",
     "UnknownPrompt": "proofgym.testing.scripts",
     "ToolError": "proofgym.tools.result",
@@ -153,6 +155,7 @@ __all__ = [
     "GraderSpecError",
     "HedgedAnswer",
     "HeldOutError",
+    "HistoryError",
     "IdBusyError",
     "ImageError",
     "JudgeError",
