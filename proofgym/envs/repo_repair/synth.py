@@ -78,12 +78,7 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
                                     max_tasks=max_tasks, time_budget_s=time_budget_s,
                                     guard=guarded_tests if grade else None)
         # only this project's synthetic tasks are replaced: its release-history ones stay
-        records = [r for r in (read_manifest(manifest) if manifest.is_file() else [])
-                   if r.project != pin.name or r.origin != SYNTHETIC]
-        write_manifest(manifest, [*records, *report.records])
-        saved = read_reports(reports)
-        saved[pin.name] = report.to_dict()
-        reports.write_bytes(orjson.dumps(dict(sorted(saved.items())), option=orjson.OPT_INDENT_2))
+        _replace(manifest, reports, pin.name, report, synthetic=True)
         done.append(report)
     return done
 
@@ -114,14 +109,22 @@ def synthesize_history(recipe: str | Path | Recipe, manifest: str | Path, *,
 
         report = release_history(pin, validate=validate if grade else None, quiet=quiet,
                                  before=before)
-        records = [r for r in (read_manifest(manifest) if manifest.is_file() else [])
-                   if r.project != pin.name or r.origin == SYNTHETIC]
-        write_manifest(manifest, [*records, *report.records])
-        saved = read_reports(reports)
-        saved[pin.name] = report.to_dict()
-        reports.write_bytes(orjson.dumps(dict(sorted(saved.items())), option=orjson.OPT_INDENT_2))
+        _replace(manifest, reports, pin.name, report, synthetic=False)
         done.append(report)
     return done
+
+
+def _replace(manifest: Path, reports: Path, project: str, report: ProjectReport | HistoryReport, *,
+             synthetic: bool) -> None:
+    """Write ``report``'s records into ``manifest`` in place of ``project``'s earlier tasks of the
+    same origin (synthetic, or from release history; the other origin and other projects stay),
+    and its report into ``reports``."""
+    records = [r for r in (read_manifest(manifest) if manifest.is_file() else [])
+               if r.project != project or (r.origin == SYNTHETIC) != synthetic]
+    write_manifest(manifest, [*records, *report.records])
+    saved = read_reports(reports)
+    saved[project] = report.to_dict()
+    reports.write_bytes(orjson.dumps(dict(sorted(saved.items())), option=orjson.OPT_INDENT_2))
 
 
 def _progress(message: str) -> None:

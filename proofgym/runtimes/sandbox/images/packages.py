@@ -19,6 +19,7 @@ modules, is refused (see :mod:`.modules`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -26,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -280,12 +281,18 @@ class PackagesImage:
 
     def fetch(self, progress: Progress | None = None) -> None:
         """Download the locked wheels into the cache (``pip download --require-hashes``)."""
+        with self._requirements() as (wheels, req):
+            self._download(wheels, req, progress)
+
+    @contextlib.contextmanager
+    def _requirements(self) -> Iterator[tuple[Path, str]]:
+        """The wheel cache and a requirements file of the lock in it, removed afterwards."""
         wheels = cache_root() / "wheels"
         wheels.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", suffix=".txt", dir=wheels, prefix=".req-") as req:
             req.write(self.lock.to_text())
             req.flush()
-            self._download(wheels, req.name, progress)
+            yield wheels, req.name
 
     def _refuse(self, installs: Mapping[str, frozenset[str]], where: str) -> None:
         if self.project is None or not self.modules:
@@ -304,19 +311,15 @@ class PackagesImage:
              "downloading the locked wheels")
 
     def _install(self, tmp: Path, progress: Progress | None) -> None:
-        wheels = cache_root() / "wheels"
-        wheels.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", dir=wheels, prefix=".req-") as req:
-            req.write(self.lock.to_text())
-            req.flush()
-            self._download(wheels, req.name, progress)
+        with self._requirements() as (wheels, req):
+            self._download(wheels, req, progress)
             target = _site_packages(tmp)
             self._refuse(self.wheel_modules(), "its lock")
             if progress:
                 progress(f"installing into the image's site-packages ({len(self.lock.pins)} wheels)")
             _pip(["install", "--require-hashes", "--only-binary", ":all:", "--no-deps",
                   "--no-index", "--find-links", str(wheels), "--no-warn-script-location",
-                  "--target", str(target), "-r", req.name], progress, "installing the locked wheels")
+                  "--target", str(target), "-r", req], progress, "installing the locked wheels")
         shutil.rmtree(target / "bin", ignore_errors=True)  # scripts name the host's interpreter
 
     # ------------------------------------------------------------- SandboxSystem
