@@ -52,3 +52,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     in every pytest-xdist worker): the long tests start while there is other work to run beside
     them, so no core idles at the end waiting for one."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(autouse=True)
+def _grading_spares_kept_per_test():
+    """A test that synthesises tasks calls ``keep_no_spares()`` (synthesis turns grading spares
+    off for the rest of its process); in an xdist worker that would leave every later test of
+    the worker without spares, so a spare test would wait for one in vain, or skip. Each test
+    starts with the process's configured number of spares."""
+    yield
+    module = sys.modules.get("proofgym.verify.sandboxed.warm_runners")
+    if module is not None:
+        module.WARM.max_spares = int(os.environ.get("PROOFGYM_GRADING_SPARES", module.MAX_SPARES))
