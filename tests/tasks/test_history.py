@@ -6,11 +6,9 @@ sandboxes and the real grader."""
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
 import json
 import tarfile
-import threading
 
 import pytest
 
@@ -31,6 +29,7 @@ from proofgym.tasks.synth.history import (
 from proofgym.tasks.synth.manifest import SYNTHETIC, TaskRecord
 from proofgym.tasks.synth.testrun import TestOutcome as Outcome
 from tests.conftest import require_tool
+from tests.package_index import PackageIndex, serving
 
 MODULE_A = '''\
 def clamp(x, lo, hi):
@@ -147,45 +146,15 @@ SDISTS = {
 }
 
 
-class _Index:
-    """PyPI's JSON API and file URLs for ``SDISTS`` (1.0.post1 is listed yanked)."""
-
-    def __init__(self) -> None:
-        releases = {v: [{"packagetype": "sdist", "url": f"/files/pgcal-{v}.tar.gz",
-                         "digests": {"sha256": hashlib.sha256(d).hexdigest()}}]
-                    for v, d in SDISTS.items()}
-        releases["1.0.post1"] = [{**releases["1.0"][0], "yanked": True}]
-        releases["0.5"] = []  # listed, no sdist
-        api = json.dumps({"releases": releases}).encode()
-        files = {f"/files/pgcal-{v}.tar.gz": d for v, d in SDISTS.items()}
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # keep the test output clean
-                return
-
-            def do_GET(self) -> None:
-                body = api if self.path == "/pypi/pgcal/json" else files.get(self.path)
-                if body is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 @pytest.fixture
 def index(tmp_path, monkeypatch):
-    served = _Index()
-    monkeypatch.setenv("PROOFGYM_PYPI", served.url)
-    monkeypatch.setenv("PROOFGYM_CACHE", str(tmp_path / "cache"))
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
+    """PyPI's JSON API and file URLs for ``SDISTS`` (1.0.post1 is listed yanked)."""
+    served = PackageIndex.of_sdists({f"pgcal-{v}.tar.gz": d for v, d in SDISTS.items()})
+    releases = served.releases["pgcal"]
+    releases["1.0.post1"] = [{**releases["1.0"][0], "yanked": True}]
+    releases["0.5"] = []  # listed, no sdist
+    with serving(served, tmp_path / "cache", monkeypatch):
+        yield served
 
 
 def _pin(version: str = "1.1") -> ProjectPin:

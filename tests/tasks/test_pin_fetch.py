@@ -4,9 +4,6 @@ loopback (PyPI's JSON API and file URLs), serving the fixture sdists."""
 from __future__ import annotations
 
 import hashlib
-import http.server
-import json
-import threading
 from pathlib import Path
 
 import orjson
@@ -17,84 +14,18 @@ from proofgym.cli.main import app
 from proofgym.tasks.synth import Recipe
 from proofgym.tasks.synth.fetch import FetchError
 from proofgym.tasks.synth.pin import detect_layout, fetch_pins, pin_project
+from tests.package_index import PackageIndex, serving
 
 pytestmark = pytest.mark.pure
 FIXTURES = Path(__file__).resolve().parents[1] / "envs" / "fixtures" / "sdists"
 BUNDLED = Path(__file__).resolve().parents[2] / "proofgym/envs/repo_repair/data/recipe.json"
 
 
-class _Index:
-    """PyPI's JSON API for the fixture sdists. With ``barrier`` set, a file download waits (up
-    to 5 s) until a second one has been in flight, so the most downloads seen at once shows
-    whether they ran in parallel without timing anything."""
-
-    def __init__(self) -> None:
-        self.files = {p.name[65:]: p for p in FIXTURES.glob("*.tar.gz")}
-        self.in_flight = 0
-        self.most = 0
-        self.barrier = False  # set by a test that wants to see parallel downloads
-        self.requests = 0
-        self.cond = threading.Condition()
-        index = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # keep the test output clean
-                return
-
-            def do_GET(self) -> None:
-                index.requests += 1
-                parts = self.path.strip("/").split("/")
-                if parts[0] == "pypi" and len(parts) == 3:
-                    self._json(parts[1])
-                elif parts[0] == "files" and parts[1] in index.files:
-                    self._file(index.files[parts[1]])
-                else:
-                    self.send_error(404)
-
-            def _json(self, name: str) -> None:
-                releases: dict[str, list] = {}
-                for filename, path in index.files.items():
-                    project, _, version = filename.removesuffix(".tar.gz").rpartition("-")
-                    if project == name:
-                        releases[version] = [{"packagetype": "sdist", "url": f"/files/{filename}",
-                                              "digests": {"sha256": path.name[:64]}}]
-                if not releases:
-                    self.send_error(404)
-                    return
-                self._send(json.dumps({"releases": releases}).encode())
-
-            def _file(self, path: Path) -> None:
-                with index.cond:
-                    index.in_flight += 1
-                    index.most = max(index.most, index.in_flight)
-                    index.cond.notify_all()
-                    if index.barrier:
-                        index.cond.wait_for(lambda: index.most >= 2, timeout=5)
-                try:
-                    self._send(path.read_bytes())
-                finally:
-                    with index.cond:
-                        index.in_flight -= 1
-
-            def _send(self, body: bytes) -> None:
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 @pytest.fixture
 def index(tmp_path, monkeypatch):
-    served = _Index()
-    monkeypatch.setenv("PROOFGYM_PYPI", served.url)
-    monkeypatch.setenv("PROOFGYM_CACHE", str(tmp_path / "cache"))
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
+    sdists = {p.name[65:]: p.read_bytes() for p in FIXTURES.glob("*.tar.gz")}
+    with serving(PackageIndex.of_sdists(sdists), tmp_path / "cache", monkeypatch) as served:
+        yield served
 
 
 def test_pin_prints_the_entry_with_the_sha256_and_the_layout_and_writes_it_into_a_recipe(index, tmp_path):
@@ -103,7 +34,7 @@ def test_pin_prints_the_entry_with_the_sha256_and_the_layout_and_writes_it_into_
     assert result.exit_code == 0, result.output
     entry = orjson.loads(result.output[:result.output.rindex("}") + 1])
     sdist = index.files["inflection-0.5.1.tar.gz"]
-    assert entry["sha256"] == hashlib.sha256(sdist.read_bytes()).hexdigest()
+    assert entry["sha256"] == hashlib.sha256(sdist).hexdigest()
     layout = (entry["tests"], entry["source"], entry["python_path"])
     assert layout == (["test_inflection.py"], ["inflection"], [])
     pin = Recipe.load(recipe).project("inflection")  # a loadable recipe, the same entry
