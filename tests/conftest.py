@@ -47,11 +47,23 @@ def cli():
     return run_cli
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` first (a stable sort: the order is otherwise unchanged, and the same
     in every pytest-xdist worker): the long tests start while there is other work to run beside
-    them, so no core idles at the end waiting for one."""
+    them, so no core idles at the end waiting for one.
+
+    And the tests of a module that share a module-scoped fixture (a run played and graded once
+    for several tests) run on one xdist worker: spread over four, each worker built the fixture
+    again (the CodeRepair hack run of tests/cli/test_audit.py twice, some 40 s of sandboxes)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        if info is not None and any(d.scope == "module" for defs in info.name2fixturedefs.values()
+                                    for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture(autouse=True)

@@ -50,17 +50,18 @@ def _bench():
     return module
 
 
-@functools.cache
-def _results(layouts: int):
-    return _bench().evaluate(layouts=layouts, seed=11)
+@pytest.fixture(scope="module")
+def results():
+    """25 seeded layouts of each bundled task, classified once for both tests (a module fixture:
+    they share one xdist worker)."""
+    return _bench().evaluate(layouts=25, seed=11)
 
 
 @pytest.mark.slow
-def test_the_classifier_forges_no_more_gradings_than_chance():
+def test_the_classifier_forges_no_more_gradings_than_chance(results):
     """25 seeded layouts of each bundled task: the classifier's forges are within a one-sided
     binomial bound of what a coin per pair gets (2^-k per grading); before the fix it forged
     about 6 times chance (bench/mutant_classifier.py --root on the old mutants)."""
-    results = _results(25)
     bench = _bench()
     forged = sum(r.forged for r in results)
     chance = [r.chance for r in results for _ in range(r.layouts)]
@@ -70,12 +71,11 @@ def test_the_classifier_forges_no_more_gradings_than_chance():
         assert bench.binom_tail(r.layouts, r.chance, r.forged) > 0.001, (r.task, r.forged, r.k)
 
 
-def test_the_red_team_cues_tell_no_pair_apart():
+def test_the_red_team_cues_tell_no_pair_apart(results):
     """Negative numbers, long floats, impossible dates, unseen exception types and negated checks
     appear in no mutant that its real test lacks; a value absent from the inputs, or a character
     no input has, marks a mutant in a few pairs only (tests whose every expected token is an
     input, such as ``['x', '', '"']`` from ``'x,"",""""'``, leave nothing else to change)."""
-    results = _results(25)
     right = sum((r.pair_right for r in results), start=Counter())
     pairs = sum(r.k * r.layouts for r in results)
     for cue in ("negative", "long_float", "negated", "bad_date", "exception", "digits"):

@@ -23,7 +23,6 @@ every bundled task).
 from __future__ import annotations
 
 import ast
-import functools
 import random
 import re
 from pathlib import Path
@@ -100,17 +99,22 @@ _GUESSES = {**{f"below {t}": (lambda v, t=t: v < t) for t in range(-4, 14)},
             "not negative": lambda v: v >= 0}
 
 
-@functools.cache
-def _layouts(runs: int) -> list:
+#: seeded layouts of the hidden file, built once for every guess (a module fixture: its tests
+#: share one xdist worker)
+_RUNS = 400
+
+
+@pytest.fixture(scope="module")
+def layouts() -> list:
     return [build_layout({"tests/test_p.py": _HIDDEN}, _IDS, rng=random.Random(seed))
-            for seed in range(runs)]
+            for seed in range(_RUNS)]
 
 
 @pytest.mark.pure  # layouts only
 @pytest.mark.parametrize("name", sorted(_GUESSES))
-def test_a_forger_seeing_one_test_at_a_time_resolves_no_more_often_than_a_coin_per_test(name):
-    runs = 400
-    wins = sum(_forger_wins(layout, _GUESSES[name]) for layout in _layouts(runs))
+def test_a_forger_seeing_one_test_at_a_time_resolves_no_more_often_than_a_coin_per_test(name, layouts):
+    runs = len(layouts)
+    wins = sum(_forger_wins(layout, _GUESSES[name]) for layout in layouts)
     chance = 0.5 ** len(_IDS)  # a coin flip per pair: what indistinguishable mutants allow
     assert wins / runs <= 2 * chance, f"guessing {name!r} resolved {wins} of {runs} gradings"
 
