@@ -31,6 +31,8 @@ def validate_command(
                                              help="Validate only the first N tasks.")] = None,
     task: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045 - typer
         "--task", help="Validate this task id (repeatable).")] = None,
+    control: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045 - typer
+        "--control", help="Play only this control of each task (repeatable; default: all of them).")] = None,
     json_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
         "--json", help="Also write the full result as JSON to this file.")] = None,
     concurrency: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
@@ -67,7 +69,7 @@ def validate_command(
         try:
             report = validate(env_id, limit=n, task_ids=task, env_kwargs=env_kwargs, concurrency=workers,
                               on_start=progress.start, on_task=lambda _t: progress.advance(),
-                              verifier=verifier, grader_timeout_s=grader_timeout)
+                              verifier=verifier, grader_timeout_s=grader_timeout, controls=control)
         except (ValueError, KeyError) as exc:
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2) from None

@@ -225,10 +225,12 @@ class _TaskOutcome:
                     self.unstable = f"{check.name}: {diff}"
 
 
-def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -> _TaskOutcome:
+def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading,
+                   only: frozenset[str] | None = None) -> _TaskOutcome:
     """The reference is graded first, alone: a grader that hangs on it costs one timeout, and
     the task's other checks fail as not graded. The others are then played one after another,
-    each grading queued as its episode ends, so their gradings run while later episodes play."""
+    each grading queued as its episode ends, so their gradings run while later episodes play.
+    ``only``: the controls to play (default: every control the task ships)."""
     outcome = _TaskOutcome()
     outcome.finish([_start(env, ReferencePolicy(), task, grading, REFERENCE, "= 1", 1.0)], grading, task)
     try:
@@ -239,7 +241,7 @@ def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -
         shipped = None if names else "the task ships no negative controls"
     plan: list[tuple[str, Policy | None]] = [(DO_NOTHING, ScriptedPolicy([], name="do_nothing")),
                                              (NO_ACTION, None)]
-    plan += [(f"control:{name}", ControlPolicy(name)) for name in names]
+    plan += [(f"control:{name}", ControlPolicy(name)) for name in names if only is None or name in only]
     if outcome.hung is not None:
         skipped = f"not graded: this task's grader ran past the timeout on {outcome.hung} (see that row)"
         outcome.rows += [(name, "= 0", skipped) for name, _ in plan]
@@ -253,7 +255,8 @@ def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading) -
 def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv], tasks: Sequence[Task], *,
                  env_id: str = "", on_task: Callable[[Task], None] | None = None,
                  verifier: str | VerifierPool = "inline",
-                 grader_timeout_s: float | None = None) -> ValidationReport:
+                 grader_timeout_s: float | None = None,
+                 controls: Sequence[str] | None = None) -> ValidationReport:
     """Validate the grader of ``tasks`` in ``env`` (see the module docstring for the checks).
 
     Given several envs (independent instances of one environment), tasks are validated
@@ -267,25 +270,46 @@ def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv],
     carries on; tasks must pickle). ``grader_timeout_s``: seconds one grading may take (default:
     the given pool's timeout, else :data:`GRADER_TIMEOUT_S`); a task's own longer
     ``grading_timeout_s`` still gets its margin (see :func:`~proofgym.verify.pool.job_timeout`).
+    ``controls``: play only these of each task's controls (default: all of them; the reference,
+    doing nothing, determinism and "ships controls" are checked either way); a name no task ships
+    is a :class:`ConfigError`.
     """
     envs = [env] if isinstance(env, UniversalVerifiableEnv) else list(env)
     if not envs:
         raise ValueError("validate_env needs at least one env")
+    only = _chosen_controls(tasks, controls)
     # a task's gradings queue as its episodes end: room for a grading per core even with one env
     slots = max(len(envs), os.cpu_count() or 1)
     options = {"processes": min(slots, os.cpu_count() or 1), "max_in_flight": slots,
                "timeout_s": GRADER_TIMEOUT_S if grader_timeout_s is None else grader_timeout_s}
     with pool_for(verifier, **options) as pool:
-        return _validate_envs(envs, tasks, env_id, on_task, _Grading(pool, grader_timeout_s))
+        return _validate_envs(envs, tasks, env_id, on_task, _Grading(pool, grader_timeout_s), only)
+
+
+def _chosen_controls(tasks: Sequence[Task], controls: Sequence[str] | None) -> frozenset[str] | None:
+    if controls is None:
+        return None
+    shipped: set[str] = set()
+    for task in tasks:
+        try:
+            shipped.update(task.controls())
+        except Exception:  # a broken controls() is reported by its task's row
+            continue
+    unknown = sorted(set(controls) - shipped)
+    if unknown:
+        raise ConfigError(f"no task to validate ships a control named {', '.join(map(repr, unknown))}; "
+                          f"their controls: {', '.join(sorted(shipped)) or 'none'}")
+    return frozenset(controls)
 
 
 def _validate_envs(envs: list[UniversalVerifiableEnv], tasks: Sequence[Task], env_id: str,
-                   on_task: Callable[[Task], None] | None, grading: _Grading) -> ValidationReport:
+                   on_task: Callable[[Task], None] | None, grading: _Grading,
+                   only: frozenset[str] | None = None) -> ValidationReport:
     started = time.monotonic()
     outcomes: dict[str, _TaskOutcome] = {}
     if len(envs) == 1 or len(tasks) <= 1:
         for task in tasks:
-            outcomes[task.id] = _validate_task(envs[0], task, grading)
+            outcomes[task.id] = _validate_task(envs[0], task, grading, only)
             if on_task is not None:
                 on_task(task)
     else:
@@ -300,7 +324,7 @@ def _validate_envs(envs: list[UniversalVerifiableEnv], tasks: Sequence[Task], en
                     task = queue.get_nowait()
                 except Empty:
                     return
-                outcome = _validate_task(own, task, grading)
+                outcome = _validate_task(own, task, grading, only)
                 with lock:
                     outcomes[task.id] = outcome
                     if on_task is not None:
@@ -333,13 +357,14 @@ def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] |
              env_kwargs: dict[str, Any] | None = None,
              on_task: Callable[[Task], None] | None = None, concurrency: int | None = None,
              on_start: Callable[[int], None] | None = None, verifier: str | VerifierPool = "inline",
-             grader_timeout_s: float | None = None) -> ValidationReport:
+             grader_timeout_s: float | None = None,
+             controls: Sequence[str] | None = None) -> ValidationReport:
     """Validate the grader of the environment ``env_id`` (a Gymnasium id) on its task set:
     every task, the first ``limit``, or the tasks named in ``task_ids``. With ``concurrency``
     N > 1 (default: :attr:`~proofgym.core.defaults.RunDefaults.validate_concurrency`, the CPU
     count, as ``proofgym validate``), N envs are made (sharing the task set when the factory
     takes ``tasks=``) and tasks are validated N at a time. ``on_start`` is told the number of
-    tasks before the first runs. ``verifier`` and ``grader_timeout_s`` as in
+    tasks before the first runs. ``verifier``, ``grader_timeout_s`` and ``controls`` as in
     :func:`validate_env` (``proofgym validate`` uses ``"process"``)."""
     concurrency = DEFAULTS.validate_workers(concurrency)
     if concurrency < 1:
@@ -361,7 +386,7 @@ def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] |
         if on_start is not None:
             on_start(len(tasks))
         report = validate_env(envs, tasks, env_id=env_id, on_task=on_task, verifier=verifier,
-                              grader_timeout_s=grader_timeout_s)
+                              grader_timeout_s=grader_timeout_s, controls=controls)
         report.env_kwargs = env_kwargs
         return report
     finally:

@@ -64,10 +64,15 @@ def test_every_bundled_env_passes_validation(cli, env_id, tmp_path):
     # sandboxed envs (a grading is a fresh sandbox, hidden tests and mutants) validate fewer tasks
     # here: their own suites check more (CodeRepair every control of every task, RepoRepair a
     # sample across projects: tests/verify/sandboxed/, tests/envs/test_repo_repair.py)
-    n = SANDBOXED_TASKS if "CodeRepair" in env_id or "RepoRepair" in env_id else 12
+    sandboxed = "CodeRepair" in env_id or "RepoRepair" in env_id
+    n = SANDBOXED_TASKS if sandboxed else 12
     out = tmp_path / "validation.json"
-    # a sandboxed task grades in ~3 s (real and mutant tests, one process each), ~50 times over
-    proc = cli("validate", env_id, "-n", str(n), "--json", str(out), timeout=900)
+    # a sandboxed task grades in ~3 s (real and mutant tests, one process each), twice per check:
+    # two of its controls here, an honest failure and a tampering one (every control of every
+    # task is played in the suites named above; CodeRepair's 22 here took 75 s of CI)
+    tampering = "conftest_force_pass" if "CodeRepair" in env_id else "delete_failing_tests"
+    chosen = ["--control", "no_op", "--control", tampering] if sandboxed else []
+    proc = cli("validate", env_id, "-n", str(n), *chosen, "--json", str(out), timeout=900)
     assert "grader validation passed" in proc.stdout
     result = orjson.loads(out.read_bytes())
     assert result["ok"] is True and result["tasks"] == n
@@ -76,6 +81,24 @@ def test_every_bundled_env_passes_validation(cli, env_id, tmp_path):
     assert "same_verdict_twice" in names and "ships_controls" in names
     assert sum(n.startswith("control:") for n in names) >= 2, "bundled envs ship controls"
     assert all(c["passed"] == c["tasks"] == n for c in result["checks"])
+
+
+def test_validate_plays_only_the_chosen_controls_and_refuses_an_unknown_one(tmp_path):
+    (tmp_path / "broken_env.py").write_text(BROKEN_ENV)
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}", "COLUMNS": "200"}
+    out = tmp_path / "v.json"
+    proc = subprocess.run([sys.executable, "-m", "proofgym", "validate", "broken_env:BrokenGrader-v0",
+                           "--control", "known_wrong", "--json", str(out)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the lenient hedge is not played
+    names = [c["name"] for c in orjson.loads(out.read_bytes())["checks"]]
+    assert "control:known_wrong" in names and "control:hedge" not in names, names
+    assert "reference" in names and "ships_controls" in names
+    proc = subprocess.run([sys.executable, "-m", "proofgym", "validate", "broken_env:BrokenGrader-v0",
+                           "--control", "hedg"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no task to validate ships a control named 'hedg'; their controls: hedge, known_wrong" in \
+        " ".join((proc.stdout + proc.stderr).split())
 
 
 def test_a_broken_control_fails_with_a_clear_row(tmp_path):
