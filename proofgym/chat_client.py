@@ -21,30 +21,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from proofgym.core import ConfigError, ProofgymError
+from proofgym.core import ConfigError
 from proofgym.core.defaults import DEFAULTS
+from proofgym.core.errors import RetriesExhausted as RetriesExhausted
+from proofgym.core.errors import TransportError as TransportError
 
 T = TypeVar("T")
-
-
-class TransportError(ProofgymError):
-    """A failed call. ``retryable``: a later try may succeed; ``retry_after``: the server's hint;
-    ``timeout``: the server did not answer in time."""
-
-    def __init__(self, description: str, *, retryable: bool, retry_after: float | None = None,
-                 timeout: bool = False) -> None:
-        super().__init__(description)
-        self.description, self.retryable, self.retry_after = description, retryable, retry_after
-        self.timeout = timeout
-
-
-class RetriesExhausted(ProofgymError):
-    """Every try of a call failed with a retryable error; ``failures`` are their descriptions and
-    ``last`` the final error."""
-
-    def __init__(self, failures: list[str], last: TransportError) -> None:
-        super().__init__(f"failed {len(failures)} times; last: {failures[-1]}")
-        self.failures, self.last = failures, last
 
 
 def retryable_status(status: int) -> bool:

@@ -112,9 +112,9 @@ def test_no_module_level_import_circles():
 #: DESIGN.md's layers, bottom first; a module imports (at module level) only from its own layer or
 #: one below. The top row sits on the library and may import any of it.
 LAYERS = [
-    ("core", "version"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",), ("tasks",),
-    ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",),
-    ("cli", "serve", "remote", "envs", "integrations", "testing", "errors", "__init__", "__main__"),
+    ("core", "version", "errors"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",),
+    ("tasks",), ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",),
+    ("cli", "serve", "remote", "envs", "integrations", "testing", "__init__", "__main__"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

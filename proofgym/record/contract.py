@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import ContractError as ContractError
 from proofgym.version import __version__
 
 if TYPE_CHECKING:
@@ -32,10 +32,6 @@ else:  # pragma: no cover - exercised on 3.10 only
 #: The categories of a contract, in display order. Each is a top-level key of the contract.
 CATEGORIES = ("proofgym", "env", "policy", "tools", "tasks", "runtime", "limits", "verifiers", "seeds")
 CONTRACT_FILE = "contract.json"
-
-
-class ContractError(ProofgymError, ValueError):
-    """A contract or parity file that cannot be read, or a run whose contract does not match."""
 
 
 def canonical_json(value: Any) -> bytes:

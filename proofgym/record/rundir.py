@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import RunStoreError as RunStoreError
 from proofgym.record.contract import CONTRACT_FILE
 from proofgym.record.trajectory import Trajectory
 
@@ -45,12 +45,6 @@ CONTRACT = CONTRACT_FILE
 
 _FIELDS = {f.name for f in dataclasses.fields(Trajectory)}
 _REQUIRED = {"trajectory_id": str, "task_id": str, "status": str, "steps": list}
-
-
-class RunStoreError(ProofgymError, RuntimeError):
-    """A run directory that cannot be used as asked (exists already, corrupt, locked, wrong
-    contract, disk full)."""
-
 
 
 def fsync_dir(path: Path) -> None:

@@ -15,16 +15,9 @@ import orjson
 import pydantic
 
 from proofgym.core import ConfigError, ProofgymError, Task, TaskSpec, Trace, Verdict
+from proofgym.core.errors import RemoteError as RemoteError
 from proofgym.runtimes import Artifact
 from proofgym.tools import schema_docstring
-
-
-class RemoteError(ProofgymError, RuntimeError):
-    """The server refused a request or could not be reached; the message says which and why."""
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def http_base(url: str) -> str:

@@ -38,6 +38,8 @@ from proofgym.core import (
     describe_exception,
 )
 from proofgym.core.defaults import DEFAULTS
+from proofgym.core.errors import RolloutError as RolloutError
+from proofgym.core.errors import RunFailedError as RunFailedError
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.record import StepRecord, Trajectory, stamp, trajectory_id_for
 from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
@@ -56,16 +58,6 @@ MAX_STEPS = 10_000
 #: (its workers import the graders' code) while fast episodes finish by the dozen per second;
 #: slots keep generating through that start-up instead of stalling at ``4 * concurrency``.
 MIN_AWAITING_GRADES = 256
-
-
-class RolloutError(ProofgymError, RuntimeError):
-    """A run could not deliver its episodes (the sink or ``on_episode`` failed); it stopped."""
-
-    exit_code = 1
-
-
-class RunFailedError(RolloutError):
-    """A run finished but failed as a whole: every episode ended in an error."""
 
 
 def record_step(traj: Trajectory, trace: list[TraceStep], action: AgentAction, obs: dict[str, Any],

@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import LeaseTimeout as LeaseTimeout
 from proofgym.runtimes.private_dirs import state_dir
 
 #: How long a lease waits before it raises :class:`LeaseTimeout` (a grading of a key may wait
@@ -55,11 +55,6 @@ _POLL_S = (0.005, 0.1)  # the first and the longest sleep between attempts
 #: Bench-only, UNSAFE: set to ``1`` only by ``bench/grading_lease.py`` to measure what the lease
 #: costs. With it, gradings run while episodes of their task are live: hidden tests can leak.
 UNSAFE_DISABLE_ENV = "PROOFGYM_UNSAFE_BENCH_NO_GRADING_LEASE"
-
-
-class LeaseTimeout(ProofgymError, RuntimeError):
-    """A lease was not granted within its deadline (an episode or grading of its key that never
-    ends, or a wait in the very thread that would end it)."""
 
 
 def hidden_key_of(hidden: Mapping[str, bytes], snapshot: str | Path) -> str:

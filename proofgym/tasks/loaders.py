@@ -14,17 +14,11 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import ConfigError, Task
+from proofgym.core import Task
+from proofgym.core.errors import MissingExtraError as MissingExtraError
+from proofgym.core.errors import TaskRecordError as TaskRecordError
 
 TaskFactory = Callable[[Mapping[str, Any]], Task]
-
-
-class TaskRecordError(ConfigError):
-    """A record that cannot become a task; the message names where it came from."""
-
-
-class MissingExtraError(ConfigError, ImportError):
-    """An optional dependency is not installed; the message names the install command."""
 
 
 def read_jsonl_records(path: Path) -> Iterator[dict[str, Any]]:

@@ -18,7 +18,9 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import ProofgymError, Task
+from proofgym.core import Task
+from proofgym.core.errors import HeldOutError as HeldOutError
+from proofgym.core.errors import SplitManifestError as SplitManifestError
 from proofgym.runtimes.private_dirs import write_atomic
 
 SPLITS = ("train", "dev", "heldout")
@@ -26,14 +28,6 @@ DEFAULT_RATIOS: Mapping[str, float] = {"train": 0.8, "dev": 0.1, "heldout": 0.1}
 #: The split name records carry for a held-out task that influenced training.
 BURNED = "burned"
 MANIFEST_VERSION = 1
-
-
-class HeldOutError(ProofgymError):
-    """A held-out (or dev) task was requested for training."""
-
-
-class SplitManifestError(ProofgymError, ValueError):
-    """A split manifest that is malformed or does not match its task set."""
 
 
 def id_hash(task_id: str) -> str:

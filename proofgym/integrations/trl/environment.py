@@ -29,18 +29,13 @@ from proofgym.core import (
     TraceStep,
     TurnCompleteAction,
 )
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import MultiTurnNotSupported as MultiTurnNotSupported
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.make import EnvSource, make_env
 from proofgym.tools import Tool
 
 #: Names TRL gives a meaning to (or that the adapter uses); a tool may not take them.
 _RESERVED = frozenset({"reset", "get_reward"})
-
-
-class MultiTurnNotSupported(ProofgymError, ValueError):
-    """The env's tasks answer the agent with new user messages, which TRL's rollout cannot feed
-    back (it ends a rollout at the first reply without tool calls)."""
 
 
 def is_multi_turn(env: UniversalVerifiableEnv) -> bool:

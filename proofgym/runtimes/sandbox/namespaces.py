@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from proofgym.core.errors import IdBusyError as IdBusyError
 from proofgym.runtimes.sandbox import ids
 from proofgym.runtimes.sandbox.ids import SANDBOX_UID_ENV
 from proofgym.runtimes.sandbox.system import SandboxSetupError
@@ -301,10 +302,6 @@ def release_cgroup(cgroup_procs: Sequence[str]) -> None:
     """Before a sandbox cgroup is removed: the spawner's helper in it exits (see
     :class:`proofgym.runtimes.sandbox.spawner.Loop`)."""
     _spawner.release(cgroup_procs)
-
-
-class IdBusyError(SandboxSetupError):
-    """The leased uid still had a live process when the sandbox started (it did not start)."""
 
 
 def start(plan: dict[str, Any], *, stdin: int | None, stdout: int | None, stderr: int | None,

@@ -14,7 +14,8 @@ import time
 import unicodedata
 from typing import Any
 
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import HedgedAnswer as HedgedAnswer
+from proofgym.core.errors import MathCheckStarved as MathCheckStarved
 
 
 class _DisabledTimeoutNotice(logging.Filter):
@@ -45,10 +46,6 @@ def boxed_contents(text: str) -> list[str]:
         found.append(text[i + len("\\boxed{"): j - 1].strip())
         start = j
     return found
-
-
-class HedgedAnswer(ProofgymError, ValueError):
-    """The message commits to more than one distinct final answer."""
 
 
 def extract_final_answer(message: str) -> str | None:
@@ -89,11 +86,6 @@ MATH_CPU_S = 5.0
 MATH_TIMEOUT_S = 15.0
 #: How often a waiting check looks at the checker's CPU time.
 _POLL_S = 0.25
-
-
-class MathCheckStarved(ProofgymError, RuntimeError):
-    """The math check did not finish in its wall-clock limit, and the checker process had not
-    used its CPU budget: the host was busy (or the checker was stopped). Nothing was judged."""
 
 
 def _cpu_seconds(pid: int) -> float | None:

@@ -27,7 +27,9 @@ from typing import Any
 from proofgym.chat_client import RetriesExhausted, RetryPolicy, TransportError, openai_client, transport_error
 from proofgym.core import Trace, Verdict
 from proofgym.core.defaults import DEFAULTS
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import JudgeError as JudgeError
+from proofgym.core.errors import JudgeTimeout as JudgeTimeout
+from proofgym.core.errors import UngradedReply as UngradedReply
 from proofgym.verify.graders.rubric import Component
 
 JUDGE_PROMPTS: Mapping[str, Mapping[str, str]] = {
@@ -48,19 +50,6 @@ JUDGE_PROMPTS: Mapping[str, Mapping[str, str]] = {
 
 _GRADE = re.compile(r"GRADE:\s*\**\s*(CORRECT|INCORRECT)\b", re.IGNORECASE)
 _TAG = re.compile(r"</?\s*(question|reference|response)\s*>", re.IGNORECASE)
-
-
-class JudgeError(ProofgymError, RuntimeError):
-    """The judge's server returned no reply."""
-
-
-class JudgeTimeout(JudgeError):
-    """The judge's server did not reply within the judge's time limit (a busy or stalled server
-    has not judged: a grader error, re-graded later, never a 0)."""
-
-
-class UngradedReply(JudgeError):
-    """The judge replied, but without a grade line."""
 
 
 @dataclass(frozen=True)

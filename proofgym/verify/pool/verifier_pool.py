@@ -39,8 +39,9 @@ from typing import Any, Literal
 
 import orjson
 
-from proofgym.core import ConfigError, ProofgymError, Verdict, describe_exception
+from proofgym.core import ConfigError, Verdict, describe_exception
 from proofgym.core.defaults import DEFAULTS
+from proofgym.core.errors import PoolClosedError as PoolClosedError
 from proofgym.env import VerificationJob
 from proofgym.verify.pool.backend import GradingBackend, JobKey, PoolJob
 from proofgym.verify.pool.inline import InlineBackend
@@ -64,10 +65,6 @@ TIMED_OUT = "the grader did not finish within the "
 def timed_out(verdict: Verdict) -> bool:
     """Whether ``verdict`` is the error of a job the pool stopped at its timeout."""
     return verdict.status == "error" and (verdict.error or "").startswith(TIMED_OUT)
-
-
-class PoolClosedError(ProofgymError, RuntimeError):
-    """A job was submitted to a :class:`VerifierPool` that was already closed."""
 
 
 def job_key(job: VerificationJob, contract_id: str = "") -> JobKey:
