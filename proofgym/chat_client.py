@@ -99,24 +99,26 @@ class RetryPolicy:
         ``fn`` raises :class:`TransportError` on failure; one that is not retryable is re-raised,
         and :class:`RetriesExhausted` when every try failed."""
         failures: list[str] = []
-        for attempt in range(self.tries):
+        attempt = 0
+        while True:  # _failed raises on the last try
             try:
                 return fn(), attempt, failures
             except TransportError as exc:
                 self._failed(exc, attempt, failures)
                 time.sleep(self.delay(attempt, exc.retry_after))
-        raise AssertionError("unreachable")  # _failed raises on the last try
+            attempt += 1
 
     async def acall(self, fn: Callable[[], Awaitable[T]]) -> tuple[T, int, list[str]]:
         """:meth:`call` for a coroutine function; the backoff sleeps without blocking the loop."""
         failures: list[str] = []
-        for attempt in range(self.tries):
+        attempt = 0
+        while True:  # _failed raises on the last try
             try:
                 return await fn(), attempt, failures
             except TransportError as exc:
                 self._failed(exc, attempt, failures)
                 await asyncio.sleep(self.delay(attempt, exc.retry_after))
-        raise AssertionError("unreachable")
+            attempt += 1
 
     def _failed(self, exc: TransportError, attempt: int, failures: list[str]) -> None:
         if not exc.retryable:  # a 4xx other than 429: retrying cannot help

@@ -14,15 +14,17 @@ and :class:`RunFailedError`: 1, a run that failed::
     ├── ConfigError (ValueError): a bad argument or setting
     │   EnvBuildError > EnvNotFoundError (LookupError), EnvArgError; ComparisonError, SamplingError,
     │   SnapshotSourceError, UnknownToolError, TaskRecordError, MissingExtraError (ImportError),
-    │   MultiTurnNotSupported
+    │   MultiTurnNotSupported, TaskFileNotFoundError (FileNotFoundError)
     ├── TaskError: tasks, their tools and episodes
-    │   TaskNotFoundError (KeyError), EpisodeStateError, HeldOutError, SplitManifestError, ToolError,
-    │   SearchError, UnknownPrompt (LookupError); synthesis: FetchError, PatchError, RecipeError,
-    │   StatementError, HistoryError
+    │   TaskNotFoundError (KeyError), EpisodeStateError, TaskSpecError, HeldOutError,
+    │   SplitManifestError, ToolError, SearchError, UnknownPrompt (LookupError),
+    │   ReferenceSolutionError; synthesis: FetchError, PatchError, RecipeError, StatementError,
+    │   HistoryError, SuiteRunError
     ├── SandboxError: SandboxSetupError > IdBusyError, ImageError; LayerError, LeaseTimeout,
     │   UnsafeStateDirError
     ├── VerifyError: PoolClosedError, RegradeError, GraderSpecError, HedgedAnswer, MathCheckStarved,
-    │   JudgeError > JudgeTimeout, UngradedReply; TestSourceError, ArtifactRejected
+    │   JudgeError > JudgeTimeout, UngradedReply; TestSourceError, ArtifactRejected, UngradableTask,
+    │   EncodedValueError
     ├── RecordError: ContractError, RunStoreError
     ├── RolloutError (RuntimeError): RunFailedError; PolicyInfrastructureError, TransportError,
     │   RetriesExhausted, SlotLostError
@@ -182,6 +184,10 @@ class MultiTurnNotSupported(ConfigError):
     back (it ends a rollout at the first reply without tool calls)."""
 
 
+class TaskFileNotFoundError(ConfigError, FileNotFoundError):
+    """A task file or dataset directory that does not exist at the path given."""
+
+
 # ------------------------------------------------------------------------------ tasks
 class TaskNotFoundError(TaskError, KeyError):
     """A task id that the task set does not hold."""
@@ -192,6 +198,11 @@ class TaskNotFoundError(TaskError, KeyError):
 
 class EpisodeStateError(TaskError, RuntimeError):
     """The env was used out of order (``step`` before ``reset``, after the episode ended, ...)."""
+
+
+class TaskSpecError(TaskError, ValueError):
+    """A task whose spec the env cannot show: a prompt over the observation limit, or tool
+    schemas that differ from the runtime's."""
 
 
 class HeldOutError(TaskError):
@@ -238,6 +249,14 @@ class HistoryError(TaskError):
     """A project that yields no release-history task, with the one-line reason."""
 
 
+class ReferenceSolutionError(TaskError, RuntimeError):
+    """A task's reference solution met an environment that does not answer as the task expects."""
+
+
+class SuiteRunError(TaskError, RuntimeError):
+    """A project's test suite did not run to its end when synthesis needed its baseline."""
+
+
 # ------------------------------------------------------------------------------ sandbox
 class SandboxSetupError(SandboxError, RuntimeError):
     """The host cannot provide what the sandbox needs (missing tool, package or kernel feature)."""
@@ -266,7 +285,8 @@ class UnsafeStateDirError(SandboxError, RuntimeError):
 
 # ------------------------------------------------------------------------------ verify
 class PoolClosedError(VerifyError, RuntimeError):
-    """A job was submitted to a :class:`VerifierPool` that was already closed."""
+    """A job was submitted to a :class:`VerifierPool` (or a call to daemon threads) that was
+    already closed."""
 
 
 class RegradeError(VerifyError, ValueError):
@@ -274,7 +294,8 @@ class RegradeError(VerifyError, ValueError):
 
 
 class GraderSpecError(VerifyError, ValueError):
-    """A grader spec (from a task file) that names no known grader or lacks an option."""
+    """A grader spec (from a task file) that names no known grader or lacks an option, or a
+    rubric that is misdefined or whose component returned what it declared it would not."""
 
 
 class HedgedAnswer(VerifyError, ValueError):
@@ -305,6 +326,15 @@ class TestSourceError(VerifyError, ValueError):
 
 class ArtifactRejected(VerifyError):
     """Internal: the artifact could not be written into the grading workspace (its fault)."""
+
+
+class UngradableTask(VerifyError, ValueError):
+    """A task whose grading cannot tell a fix from a non-fix (no test has a mutant or a withheld
+    check): the task's fault, never the agent's."""
+
+
+class EncodedValueError(VerifyError, ValueError):
+    """A value from a grading sandbox that is not in the plain-value encoding."""
 
 
 # ------------------------------------------------------------------------------ records

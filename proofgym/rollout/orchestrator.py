@@ -38,7 +38,7 @@ from proofgym.core import (
     describe_exception,
 )
 from proofgym.core.defaults import DEFAULTS
-from proofgym.core.errors import RolloutError as RolloutError
+from proofgym.core.errors import RolloutError
 from proofgym.core.errors import RunFailedError as RunFailedError
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.record import StepRecord, Trajectory, stamp, trajectory_id_for
@@ -366,7 +366,7 @@ class Orchestrator:
                                t1 - t0, t2 - t1, decision.usage):
                     break
             else:
-                raise RuntimeError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
+                raise RolloutError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
             job = await env.verification_job(steps) if self.grade else None
         except Exception as exc:  # this episode's failure only: recorded, the run goes on
             return self._failed(traj, describe_exception(exc), started, policy_s, env_s), None

@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
+from proofgym.core.errors import ConfigError
 from proofgym.core.errors import LeaseTimeout as LeaseTimeout
 from proofgym.runtimes.private_dirs import state_dir
 
@@ -86,7 +87,7 @@ def _disabled() -> bool:
 
 def _open(key: str, suffix: str) -> int:
     if not key or not all(c in "0123456789abcdef" for c in key):
-        raise ValueError(f"a hidden key is a lowercase hex digest (hidden_key_of); got {key!r}")
+        raise ConfigError(f"a hidden key is a lowercase hex digest (hidden_key_of); got {key!r}")
     return os.open(lease_dir() / f"{key}.{suffix}",
                    os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
 
@@ -106,7 +107,7 @@ class HiddenLease:
 
     def __init__(self, key: str, kind: str) -> None:
         if kind not in ("episode", "grading"):
-            raise ValueError(f"kind is 'episode' or 'grading', not {kind!r}")
+            raise ConfigError(f"kind is 'episode' or 'grading', not {kind!r}")
         self.key, self.kind = key, kind
         self.granted = False
         self._fd = -1

@@ -14,6 +14,7 @@ import time
 import unicodedata
 from typing import Any
 
+from proofgym.core.errors import ConfigError
 from proofgym.core.errors import HedgedAnswer as HedgedAnswer
 from proofgym.core.errors import MathCheckStarved as MathCheckStarved
 
@@ -311,9 +312,9 @@ def math_check(gold: str, answer: str, *, timeout_s: float | None = None,
     timeout_s = MATH_TIMEOUT_S if timeout_s is None else timeout_s
     cpu_s = MATH_CPU_S if cpu_s is None else cpu_s
     if not 0 < cpu_s <= timeout_s:
-        raise ValueError(f"math_check needs 0 < cpu_s <= timeout_s (got cpu_s={cpu_s!r}, "
-                         f"timeout_s={timeout_s!r}): a CPU budget over the wall-clock limit could "
-                         "never be used, so every costly answer would look starved")
+        raise ConfigError(f"math_check needs 0 < cpu_s <= timeout_s (got cpu_s={cpu_s!r}, "
+                          f"timeout_s={timeout_s!r}): a CPU budget over the wall-clock limit could "
+                          "never be used, so every costly answer would look starved")
     if len(answer) > MAX_MATH_ANSWER_CHARS:
         return False, f"the answer has {len(answer)} characters, over {MAX_MATH_ANSWER_CHARS}"
     return _MATH.check(gold, answer, timeout_s, cpu_s)
