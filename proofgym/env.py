@@ -140,7 +140,7 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         task.setup_runtime(self.runtime)
         hold = getattr(self.runtime, "hold_hidden_key", None)
         if hold is not None:  # (waits while a grading of the task's hidden key runs or waits)
-            hold(getattr(task, "hidden_key", None))
+            hold(task.hidden_key)
         spec = self._complete_spec(task)
         if not self.observation_space["observation"].contains(spec.prompt):
             raise TaskSpecError(f"task {task.id!r}: prompt is not a str within the observation limit")

@@ -73,7 +73,7 @@ def group_of(task: Task, group_by: GroupBy) -> str:
 
 def _declared_split(task: Task) -> str | None:
     """The task's own split (:attr:`Task.split`), checked to be a split name."""
-    own = getattr(task, "split", None)
+    own = task.split
     if own is not None and own not in SPLITS:
         raise SplitManifestError(f"task {task.id!r} declares split {own!r}; splits are {list(SPLITS)}")
     return own

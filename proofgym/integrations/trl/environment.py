@@ -44,8 +44,8 @@ def is_multi_turn(env: UniversalVerifiableEnv) -> bool:
     if env.max_turns <= 1 or env.tasks is None:
         return False
     # a served task (proofgym.remote) says so itself: its class is the client's stand-in
-    return any(getattr(t, "multi_turn", type(t).on_turn_complete is not Task.on_turn_complete)
-               for t in env.tasks)
+    return any(t.multi_turn if t.multi_turn is not None
+               else type(t).on_turn_complete is not Task.on_turn_complete for t in env.tasks)
 
 
 # --------------------------------------------------------------- the generated class
