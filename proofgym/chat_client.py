@@ -21,30 +21,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from proofgym.core import ConfigError, ProofgymError
+from proofgym.core import ConfigError
 from proofgym.core.defaults import DEFAULTS
+from proofgym.core.errors import RetriesExhausted as RetriesExhausted
+from proofgym.core.errors import TransportError as TransportError
 
 T = TypeVar("T")
-
-
-class TransportError(ProofgymError):
-    """A failed call. ``retryable``: a later try may succeed; ``retry_after``: the server's hint;
-    ``timeout``: the server did not answer in time."""
-
-    def __init__(self, description: str, *, retryable: bool, retry_after: float | None = None,
-                 timeout: bool = False) -> None:
-        super().__init__(description)
-        self.description, self.retryable, self.retry_after = description, retryable, retry_after
-        self.timeout = timeout
-
-
-class RetriesExhausted(ProofgymError):
-    """Every try of a call failed with a retryable error; ``failures`` are their descriptions and
-    ``last`` the final error."""
-
-    def __init__(self, failures: list[str], last: TransportError) -> None:
-        super().__init__(f"failed {len(failures)} times; last: {failures[-1]}")
-        self.failures, self.last = failures, last
 
 
 def retryable_status(status: int) -> bool:
@@ -117,24 +99,26 @@ class RetryPolicy:
         ``fn`` raises :class:`TransportError` on failure; one that is not retryable is re-raised,
         and :class:`RetriesExhausted` when every try failed."""
         failures: list[str] = []
-        for attempt in range(self.tries):
+        attempt = 0
+        while True:  # _failed raises on the last try
             try:
                 return fn(), attempt, failures
             except TransportError as exc:
                 self._failed(exc, attempt, failures)
                 time.sleep(self.delay(attempt, exc.retry_after))
-        raise AssertionError("unreachable")  # _failed raises on the last try
+            attempt += 1
 
     async def acall(self, fn: Callable[[], Awaitable[T]]) -> tuple[T, int, list[str]]:
         """:meth:`call` for a coroutine function; the backoff sleeps without blocking the loop."""
         failures: list[str] = []
-        for attempt in range(self.tries):
+        attempt = 0
+        while True:  # _failed raises on the last try
             try:
                 return await fn(), attempt, failures
             except TransportError as exc:
                 self._failed(exc, attempt, failures)
                 await asyncio.sleep(self.delay(attempt, exc.retry_after))
-        raise AssertionError("unreachable")
+            attempt += 1
 
     def _failed(self, exc: TransportError, attempt: int, failures: list[str]) -> None:
         if not exc.retryable:  # a 4xx other than 429: retrying cannot help

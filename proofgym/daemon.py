@@ -21,6 +21,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from proofgym.core.errors import PoolClosedError
+
 _POOLS: weakref.WeakSet[DaemonThreads] = weakref.WeakSet()
 
 
@@ -47,7 +49,7 @@ class DaemonThreads:
         future: cf.Future[Any] = cf.Future()
         with self._lock:
             if self._closed:
-                raise RuntimeError(f"{self.name}: submit after shutdown")
+                raise PoolClosedError(f"{self.name}: submit after shutdown")
             if self._idle:
                 self._idle -= 1
             else:  # every thread is busy (or stuck): one more

@@ -24,6 +24,7 @@ from proofgym.core import (
     Verdict,
     grade,
 )
+from proofgym.core.errors import ConfigError, TaskSpecError
 from proofgym.runtimes import Artifact, Runtime
 from proofgym.spaces import ToolCallSpace, observation_space
 from proofgym.tasks import TaskSet
@@ -139,10 +140,10 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         task.setup_runtime(self.runtime)
         hold = getattr(self.runtime, "hold_hidden_key", None)
         if hold is not None:  # (waits while a grading of the task's hidden key runs or waits)
-            hold(getattr(task, "hidden_key", None))
+            hold(task.hidden_key)
         spec = self._complete_spec(task)
         if not self.observation_space["observation"].contains(spec.prompt):
-            raise ValueError(f"task {task.id!r}: prompt is not a str within the observation limit")
+            raise TaskSpecError(f"task {task.id!r}: prompt is not a str within the observation limit")
         self.current_task, self.current_spec = task, spec
         self._started = time.monotonic()
         self._done = False
@@ -164,10 +165,10 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
             return task
         if options.get("task_id") is not None:
             if self.tasks is None:
-                raise ValueError("options['task_id'] needs an env built with tasks=TaskSet(...)")
+                raise ConfigError("options['task_id'] needs an env built with tasks=TaskSet(...)")
             return self.tasks.get(options["task_id"])
         if self.tasks is None:
-            raise ValueError(
+            raise ConfigError(
                 "no task to run: build the env with tasks=TaskSet(...) so reset() can sample one, "
                 "or pass options={'task': task} or options={'task_id': id}"
             )
@@ -179,7 +180,7 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         if spec.tools is None:
             return replace(spec, tools=schemas)
         if spec.tools != schemas:
-            raise ValueError(
+            raise TaskSpecError(
                 f"task {task.id!r} declares tool schemas that differ from the runtime's; leave "
                 "TaskSpec.tools as None and the env fills it from the runtime (one source)"
             )
@@ -281,7 +282,7 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
         """Record what the policy spent producing the next action (checked against the token
         and cost budgets at the next step)."""
         if tokens < 0 or cost < 0:
-            raise ValueError("tokens and cost must be non-negative")
+            raise ConfigError("tokens and cost must be non-negative")
         self.tokens += tokens
         self.cost += cost
 
@@ -309,8 +310,8 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
     def grading_job(self) -> VerificationJob:
         """:meth:`verification_job` of :attr:`grading_trace` (which is then cleared)."""
         if self.grading_trace is None:
-            raise ValueError("no grading_trace set: set it first (vec.set_attr('grading_trace', "
-                             "traces)) or call verification_job(trace)")
+            raise ConfigError("no grading_trace set: set it first (vec.set_attr('grading_trace', "
+                              "traces)) or call verification_job(trace)")
         trace, self.grading_trace = self.grading_trace, None
         return self.verification_job(trace)
 
@@ -339,8 +340,8 @@ def check_render_mode(render_mode: str | None) -> str | None:
     """``render_mode`` if proofgym supports it, else a clear error."""
     supported = UniversalVerifiableEnv.metadata["render_modes"]
     if render_mode is not None and render_mode not in supported:
-        raise ValueError(f"render_mode={render_mode!r} is not supported; use None or one of "
-                         f"{supported} (a text transcript of the episode)")
+        raise ConfigError(f"render_mode={render_mode!r} is not supported; use None or one of "
+                          f"{supported} (a text transcript of the episode)")
     return render_mode
 
 

@@ -26,6 +26,7 @@ from gymnasium.vector.utils import (
 )
 
 from proofgym.core import AgentAction, ToolCallAction, TurnCompleteAction
+from proofgym.core.errors import ConfigError
 
 # Characters ``UnicodeText.sample`` draws from: ASCII, accents, CJK, RTL, emoji, whitespace.
 _SAMPLE_ALPHABET = (
@@ -146,7 +147,7 @@ def _read_text_memory(space: spaces.Text, shared_memory: Any, n: int = 1) -> Sha
 @write_to_shared_memory.register(ObservationType)
 def _write_text_memory(space: spaces.Text, index: int, value: str, shared_memory: Any) -> None:
     if not space.contains(value):
-        raise ValueError(f"cannot put {type(value).__name__} of length {len(value)} in {space!r}")
+        raise ConfigError(f"cannot put {type(value).__name__} of length {len(value)} in {space!r}")
     encoded = value.encode("utf-8", errors="surrogatepass")
     size = _slot_size(space)
     data = np.frombuffer(shared_memory.get_obj(), dtype=np.uint8)
@@ -221,7 +222,7 @@ class ToolCallSpace(spaces.Space[AgentAction]):
         if kind == "unknown_tool":
             return ToolCallAction(f"no_such_tool_{int(rng.integers(1000))}", {})
         if not self.tool_schemas:
-            raise ValueError("only 'unknown_tool' calls can be made without tools")
+            raise ConfigError("only 'unknown_tool' calls can be made without tools")
         schema = self.tool_schemas[int(rng.integers(len(self.tool_schemas)))]["function"]
         params = schema["parameters"]
         args = self._sample_arguments(params, all_optional=True)

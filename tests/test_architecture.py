@@ -112,9 +112,9 @@ def test_no_module_level_import_circles():
 #: DESIGN.md's layers, bottom first; a module imports (at module level) only from its own layer or
 #: one below. The top row sits on the library and may import any of it.
 LAYERS = [
-    ("core", "version"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",), ("tasks",),
-    ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",),
-    ("cli", "serve", "remote", "envs", "integrations", "testing", "errors", "__init__", "__main__"),
+    ("core", "version", "errors"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",),
+    ("tasks",), ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",),
+    ("cli", "serve", "remote", "envs", "integrations", "testing", "__init__", "__main__"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
@@ -314,3 +314,31 @@ def test_run_records_are_read_in_one_place():
     rundir = MODULES["proofgym.record.rundir"].read_text()
     store = MODULES["proofgym.record.store"].read_text()
     assert "def read_records(" in rundir and store.count("read_records(") >= 3
+
+
+# ------------------------------------------------------------ the Task contract: hooks declared
+HOOKS = {"verifier_version": "1", "hidden_key": None, "split": None, "stratum": None, "grader_type": None,
+         "multi_turn": None, "grading_timeout_s": None, "audit_rules_replace": False}
+METHOD_HOOKS = ("setup_runtime", "on_turn_complete", "reference_solution", "controls", "verifiers",
+                "rubric", "audit_rules", "original_file")
+
+
+def test_every_optional_task_hook_is_declared_on_task_and_read_as_an_attribute():
+    """A hook found with ``getattr(task, name, default)`` is a contract nobody can read; each is
+    declared on ``Task`` with its default, and the library reads it as an attribute."""
+    from proofgym.core import Task
+
+    assert {name: getattr(Task, name) for name in HOOKS} == HOOKS
+    undocumented = [name for name in METHOD_HOOKS if not getattr(Task, name).__doc__]
+    assert not undocumented
+    source = (PACKAGE / "core" / "task.py").read_text()
+    assert all(f"\n    {name}: " in source for name in HOOKS)  # declared (with its comment) on Task
+    hooks, lookups = {*HOOKS, *METHOD_HOOKS}, []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+                    and "task" in ast.unparse(node.args[0]).lower()
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value in hooks):
+                lookups.append(f"{module}: {ast.unparse(node)}")
+    assert not lookups, lookups

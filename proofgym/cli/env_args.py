@@ -17,16 +17,12 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import EnvBuildError
+from proofgym.core.errors import EnvArgError as EnvArgError
 from proofgym.make import env_factory
 
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 #: Gymnasium's own keyword, not the factory's: never offered as an env arg.
 _HIDDEN = {"render_mode"}
-
-
-class EnvArgError(EnvBuildError):
-    """A ``--env-arg`` that names no parameter of the factory or whose value does not fit."""
 
 
 def parse_env_args(env_id: str, pairs: list[str] | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import ConfigError
+from proofgym.core.errors import SamplingError as SamplingError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,10 +28,6 @@ else:  # pragma: no cover - Python 3.10
 RESERVED = {"model": "--policy openai:MODEL", "messages": "the environment",
             "tools": "the environment", "stream": "the client", "stream_options": "the client",
             "n": "-G/--repeats (each attempt is its own request)"}
-
-
-class SamplingError(ConfigError):
-    """A sampling setting that is malformed, out of range or reserved (a usage error, exit 2)."""
 
 
 def _number(key: str, value: Any, lo: float | None, hi: float | None, *, lo_open: bool = False,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from proofgym.core.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class ToolCallAction:
@@ -68,4 +70,4 @@ def action_from_dict(data: dict[str, Any]) -> AgentAction:
         return ToolCallAction(data["tool_name"], data.get("tool_input", {}), data.get("call_id"))
     if kind == "turn_complete":
         return TurnCompleteAction(data["message"])
-    raise ValueError(f"not an action record (kind={kind!r}); expected 'tool_call' or 'turn_complete'")
+    raise ConfigError(f"not an action record (kind={kind!r}); expected 'tool_call' or 'turn_complete'")

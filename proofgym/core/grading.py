@@ -14,8 +14,7 @@ from proofgym.core.verdict import Verdict, coerce_verdict, describe_exception
 def other_verifiers(task: Task) -> Mapping[str, Callable[..., Any]]:
     """The earlier (or candidate) graders a task keeps for re-grading: its optional
     ``verifiers() -> {version: fn(trace, runtime) -> float | Verdict}`` (``{}`` without one)."""
-    method = getattr(task, "verifiers", None)
-    return method() if callable(method) else {}
+    return task.verifiers()
 
 
 def grade(task: Task, trace: Trace | list[Any], runtime_view: Any, version: str | None = None) -> Verdict:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from proofgym.core.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -31,13 +33,13 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
+            raise ConfigError(f"max_turns must be at least 1, got {self.max_turns}")
         for name in ("max_tool_calls", "max_tokens", "max_context_chars", "max_wall_time_s", "max_cost"):
             value = getattr(self, name)
             if value is not None and not value >= 0:  # `not >=` also refuses NaN
-                raise ValueError(f"{name} must be >= 0 or None, got {value}")
+                raise ConfigError(f"{name} must be >= 0 or None, got {value}")
         if self.max_observation_chars < 64:
-            raise ValueError("max_observation_chars must be at least 64 to fit the cut marker")
+            raise ConfigError("max_observation_chars must be at least 64 to fit the cut marker")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

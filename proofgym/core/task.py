@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -45,6 +45,18 @@ class Task(ABC):
     #: The group a stratified sample draws evenly across (a RepoRepair task's project), or
     #: ``None``: no grouping (:func:`proofgym.tasks.sampling.stratified_sample`).
     stratum: str | None = None
+    #: The grader whose verdicts this task's are, when not the task's own class (a served task
+    #: names the class the server grades with); ``None``: the task's class.
+    grader_type: str | None = None
+    #: Whether the task answers turns with new user messages; ``None``: it does when it
+    #: overrides :meth:`on_turn_complete` (a served task states it, its class being a stand-in).
+    multi_turn: bool | None = None
+    #: The task's own grading time limit in seconds (its runner turns it into a scored 0), which
+    #: the verifier pool's limit always exceeds; ``None``: only the pool's limit.
+    grading_timeout_s: float | None = None
+    #: ``True``: ``proofgym audit`` applies only :meth:`audit_rules`, not the default rules (an
+    #: honest solution of this task trips one of them).
+    audit_rules_replace: bool = False
 
     @property
     @abstractmethod
@@ -75,6 +87,25 @@ class Task(ABC):
         """Negative controls, by name: action scripts that must score 0 (wrong answers,
         shortcuts, tampering). ``proofgym validate`` runs every one."""
         return {}
+
+    def verifiers(self) -> Mapping[str, Callable[[Trace, Any], float | Verdict]]:
+        """Earlier (or candidate) graders kept for re-grading, by verifier version. Default: none."""
+        return {}
+
+    def rubric(self) -> Any:
+        """The :class:`~proofgym.verify.Rubric` grading this task, whose components (a judge's model
+        and prompt) the rollout contract records; ``None`` (the default): graded without one."""
+        return None
+
+    def audit_rules(self) -> Iterable[Any]:
+        """The task's own ``proofgym audit`` rules (:class:`~proofgym.eval.audit_rules.Rule`),
+        added to the default ones. Default: none."""
+        return ()
+
+    def original_file(self, path: str) -> str | None:
+        """A file as the task's workspace started (the audit does not hold its lines against an
+        edit), or ``None`` (the default): no such file, or no workspace."""
+        return None
 
     def content(self) -> Mapping[str, Any]:
         """Everything that defines the task, JSON-serialisable; hashed into ``content_hash``.

@@ -7,6 +7,8 @@ import traceback
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from proofgym.core.errors import ConfigError
+
 VerdictStatus = Literal["scored", "error", "unscored"]
 
 
@@ -43,7 +45,7 @@ class Verdict:
         for kind in ("components", "metrics"):
             for name, value in getattr(self, kind).items():
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise ValueError(f"Verdict {kind}[{name!r}] must be a finite number, got {value!r}")
+                    raise ConfigError(f"Verdict {kind}[{name!r}] must be a finite number, got {value!r}")
 
     @property
     def scored(self) -> bool:

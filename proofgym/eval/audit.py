@@ -30,13 +30,12 @@ DEFAULT_MIN_REWARD = 0.5
 
 def rules_for(task: Any, base: Sequence[Rule] = DEFAULT_RULES) -> list[Rule]:
     """``base`` plus the task's own ``audit_rules()`` (or only those, with ``audit_rules_replace``)."""
-    own = getattr(task, "audit_rules", None) if task is not None else None
-    extra = list(own()) if callable(own) else []
+    extra = list(task.audit_rules()) if task is not None else []
     for rule in extra:
         if not isinstance(rule, Rule):
             raise TypeError(f"{type(task).__name__}.audit_rules() returned {type(rule).__name__}; expected "
                             "proofgym.eval.audit_rules.Rule")
-    if getattr(task, "audit_rules_replace", False):
+    if task is not None and task.audit_rules_replace:
         return extra
     return [*base, *extra]
 
@@ -74,7 +73,7 @@ def audit_run(run: str | Path | RunRecord, *, min_reward: float = DEFAULT_MIN_RE
         if traj.task_id not in cache:
             task = task_lookup(traj.task_id) if task_lookup is not None else None
             cache[traj.task_id] = rules_for(task, base)
-            originals[traj.task_id] = getattr(task, "original_file", None)
+            originals[traj.task_id] = task.original_file if task is not None else None
         findings = audit_trajectory(traj, cache[traj.task_id], originals[traj.task_id])
         if findings:
             flagged.append({"trajectory_id": traj.trajectory_id, "task_id": traj.task_id,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from proofgym.core import ConfigError
+from proofgym.core.errors import ComparisonError as ComparisonError
 from proofgym.eval.compare_stats import mcnemar_exact, paired_bootstrap, win_tie_loss
 from proofgym.eval.metrics import PASS_THRESHOLD, end_reason, pass_at_k, summary_of
 from proofgym.record import Trajectory
@@ -33,10 +33,6 @@ EXPECTED = ("policy", "proofgym")
 
 #: ``--by`` keys read from the episode itself rather than from task metadata.
 BUILTIN_KEYS = ("split", "end_reason")
-
-
-class ComparisonError(ConfigError):
-    """Runs that cannot be compared as asked (different tasks or graders, nothing paired)."""
 
 
 MetadataLookup = Callable[[str], Mapping[str, Any]]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from proofgym.core import ConfigError
+from proofgym.core.errors import ComparisonError
 
 
 def _scipy_stats():  # scipy is an optional extra: a clear error, not an ImportError traceback
@@ -58,9 +59,9 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, confidence: floa
     point (computed without resampling).
     """
     if len(a) != len(b):
-        raise ValueError(f"paired samples need equal lengths, got {len(a)} and {len(b)}")
+        raise ComparisonError(f"paired samples need equal lengths, got {len(a)} and {len(b)}")
     if not a:
-        raise ValueError("no paired tasks: the runs share no scored task")
+        raise ComparisonError("no paired tasks: the runs share no scored task")
     xa = np.asarray(a, dtype=float)
     xb = np.asarray(b, dtype=float)
     diffs = xb - xa
@@ -101,7 +102,7 @@ class McNemar:
 def mcnemar_exact(a_pass: Sequence[bool], b_pass: Sequence[bool]) -> McNemar:
     """McNemar's exact test of paired outcomes (``scipy.stats.binomtest`` on the discordant pairs)."""
     if len(a_pass) != len(b_pass):
-        raise ValueError(f"paired outcomes need equal lengths, got {len(a_pass)} and {len(b_pass)}")
+        raise ComparisonError(f"paired outcomes need equal lengths, got {len(a_pass)} and {len(b_pass)}")
     pairs = list(zip((bool(x) for x in a_pass), (bool(x) for x in b_pass), strict=True))
     both = sum(x and y for x, y in pairs)
     a_only = sum(x and not y for x, y in pairs)

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from proofgym.core import ToolCallAction, TurnCompleteAction
+from proofgym.core.errors import ConfigError
 from proofgym.eval.metrics import attempts_by_task
 from proofgym.record import Trajectory
 from proofgym.record.rundir import contract_id_of, split_of
@@ -166,7 +167,7 @@ def export_records(trajectories: Iterable[Trajectory], fmt: str, *, min_reward: 
     if fmt == "preferences":
         return preference_pairs(trajectories, min_reward=min_reward, system=system,
                                 include_heldout=include_heldout)
-    raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+    raise ConfigError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: Any) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from proofgym.core import ToolCallAction
+from proofgym.core.errors import ConfigError
 from proofgym.record import RunRecord, Trajectory
 
 #: A scored attempt counts as a success for pass@k when its reward reaches this value.
@@ -32,9 +33,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     attempts, ``c`` of them correct, is correct. Raises for ``k > n``: that is undefined.
     """
     if not 0 <= c <= n:
-        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+        raise ConfigError(f"need 0 <= c <= n, got n={n}, c={c}")
     if not 1 <= k <= n:
-        raise ValueError(f"pass@{k} is undefined with {n} attempts (need 1 <= k <= n)")
+        raise ConfigError(f"pass@{k} is undefined with {n} attempts (need 1 <= k <= n)")
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)

@@ -276,7 +276,7 @@ def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv],
     """
     envs = [env] if isinstance(env, UniversalVerifiableEnv) else list(env)
     if not envs:
-        raise ValueError("validate_env needs at least one env")
+        raise ConfigError("validate_env needs at least one env")
     only = _chosen_controls(tasks, controls)
     # a task's gradings queue as its episodes end: room for a grading per core even with one env
     slots = max(len(envs), os.cpu_count() or 1)
@@ -376,7 +376,7 @@ def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] |
     envs = [env]
     try:
         if env.tasks is None:
-            raise ValueError(f"{env_id!r} has no task set to validate")
+            raise ConfigError(f"{env_id!r} has no task set to validate")
         tasks = [env.tasks.get(t) for t in task_ids] if task_ids else list(env.tasks)
         if limit is not None:
             tasks = tasks[:limit]

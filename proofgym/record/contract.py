@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import ContractError as ContractError
 from proofgym.version import __version__
 
 if TYPE_CHECKING:
@@ -32,10 +32,6 @@ else:  # pragma: no cover - exercised on 3.10 only
 #: The categories of a contract, in display order. Each is a top-level key of the contract.
 CATEGORIES = ("proofgym", "env", "policy", "tools", "tasks", "runtime", "limits", "verifiers", "seeds")
 CONTRACT_FILE = "contract.json"
-
-
-class ContractError(ProofgymError, ValueError):
-    """A contract or parity file that cannot be read, or a run whose contract does not match."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -90,14 +86,13 @@ class RolloutContract:
             rubrics: dict[bytes, Any] = {}
             for task in ts:
                 # a served task (proofgym.remote) names the grader class the server runs
-                name = (getattr(task, "grader_type", None)
-                        or f"{type(task).__module__}.{type(task).__qualname__}")
+                name = task.grader_type or f"{type(task).__module__}.{type(task).__qualname__}"
                 graders.setdefault(name, set()).add(str(task.verifier_version))
-                # a task graded by a Rubric (duck-typed: ``task.rubric()``) adds its components,
-                # so a judge's model and prompt version are part of the contract too
-                rubric = getattr(task, "rubric", None)
-                if callable(rubric):
-                    described = rubric().describe()
+                # a task graded by a Rubric adds its components, so a judge's model and prompt
+                # version are part of the contract too
+                rubric = task.rubric()
+                if rubric is not None:
+                    described = rubric.describe()
                     rubrics.setdefault(canonical_json(described), described)
         graders = {name: sorted(versions) for name, versions in graders.items()}
         if env.tasks is not None and rubrics:

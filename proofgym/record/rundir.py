@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import RunStoreError as RunStoreError
 from proofgym.record.contract import CONTRACT_FILE
 from proofgym.record.trajectory import Trajectory
 
@@ -45,12 +45,6 @@ CONTRACT = CONTRACT_FILE
 
 _FIELDS = {f.name for f in dataclasses.fields(Trajectory)}
 _REQUIRED = {"trajectory_id": str, "task_id": str, "status": str, "steps": list}
-
-
-class RunStoreError(ProofgymError, RuntimeError):
-    """A run directory that cannot be used as asked (exists already, corrupt, locked, wrong
-    contract, disk full)."""
-
 
 
 def fsync_dir(path: Path) -> None:
@@ -111,6 +105,9 @@ class RunLock:
             self._fd = None
 
 
+_TORN = object()  # a line that is not a complete JSON record
+
+
 def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], int, bytes]:
     """The complete records of a JSONL file, the byte offset where they end, and any torn tail.
 
@@ -130,11 +127,11 @@ def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], int, bytes]:
         if end != -1 and not line.strip():
             offset = end + 1
             continue
-        try:
-            if end == -1:  # no newline: the write did not finish
-                raise ValueError("no newline")
-            records.append(orjson.loads(line))
-        except (ValueError, orjson.JSONDecodeError):
+        try:  # no newline: the write did not finish
+            record = orjson.loads(line) if end != -1 else _TORN
+        except orjson.JSONDecodeError:
+            record = _TORN
+        if record is _TORN:
             rest = b"" if end == -1 else data[end + 1:]
             if rest.strip():
                 raise RunStoreError(
@@ -142,6 +139,7 @@ def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], int, bytes]:
                     "is corruption, not an interrupted write. Inspect the file (records after the "
                     "bad line are intact) and remove or repair that line by hand") from None
             return records, offset, data[offset:]
+        records.append(record)
         offset = end + 1
     return records, offset, b""
 

@@ -39,6 +39,7 @@ from proofgym.core import (
     Trace,
     TurnCompleteAction,
 )
+from proofgym.core.errors import ConfigError
 from proofgym.env import UniversalVerifiableEnv, VerificationJob, transcript_lines
 from proofgym.remote.served import (
     RemoteError,
@@ -168,7 +169,7 @@ class RemoteEnv(UniversalVerifiableEnv):
 
     def charge(self, *, tokens: int = 0, cost: float = 0.0) -> None:
         if tokens < 0 or cost < 0:
-            raise ValueError("tokens and cost must be non-negative")
+            raise ConfigError("tokens and cost must be non-negative")
         self._pending_tokens += tokens  # sent with the next step: the server's env keeps the budget
 
     def verification_job(self, trace: Trace | list[Any]) -> VerificationJob:

@@ -15,16 +15,9 @@ import orjson
 import pydantic
 
 from proofgym.core import ConfigError, ProofgymError, Task, TaskSpec, Trace, Verdict
+from proofgym.core.errors import RemoteError as RemoteError
 from proofgym.runtimes import Artifact
 from proofgym.tools import schema_docstring
-
-
-class RemoteError(ProofgymError, RuntimeError):
-    """The server refused a request or could not be reached; the message says which and why."""
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def http_base(url: str) -> str:
@@ -65,14 +58,10 @@ class RemoteTask(Task):
     def content_hash(self) -> str:  # type: ignore[override]
         return self._hash
 
-    @property
     def rubric(self) -> Any:
-        """The served rubric's description (``None`` for a task graded without one), as a
-        ``rubric()`` callable: what the rollout contract reads."""
-        if self._rubric is None:
-            return None
-        described = self._rubric
-        return lambda: _Described(described)
+        """The served rubric's description (``None`` for a task graded without one): what the
+        rollout contract reads."""
+        return None if self._rubric is None else _Described(self._rubric)
 
     def get_spec(self) -> TaskSpec:
         """What the task shows the agent, as the server states it (``GET /prompts``)."""

@@ -29,18 +29,14 @@ import orjson
 from gymnasium import spaces
 
 from proofgym.chat_client import RetriesExhausted, RetryPolicy, TransportError
-from proofgym.core import AgentAction, ConfigError, ProofgymError, Task, ToolCallAction, TurnCompleteAction
+from proofgym.core import AgentAction, ConfigError, Task, ToolCallAction, TurnCompleteAction
 from proofgym.core.defaults import DEFAULTS
+from proofgym.core.errors import PolicyInfrastructureError as PolicyInfrastructureError
 from proofgym.rollout.async_policy import PolicyStep
 from proofgym.rollout.chat_transport import TRANSPORTS, ChatTransport
 
 _TEXT_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _NAME_IN_TEXT = re.compile(r'"name"\s*:\s*"([^"]+)"')
-
-
-class PolicyInfrastructureError(ProofgymError, RuntimeError):
-    """The model server could not answer (after every retry): an infrastructure failure, not a
-    wrong answer. Episodes failing with it are errors, never scored."""
 
 
 def resolve_transport(transport: str, base_url: str | None) -> str:

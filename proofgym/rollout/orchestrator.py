@@ -38,6 +38,8 @@ from proofgym.core import (
     describe_exception,
 )
 from proofgym.core.defaults import DEFAULTS
+from proofgym.core.errors import RolloutError
+from proofgym.core.errors import RunFailedError as RunFailedError
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.record import StepRecord, Trajectory, stamp, trajectory_id_for
 from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
@@ -56,16 +58,6 @@ MAX_STEPS = 10_000
 #: (its workers import the graders' code) while fast episodes finish by the dozen per second;
 #: slots keep generating through that start-up instead of stalling at ``4 * concurrency``.
 MIN_AWAITING_GRADES = 256
-
-
-class RolloutError(ProofgymError, RuntimeError):
-    """A run could not deliver its episodes (the sink or ``on_episode`` failed); it stopped."""
-
-    exit_code = 1
-
-
-class RunFailedError(RolloutError):
-    """A run finished but failed as a whole: every episode ended in an error."""
 
 
 def record_step(traj: Trajectory, trace: list[TraceStep], action: AgentAction, obs: dict[str, Any],
@@ -374,7 +366,7 @@ class Orchestrator:
                                t1 - t0, t2 - t1, decision.usage):
                     break
             else:
-                raise RuntimeError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
+                raise RolloutError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
             job = await env.verification_job(steps) if self.grade else None
         except Exception as exc:  # this episode's failure only: recorded, the run goes on
             return self._failed(traj, describe_exception(exc), started, policy_s, env_s), None

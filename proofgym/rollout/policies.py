@@ -11,6 +11,7 @@ import numpy as np
 from gymnasium import spaces
 
 from proofgym.core import ActionScript, AgentAction, ConfigError, Task, TurnCompleteAction
+from proofgym.core.errors import EpisodeStateError
 
 
 @runtime_checkable
@@ -74,7 +75,7 @@ class ScriptedPolicy:
 
     def act(self, observation: Mapping[str, Any]) -> AgentAction:
         if self._runner is None:
-            raise RuntimeError("ScriptedPolicy.act before start()")
+            raise EpisodeStateError("ScriptedPolicy.act before start()")
         return self._runner.next(observation)
 
     def describe(self) -> dict[str, Any]:
@@ -91,8 +92,8 @@ class ReferencePolicy(ScriptedPolicy):
     def _reference(task: Task) -> ActionScript:
         script = task.reference_solution()
         if script is None:
-            raise ValueError(f"task {task.id!r} has no reference solution; the reference policy "
-                             "needs Task.reference_solution()")
+            raise ConfigError(f"task {task.id!r} has no reference solution; the reference policy "
+                              "needs Task.reference_solution()")
         return script
 
 
@@ -106,8 +107,8 @@ class ControlPolicy(ScriptedPolicy):
     def _control(self, task: Task) -> ActionScript:
         controls = task.controls()
         if self.control not in controls:
-            raise ValueError(f"task {task.id!r} has no control {self.control!r}; "
-                             f"it has: {', '.join(controls) or 'none'}")
+            raise ConfigError(f"task {task.id!r} has no control {self.control!r}; "
+                              f"it has: {', '.join(controls) or 'none'}")
         return controls[self.control]
 
 
@@ -135,7 +136,7 @@ class RandomPolicy:
 
     def act(self, observation: Mapping[str, Any]) -> AgentAction:
         if self._space is None:
-            raise RuntimeError("RandomPolicy.act before start()")
+            raise EpisodeStateError("RandomPolicy.act before start()")
         return self._space.sample()
 
     def describe(self) -> dict[str, Any]:

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from proofgym.core.errors import ConfigError
+
 T = TypeVar("T")
 
 
@@ -34,7 +36,7 @@ class RuntimeExecutor:
 
     def __init__(self, threads: int, *, name: str = "proofgym-runtime") -> None:
         if threads < 1:
-            raise ValueError("threads must be >= 1")
+            raise ConfigError("threads must be >= 1")
         self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
                          for i in range(threads)]

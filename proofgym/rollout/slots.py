@@ -17,15 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from proofgym.core import AgentAction, ProofgymError, Task, TaskSpec
+from proofgym.core import AgentAction, Task, TaskSpec
+from proofgym.core.errors import SlotLostError as SlotLostError
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.rollout.runtime_executor import RuntimeExecutor
 
 EnvFactory = Callable[[], UniversalVerifiableEnv]
-
-
-class SlotLostError(ProofgymError, RuntimeError):
-    """An env slot's backend lost it mid-episode (an infrastructure fault, not the episode's)."""
 
 
 class EnvSlot(Protocol):

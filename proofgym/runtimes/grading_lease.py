@@ -45,7 +45,8 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import ConfigError
+from proofgym.core.errors import LeaseTimeout as LeaseTimeout
 from proofgym.runtimes.private_dirs import state_dir
 
 #: How long a lease waits before it raises :class:`LeaseTimeout` (a grading of a key may wait
@@ -55,11 +56,6 @@ _POLL_S = (0.005, 0.1)  # the first and the longest sleep between attempts
 #: Bench-only, UNSAFE: set to ``1`` only by ``bench/grading_lease.py`` to measure what the lease
 #: costs. With it, gradings run while episodes of their task are live: hidden tests can leak.
 UNSAFE_DISABLE_ENV = "PROOFGYM_UNSAFE_BENCH_NO_GRADING_LEASE"
-
-
-class LeaseTimeout(ProofgymError, RuntimeError):
-    """A lease was not granted within its deadline (an episode or grading of its key that never
-    ends, or a wait in the very thread that would end it)."""
 
 
 def hidden_key_of(hidden: Mapping[str, bytes], snapshot: str | Path) -> str:
@@ -91,7 +87,7 @@ def _disabled() -> bool:
 
 def _open(key: str, suffix: str) -> int:
     if not key or not all(c in "0123456789abcdef" for c in key):
-        raise ValueError(f"a hidden key is a lowercase hex digest (hidden_key_of); got {key!r}")
+        raise ConfigError(f"a hidden key is a lowercase hex digest (hidden_key_of); got {key!r}")
     return os.open(lease_dir() / f"{key}.{suffix}",
                    os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
 
@@ -111,7 +107,7 @@ class HiddenLease:
 
     def __init__(self, key: str, kind: str) -> None:
         if kind not in ("episode", "grading"):
-            raise ValueError(f"kind is 'episode' or 'grading', not {kind!r}")
+            raise ConfigError(f"kind is 'episode' or 'grading', not {kind!r}")
         self.key, self.kind = key, kind
         self.granted = False
         self._fd = -1

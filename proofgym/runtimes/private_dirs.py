@@ -29,17 +29,13 @@ import stat
 import tempfile
 from pathlib import Path
 
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import UnsafeStateDirError as UnsafeStateDirError
 
 __all__ = ["ROOT_STATE", "UnsafeStateDirError", "cache_home", "check_private", "override_dir",
            "owned_entry", "state_dir", "state_root", "write_atomic"]
 
 #: root's state root.
 ROOT_STATE = Path("/var/cache/proofgym")
-
-
-class UnsafeStateDirError(ProofgymError, RuntimeError):
-    """A directory proofgym would keep trusted state in could be changed by another user."""
 
 
 def state_root() -> Path:

@@ -33,13 +33,13 @@ def describe_env(source: EnvSource) -> dict[str, Any]:
         ts = env.tasks
         out["taskset"] = {"name": ts.name, "content_hash": ts.content_hash, "manifest": ts.manifest.to_dict()}
         for task in ts:
-            rubric = getattr(task, "rubric", None)
+            rubric = task.rubric()
             out["tasks"].append({
                 "id": task.id, "content_hash": task.content_hash,
                 "grader_type": f"{type(task).__module__}.{type(task).__qualname__}",
                 "verifier_version": str(task.verifier_version),
                 "multi_turn": type(task).on_turn_complete is not Task.on_turn_complete,
-                "rubric": rubric().describe() if callable(rubric) else None})
+                "rubric": rubric.describe() if rubric is not None else None})
     return out
 
 

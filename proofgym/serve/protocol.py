@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from enum import Enum
 from typing import Any
 
 import orjson
@@ -31,12 +30,14 @@ import orjson
 from proofgym.core import (
     AgentAction,
     EpisodeStateError,
-    ProofgymError,
     TaskNotFoundError,
     ToolCallAction,
     TurnCompleteAction,
     Verdict,
 )
+from proofgym.core.errors import CapacityError as CapacityError
+from proofgym.core.errors import Code as Code
+from proofgym.core.errors import ServeError as ServeError
 from proofgym.tasks import HeldOutError
 
 log = logging.getLogger("proofgym.serve")
@@ -45,49 +46,11 @@ log = logging.getLogger("proofgym.serve")
 SESSION_HEADER = "X-Proofgym-Session"
 
 
-class Code(str, Enum):
-    """Error codes: OpenEnv's ``WSErrorCode`` values, then proofgym's own."""
-
-    INVALID_JSON = "INVALID_JSON"
-    UNKNOWN_TYPE = "UNKNOWN_TYPE"
-    VALIDATION_ERROR = "VALIDATION_ERROR"
-    EXECUTION_ERROR = "EXECUTION_ERROR"
-    CAPACITY_REACHED = "CAPACITY_REACHED"
-    FACTORY_ERROR = "FACTORY_ERROR"
-    SESSION_ERROR = "SESSION_ERROR"
-    # proofgym's
-    HELD_OUT = "HELD_OUT"
-    UNAUTHORIZED = "UNAUTHORIZED"
-    NOT_FOUND = "NOT_FOUND"
-    DRAINING = "DRAINING"
-
-
 #: HTTP status for each code (WebSocket errors carry the code only).
 HTTP_STATUS = {Code.INVALID_JSON: 400, Code.UNKNOWN_TYPE: 400, Code.VALIDATION_ERROR: 422,
                Code.EXECUTION_ERROR: 409, Code.CAPACITY_REACHED: 503, Code.FACTORY_ERROR: 500,
                Code.SESSION_ERROR: 500, Code.HELD_OUT: 403, Code.UNAUTHORIZED: 401,
                Code.NOT_FOUND: 404, Code.DRAINING: 503}
-
-
-class ServeError(ProofgymError):
-    """A request the server refuses, with its wire :class:`Code` and a message safe to send."""
-
-    def __init__(self, code: Code, message: str, **fields: Any) -> None:
-        super().__init__(message)
-        self.code = code
-        self.fields = fields
-
-    def payload(self) -> dict[str, Any]:
-        return {"message": str(self), "code": self.code.value, **self.fields}
-
-
-class CapacityError(ServeError):
-    """The server holds ``max_sessions`` sessions: retry later (backpressure), or another server."""
-
-    def __init__(self, active: int, limit: int) -> None:
-        super().__init__(Code.CAPACITY_REACHED,
-                         f"the server is at capacity ({active} of {limit} sessions); retry later",
-                         active_sessions=active, max_sessions=limit)
 
 
 #: Errors whose text is written for the agent's operator: sent as they are. Any other exception

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import time
 
+from proofgym.core.errors import ConfigError
 from proofgym.serve.protocol import CapacityError, Code, ServeError
 from proofgym.serve.session import EnvSource, Session
 from proofgym.serve.verdicts import VerdictStore
@@ -30,7 +31,7 @@ class SessionManager:
     def __init__(self, source: EnvSource, verdicts: VerdictStore, *, max_sessions: int = 256,
                  idle_timeout_s: float = 600.0, threads: int = 32) -> None:
         if max_sessions < 1 or not idle_timeout_s > 0 or threads < 1:
-            raise ValueError("max_sessions and threads must be >= 1 and idle_timeout_s > 0")
+            raise ConfigError("max_sessions and threads must be >= 1 and idle_timeout_s > 0")
         self.source = source
         self.verdicts = verdicts
         self.max_sessions = max_sessions

@@ -14,24 +14,19 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import ConfigError, Task
+from proofgym.core import Task
+from proofgym.core.errors import MissingExtraError as MissingExtraError
+from proofgym.core.errors import TaskFileNotFoundError
+from proofgym.core.errors import TaskRecordError as TaskRecordError
 
 TaskFactory = Callable[[Mapping[str, Any]], Task]
-
-
-class TaskRecordError(ConfigError):
-    """A record that cannot become a task; the message names where it came from."""
-
-
-class MissingExtraError(ConfigError, ImportError):
-    """An optional dependency is not installed; the message names the install command."""
 
 
 def read_jsonl_records(path: Path) -> Iterator[dict[str, Any]]:
     """The JSON objects of a JSONL file, one per non-blank line; a name ending in ``.gz`` is read
     through gzip."""
     if not path.exists():
-        raise FileNotFoundError(f"task file {path} does not exist")
+        raise TaskFileNotFoundError(f"task file {path} does not exist")
     opened = gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")  # noqa: SIM115
     with opened as f:
         try:
@@ -59,8 +54,8 @@ def load_dataset_dir(path: str | Path) -> Any:
         raise MissingExtraError("loading a Hugging Face dataset needs the `datasets` package: "
                                 "pip install datasets (or pip install 'proofgym[datasets]')") from None
     if not Path(path).exists():
-        raise FileNotFoundError(f"no dataset at {path} (expected a directory written by "
-                                "Dataset.save_to_disk)")
+        raise TaskFileNotFoundError(f"no dataset at {path} (expected a directory written by "
+                                    "Dataset.save_to_disk)")
     return datasets.load_from_disk(str(path))
 
 

@@ -18,7 +18,9 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import ProofgymError, Task
+from proofgym.core import Task
+from proofgym.core.errors import HeldOutError as HeldOutError
+from proofgym.core.errors import SplitManifestError as SplitManifestError
 from proofgym.runtimes.private_dirs import write_atomic
 
 SPLITS = ("train", "dev", "heldout")
@@ -26,14 +28,6 @@ DEFAULT_RATIOS: Mapping[str, float] = {"train": 0.8, "dev": 0.1, "heldout": 0.1}
 #: The split name records carry for a held-out task that influenced training.
 BURNED = "burned"
 MANIFEST_VERSION = 1
-
-
-class HeldOutError(ProofgymError):
-    """A held-out (or dev) task was requested for training."""
-
-
-class SplitManifestError(ProofgymError, ValueError):
-    """A split manifest that is malformed or does not match its task set."""
 
 
 def id_hash(task_id: str) -> str:
@@ -79,7 +73,7 @@ def group_of(task: Task, group_by: GroupBy) -> str:
 
 def _declared_split(task: Task) -> str | None:
     """The task's own split (:attr:`Task.split`), checked to be a split name."""
-    own = getattr(task, "split", None)
+    own = task.split
     if own is not None and own not in SPLITS:
         raise SplitManifestError(f"task {task.id!r} declares split {own!r}; splits are {list(SPLITS)}")
     return own

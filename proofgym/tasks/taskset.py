@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from proofgym.core import Task, TaskNotFoundError
+from proofgym.core.errors import ConfigError
 from proofgym.tasks.splits import GroupBy, HeldOutError, SplitManifest
 
 #: Most tasks :meth:`TaskSet.from_generator` builds (1e6 Arith tasks: about 40 s and 0.6 GB).
@@ -44,10 +45,10 @@ class TaskSet:
             if not isinstance(task, Task):
                 raise TypeError(f"TaskSet {name!r} got {type(task).__name__}; expected a Task")
             if task.id in self._by_id:
-                raise ValueError(f"TaskSet {name!r}: duplicate task id {task.id!r}; ids must be unique")
+                raise ConfigError(f"TaskSet {name!r}: duplicate task id {task.id!r}; ids must be unique")
             self._by_id[task.id] = task
         if not self._tasks:
-            raise ValueError(f"TaskSet {name!r} is empty")
+            raise ConfigError(f"TaskSet {name!r} is empty")
 
     @classmethod
     def from_iterable(cls, items: Iterable[Any], *, name: str = "tasks",
@@ -92,10 +93,11 @@ class TaskSet:
         """Tasks ``factory(0) ... factory(n - 1)``: procedurally generated, seeded by index.
         ``n`` is at most :data:`MAX_GENERATED` (a task set is built eagerly, in memory)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"TaskSet {name!r}: the number of tasks must be a whole number >= 1, got {n!r}")
+            raise ConfigError(f"TaskSet {name!r}: the number of tasks must be a whole number >= 1, got {n!r}")
         if n > MAX_GENERATED:
-            raise ValueError(f"TaskSet {name!r}: {n} tasks is more than the {MAX_GENERATED} a generated task "
-                             "set may hold (it is built in memory before the first episode); ask for fewer")
+            raise ConfigError(f"TaskSet {name!r}: {n} tasks is more than the {MAX_GENERATED} a generated "
+                              "task set may hold (it is built in memory before the first episode); "
+                              "ask for fewer")
         return cls((factory(i) for i in range(n)), name=name)
 
     def __len__(self) -> int:
@@ -165,8 +167,8 @@ class TaskSet:
         pool = set(self.manifest.pool(name))
         subset = [t for t in self._tasks if t.id in pool]
         if not subset:
-            raise ValueError(f"split {name!r} of task set {self.name!r} is empty "
-                             f"(split sizes: {self.manifest.counts()})")
+            raise ConfigError(f"split {name!r} of task set {self.name!r} is empty "
+                              f"(split sizes: {self.manifest.counts()})")
         return TaskSet(subset, name=f"{self.name}[{name}]", manifest=self.manifest,
                        training=name == "train")
 

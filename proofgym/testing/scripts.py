@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from proofgym.core import ActionScript, AgentAction, ProofgymError, Task
+from proofgym.core import ActionScript, AgentAction, Task
+from proofgym.core.errors import UnknownPrompt as UnknownPrompt
 from proofgym.rollout.policies import ScriptRunner
 
 Message = Mapping[str, Any]
@@ -23,10 +24,6 @@ class ChatScript(Protocol):
 
     def respond(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
                 ) -> list[AgentAction]: ...
-
-
-class UnknownPrompt(ProofgymError, LookupError):
-    """The first user message is not the prompt of any task the script knows."""
 
 
 class ReferenceScript:

@@ -31,6 +31,7 @@ import orjson
 from aiohttp import web
 
 from proofgym.core import AgentAction, ToolCallAction, TurnCompleteAction
+from proofgym.core.errors import ConfigError, PolicyInfrastructureError
 from proofgym.testing import tokens
 from proofgym.testing.scripts import ChatScript, UnknownPrompt
 
@@ -56,9 +57,9 @@ class Fault:
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault {self.kind!r}; use one of {', '.join(FAULT_KINDS)}")
+            raise ConfigError(f"unknown fault {self.kind!r}; use one of {', '.join(FAULT_KINDS)}")
         if not 0.0 <= self.rate <= 1.0:
-            raise ValueError(f"fault rate must be within [0, 1], got {self.rate}")
+            raise ConfigError(f"fault rate must be within [0, 1], got {self.rate}")
 
     @classmethod
     def parse(cls, text: str) -> Fault:
@@ -68,8 +69,8 @@ class Fault:
             rate = float(parts[1]) if len(parts) > 1 else 1.0
             attempts = (None if parts[2] in ("always", "inf") else int(parts[2])) if len(parts) > 2 else 1
         except ValueError:
-            raise ValueError(f"bad fault {text!r}; use KIND[:RATE[:ATTEMPTS|always]], "
-                             "e.g. 429:0.2:1") from None
+            raise ConfigError(f"bad fault {text!r}; use KIND[:RATE[:ATTEMPTS|always]], "
+                              "e.g. 429:0.2:1") from None
         return cls(parts[0], rate, attempts)
 
 
@@ -97,7 +98,7 @@ class ScriptedServer:
                  tool_call_format: str = "native", reasoning: bool = False, hang_s: float = 30.0,
                  record_requests: bool = False) -> None:
         if tool_call_format not in ("native", "text"):
-            raise ValueError("tool_call_format must be 'native' or 'text'")
+            raise ConfigError("tool_call_format must be 'native' or 'text'")
         self.script, self.model, self.host, self.port = script, model, host, port
         self.latency_s, self.faults = latency_s, tuple(faults)
         self.tool_call_format, self.reasoning, self.hang_s = tool_call_format, reasoning, hang_s
@@ -162,7 +163,8 @@ class ScriptedServer:
         self._thread.start()
         ready.wait()
         if failure:
-            raise RuntimeError(f"scripted server failed to start on {self.host}:{self.port}: {failure[0]}")
+            raise PolicyInfrastructureError(f"scripted server failed to start on {self.host}:{self.port}: "
+                                            f"{failure[0]}")
         return self
 
     def stop(self) -> None:
@@ -196,10 +198,10 @@ class ScriptedServer:
             body = orjson.loads(await request.read())
             messages = body["messages"]
             if not isinstance(messages, list) or not messages:
-                raise ValueError("messages must be a non-empty list")
+                raise ConfigError("messages must be a non-empty list")
             n = 1 if body.get("n") is None else body["n"]
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 128:
-                raise ValueError(f"n must be an integer from 1 to 128, got {n!r}")
+                raise ConfigError(f"n must be an integer from 1 to 128, got {n!r}")
         except (orjson.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError) as exc:
             return _error(400, f"bad request: {exc}", "invalid_request_error")
         if body.get("model") not in (None, self.model):

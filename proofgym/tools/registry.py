@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from proofgym.core.errors import ConfigError
 from proofgym.tools.result import ToolResult
 from proofgym.tools.tool import Tool, ToolContext
 
@@ -23,7 +24,7 @@ class ToolRegistry:
     def add(self, t: Tool | Callable[..., Any]) -> Tool:
         t = t if isinstance(t, Tool) else Tool(t)
         if t.name in self._tools:
-            raise ValueError(f"a tool named {t.name!r} is already registered")
+            raise ConfigError(f"a tool named {t.name!r} is already registered")
         self._tools[t.name] = t
         self._schemas_json = None
         return t

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from proofgym.core.errors import ProofgymError, ToolErrorKind
+from proofgym.core.errors import ToolError as ToolError
+from proofgym.core.errors import ToolErrorKind
 
 CUT_MARKER = "\n[... {n} characters cut by proofgym: output exceeded {limit} characters ...]\n"
 
@@ -34,14 +35,6 @@ class ToolResult:
         data = asdict(self)
         data["error_kind"] = self.error_kind.value if self.error_kind else None
         return data
-
-
-class ToolError(ProofgymError):
-    """Raised by a tool to fail with a typed error (e.g. ``denied``) and a message for the agent."""
-
-    def __init__(self, message: str, kind: ToolErrorKind | str = ToolErrorKind.EXECUTION_ERROR):
-        super().__init__(message)
-        self.kind = ToolErrorKind(kind)
 
 
 def cut_output(text: str, limit: int) -> tuple[str, bool]:

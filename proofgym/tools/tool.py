@@ -12,6 +12,7 @@ import docstring_parser
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from proofgym.core.errors import ConfigError
 from proofgym.tools.result import ToolError, ToolResult
 
 
@@ -55,13 +56,13 @@ class Tool:
         #: than hand each call to a thread (see ``InProcessRuntime.cheap``).
         self.cheap = cheap
         if not self.name.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"tool name {self.name!r} must be letters, digits, '_' or '-'")
+            raise ConfigError(f"tool name {self.name!r} must be letters, digits, '_' or '-'")
         doc = docstring_parser.parse(inspect.getdoc(fn) or "")
         self.description = description or "\n\n".join(
             part for part in (doc.short_description, doc.long_description) if part
         )
         if not self.description:
-            raise ValueError(
+            raise ConfigError(
                 f"tool {self.name!r} has no description: give the function a docstring "
                 "(the model reads it to decide when to call the tool)"
             )

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proofgym.core import EnvBuildError, ProofgymError, Task, Verdict
+from proofgym.core import EnvBuildError, Task, Verdict
 from proofgym.core.defaults import DEFAULTS
+from proofgym.core.errors import RegradeError as RegradeError
 from proofgym.core.grading import other_verifiers
 from proofgym.env import VerificationJob
 from proofgym.make import make_env
@@ -39,10 +40,6 @@ from proofgym.verify.pool import VerifierPool, pool_for
 
 #: Seconds one re-grading may take when no timeout is given (as ``proofgym eval``).
 GRADER_TIMEOUT_S = DEFAULTS.grader_timeout_s
-
-
-class RegradeError(ProofgymError, ValueError):
-    """A re-grade that cannot run as asked (unknown verifier version, no task set)."""
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from proofgym.core import Limits
+from proofgym.core.errors import ConfigError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.envs.arith.calculator import calculator, evaluate
 from proofgym.envs.arith.tasks import LEVELS, ArithTask, make_task
@@ -20,7 +21,7 @@ def arith_tasks(n: int = 400, *, seed: int = 0, levels: Sequence[int] = LEVELS) 
     """``n`` problems cycling through ``levels``, generated from ``seed``."""
     bad = set(levels) - set(LEVELS)
     if bad or not levels:
-        raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {list(levels)}")
+        raise ConfigError(f"levels must be a non-empty subset of {LEVELS}, got {list(levels)}")
     return TaskSet.from_generator(
         lambda i: make_task(i, seed=seed, level=levels[i % len(levels)]), n, name=f"arith-s{seed}"
     )

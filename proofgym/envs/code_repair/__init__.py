@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from proofgym.core import Limits
+from proofgym.core.errors import ConfigError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.envs.code_repair.task import CodeRepairTask
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
@@ -22,7 +23,7 @@ def code_repair_tasks(data_dir: str | Path = DATA) -> TaskSet:
     """Every task directory (one with a ``task.json``) under ``data_dir``, by id."""
     roots = sorted(p.parent for p in Path(data_dir).glob("*/task.json"))
     if not roots:
-        raise ValueError(f"no code-repair tasks (directories with task.json) under {data_dir}")
+        raise ConfigError(f"no code-repair tasks (directories with task.json) under {data_dir}")
     return TaskSet((CodeRepairTask.load(r) for r in roots), name=f"code-repair:{Path(data_dir).name}")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from proofgym.core import ActionScript, Task, TaskSpec, ToolCallAction, Trace, TurnCompleteAction, Verdict
+from proofgym.core.errors import ConfigError, TaskRecordError, UngradableTask
 from proofgym.envs.code_repair.controls import make_controls
 from proofgym.runtimes.grading_lease import hidden_key_of
 from proofgym.verify.sandboxed import TestRun, files_under, run_pytest, swebench_verdict
@@ -60,14 +61,14 @@ class CodeRepairTask(Task):
         try:
             meta = orjson.loads((root / "task.json").read_bytes())
         except (OSError, orjson.JSONDecodeError) as exc:
-            raise ValueError(f"{root}: cannot read task.json ({exc})") from exc
+            raise TaskRecordError(f"{root}: cannot read task.json ({exc})") from exc
         missing = [k for k in REQUIRED if k not in meta]
         if missing:
-            raise ValueError(f"{root / 'task.json'}: missing keys {missing}")
+            raise TaskRecordError(f"{root / 'task.json'}: missing keys {missing}")
         if not (root / "repo").is_dir():
-            raise ValueError(f"{root}: no repo/ directory (the project the agent works on)")
+            raise TaskRecordError(f"{root}: no repo/ directory (the project the agent works on)")
         if meta["id"] != root.name:
-            raise ValueError(f"{root}: task.json id {meta['id']!r} differs from the directory name")
+            raise TaskRecordError(f"{root}: task.json id {meta['id']!r} differs from the directory name")
         return cls(root, meta)
 
     # -------------------------------------------------------------- contract
@@ -114,8 +115,8 @@ class CodeRepairTask(Task):
     def verify(self, trace: Trace, runtime: Any) -> Verdict:
         artifact = getattr(runtime, "artifact", None)
         if artifact is None or artifact.runtime != "sandbox":
-            raise TypeError("CodeRepairTask grades the artifact of a SandboxRuntime episode; got "
-                            f"{type(runtime).__name__} holding {getattr(artifact, 'runtime', None)!r}")
+            raise ConfigError("CodeRepairTask grades the artifact of a SandboxRuntime episode; got "
+                              f"{type(runtime).__name__} holding {getattr(artifact, 'runtime', None)!r}")
         limit = (artifact.meta or {}).get("limit_exceeded")
         if limit:  # the snapshot side stopped reading the agent's files: nothing complete to grade
             run = TestRun({}, None, False, f"the artifact exceeded a limit: {limit}", False, "",
@@ -126,9 +127,9 @@ class CodeRepairTask(Task):
                              timeout_s=self.grading_timeout_s, test_timeout_s=self.test_timeout_s,
                              max_artifact_bytes=self.max_artifact_bytes)
         if run.failure is None and not run.guarded:  # the task's fault, not the agent's
-            raise ValueError(f"task {self.id}: no test has a mutant or a withheld check, so "
-                             "tampering cannot be detected; add an assert that compares with an "
-                             "expected value to at least one fail_to_pass test")
+            raise UngradableTask(f"task {self.id}: no test has a mutant or a withheld check, so "
+                                 "tampering cannot be detected; add an assert that compares with an "
+                                 "expected value to at least one fail_to_pass test")
         return swebench_verdict(run, self.meta["fail_to_pass"], self.meta["pass_to_pass"])
 
     @cached_property

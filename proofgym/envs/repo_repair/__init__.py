@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from proofgym.core import Limits
+from proofgym.core.errors import ConfigError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.envs.repo_repair.task import DEV_SHARE, RepoRepairTask, check_record, recipe_split
 from proofgym.runtimes.sandbox import SandboxLimits, SandboxRuntime
@@ -41,7 +42,7 @@ def repo_repair_tasks(manifest: str | Path = MANIFEST, recipe: str | Path = RECI
     pins = Recipe.load(recipe)
     records = read_manifest(manifest)
     if not records:
-        raise ValueError(f"{manifest}: no task records; synthesise some with `proofgym tasks synth`")
+        raise ConfigError(f"{manifest}: no task records; synthesise some with `proofgym tasks synth`")
     chosen = []
     kept = [r for r in records if projects is None or r.project in projects]
     prefetch = SdistPrefetch(pins.project(r.project) for r in kept)
@@ -49,7 +50,7 @@ def repo_repair_tasks(manifest: str | Path = MANIFEST, recipe: str | Path = RECI
         chosen.append(RepoRepairTask(record, pins.project(record.project), prefetch=prefetch,
                                      cache_root=Path(cache_root) if cache_root else None))
     if not chosen:
-        raise ValueError(f"no RepoRepair tasks for projects={projects!r}")
+        raise ConfigError(f"no RepoRepair tasks for projects={projects!r}")
     tasks = TaskSet(chosen, name=f"repo-repair:{Path(manifest).name}")
     return tasks.split(split) if split is not None else tasks
 

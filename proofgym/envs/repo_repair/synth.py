@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from proofgym.core.errors import ConfigError
 from proofgym.envs.repo_repair.task import check_record
 from proofgym.tasks.synth import (
     ProjectReport,
@@ -98,7 +99,7 @@ def synthesize_history(recipe: str | Path | Recipe, manifest: str | Path, *,
     reports = manifest.with_suffix(".history.json")
     names = list(projects) if projects else [p.name for p in recipe.projects]
     if before is not None and len(names) != 1:
-        raise ValueError("a release to compare with is one project's: name exactly one project")
+        raise ConfigError("a release to compare with is one project's: name exactly one project")
     root = Path(cache_root) if cache_root else None
     done = []
     for name in names:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.core import ActionScript, Task, TaskSpec, Trace, Verdict
+from proofgym.core.errors import ConfigError, UngradableTask
 from proofgym.envs.code_repair.task import CodeRepairTask
 from proofgym.tasks.splits import assign_split
 from proofgym.tasks.synth import ProjectPin, TaskRecord, materialize
@@ -111,8 +112,8 @@ class RepoRepairTask(Task):
     def verify(self, trace: Trace, runtime: Any) -> Verdict:
         artifact = getattr(runtime, "artifact", None)
         if artifact is None or artifact.runtime != "sandbox":
-            raise TypeError("RepoRepairTask grades the artifact of a SandboxRuntime episode; got "
-                            f"{type(runtime).__name__} holding {getattr(artifact, 'runtime', None)!r}")
+            raise ConfigError("RepoRepairTask grades the artifact of a SandboxRuntime episode; got "
+                              f"{type(runtime).__name__} holding {getattr(artifact, 'runtime', None)!r}")
         limit = (artifact.meta or {}).get("limit_exceeded")
         if limit:
             run = TestRun({}, None, False, f"the artifact exceeded a limit: {limit}", False, "",
@@ -120,8 +121,8 @@ class RepoRepairTask(Task):
         else:
             run = self.grade_files(artifact.files)
         if run.failure is None and not run.guarded:
-            raise ValueError(f"task {self.id}: no hidden test has a mutant or a withheld check, "
-                             "so tampering cannot be detected")
+            raise UngradableTask(f"task {self.id}: no hidden test has a mutant or a withheld check, "
+                                 "so tampering cannot be detected")
         return swebench_verdict(run, self.record.fail_to_pass, self.record.pass_to_pass)
 
     def content(self) -> Mapping[str, Any]:

@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from proofgym.core import Limits
+from proofgym.core.errors import ConfigError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.envs.search_qa.corpus import Corpus, corpus
 from proofgym.envs.search_qa.faults import PROFILES, FaultProfile, initial_state, resolve_faults
@@ -33,9 +34,9 @@ def search_qa_tasks(n_per_level: int = 120, *, seed: int = 0,
     """``n_per_level`` tasks of each of ``levels`` (600 by default), generated from the corpus."""
     bad = set(levels) - set(LEVELS)
     if bad or not levels:
-        raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {list(levels)}")
+        raise ConfigError(f"levels must be a non-empty subset of {LEVELS}, got {list(levels)}")
     if not 1 <= n_per_level <= 200:
-        raise ValueError(f"n_per_level must be between 1 and 200, got {n_per_level}")
+        raise ConfigError(f"n_per_level must be between 1 and 200, got {n_per_level}")
     tasks = [t for t in _generated(n_per_level, seed) if t.level in levels]
     return TaskSet(tasks, name=f"searchqa-s{seed}-n{n_per_level}")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import SearchError as SearchError
 
 CORPUS_PATH = Path(__file__).with_name("data") / "corpus.jsonl.gz"
 #: The order fields are rendered in a document: facts that questions ask about sit past the long
@@ -26,10 +26,6 @@ MAX_QUERY_TERMS = 16
 #: exact id match); the rest by BM25 (name, then description, then the whole record), then rowid.
 _ORDER = "name != ?, bm25(docs, 10.0, 4.0, 1.0), rowid"
 _TERM = re.compile(r"[^\W_]+")  # letters and digits, as FTS5's unicode61 tokenizer splits
-
-
-class SearchError(ProofgymError, ValueError):
-    """A query the engine cannot run (no terms): the caller's mistake, said plainly."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from proofgym.core.errors import ConfigError
+
 #: Which faults each tool can meet (``wait`` never fails).
 TOOL_FAULTS = {
     "search": ("timeout", "rate_limited", "server_error", "truncated"),
@@ -49,15 +51,15 @@ class FaultProfile:
         for k in kinds:
             p = getattr(self, k)
             if not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-                raise ValueError(f"fault probability {k}={p!r} must be a number in [0, 1]")
+                raise ConfigError(f"fault probability {k}={p!r} must be a number in [0, 1]")
         for tool, tool_kinds in TOOL_FAULTS.items():
             if sum(getattr(self, k) for k in tool_kinds) > 1.0:
-                raise ValueError(f"the fault probabilities of {tool!r} ({', '.join(tool_kinds)}) "
-                                 "add up to more than 1")
+                raise ConfigError(f"the fault probabilities of {tool!r} ({', '.join(tool_kinds)}) "
+                                  "add up to more than 1")
         if not 0 < self.retry_after_s <= 60:
-            raise ValueError(f"retry_after_s={self.retry_after_s!r} must be in (0, 60]")
+            raise ConfigError(f"retry_after_s={self.retry_after_s!r} must be in (0, 60]")
         if not isinstance(self.max_consecutive, int) or not 1 <= self.max_consecutive <= 10:
-            raise ValueError(f"max_consecutive={self.max_consecutive!r} must be an integer in [1, 10]")
+            raise ConfigError(f"max_consecutive={self.max_consecutive!r} must be an integer in [1, 10]")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,14 +80,14 @@ def resolve_faults(faults: str | Mapping[str, Any] | FaultProfile) -> FaultProfi
         return faults
     if isinstance(faults, str):
         if faults not in PROFILES:
-            raise ValueError(f"unknown fault profile {faults!r}; use one of {sorted(PROFILES)} "
-                             "or a dict of fault probabilities")
+            raise ConfigError(f"unknown fault profile {faults!r}; use one of {sorted(PROFILES)} "
+                              "or a dict of fault probabilities")
         return PROFILES[faults]
     if isinstance(faults, Mapping):
         known = {f.name for f in fields(FaultProfile)}
         unknown = set(faults) - known
         if unknown:
-            raise ValueError(f"unknown fault settings {sorted(unknown)}; the known ones are {sorted(known)}")
+            raise ConfigError(f"unknown fault settings {sorted(unknown)}; the known ones are {sorted(known)}")
         return FaultProfile(**dict(faults))
     raise TypeError(f"faults must be a profile name, a dict or a FaultProfile, not {type(faults).__name__}")
 

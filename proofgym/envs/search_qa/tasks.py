@@ -27,6 +27,7 @@ from proofgym.core import (
     TurnCompleteAction,
     Verdict,
 )
+from proofgym.core.errors import ReferenceSolutionError
 from proofgym.envs.search_qa.build_corpus import first_dependency
 from proofgym.envs.search_qa.corpus import PAGE_SIZE, Corpus, rank_of
 from proofgym.verify import HedgedAnswer, extract_final_answer, normalize_text
@@ -154,7 +155,7 @@ def _call(tool: str, args: dict[str, Any]) -> Step:
         if kind == "not_found" and "stale" in text:
             return None
         if obs.get("type") == "tool_error" or kind in ("not_found", "invalid_arguments"):
-            raise RuntimeError(f"reference solution: unexpected error from {tool}: {text[:200]}")
+            raise ReferenceSolutionError(f"reference solution: unexpected error from {tool}: {text[:200]}")
         if "[truncated response" in text:
             continue
         return text
@@ -169,8 +170,8 @@ def _find(query: str, target: str | None, description: str | None) -> Step:
             if doc_id == target or (description is not None and desc == description):
                 return doc_id
         if "More results:" not in text:
-            raise RuntimeError(f"reference solution: {target or description!r} not in the results "
-                               f"of {query!r}")
+            raise ReferenceSolutionError(f"reference solution: {target or description!r} not in the results "
+                                         f"of {query!r}")
         page += 1
 
 
@@ -194,7 +195,7 @@ def _read(doc_id: str) -> Step:
 def field_of(text: str, field: str) -> str:
     m = re.search(rf"^{re.escape(field)}: (.*)$", text, re.MULTILINE)
     if not m:
-        raise RuntimeError(f"reference solution: no {field} field in the document")
+        raise ReferenceSolutionError(f"reference solution: no {field} field in the document")
     return m.group(1)
 
 

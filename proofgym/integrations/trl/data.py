@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from proofgym.core import Trace, TraceStep, TurnCompleteAction, Verdict
+from proofgym.core.errors import ConfigError, MultiTurnNotSupported
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
-from proofgym.integrations.trl.environment import MultiTurnNotSupported, is_multi_turn
+from proofgym.integrations.trl.environment import is_multi_turn
 from proofgym.integrations.trl.reward import LazyPool
 from proofgym.make import make_env
 from proofgym.tasks.splits import SPLITS
@@ -51,9 +52,9 @@ def dataset(env: UniversalVerifiableEnv | str, split: str = "train", *,
         finally:
             built.close()
     if env.tasks is None:
-        raise ValueError("the env has no task set; build it with tasks=TaskSet(...)")
+        raise ConfigError("the env has no task set; build it with tasks=TaskSet(...)")
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; use one of {list(SPLITS)}")
+        raise ConfigError(f"unknown split {split!r}; use one of {list(SPLITS)}")
     ids = env.tasks.manifest.pool(split)
     if split != "train" and not allow_heldout:
         env.tasks.manifest.check_training(ids)  # raises HeldOutError naming the tasks
@@ -71,7 +72,7 @@ def prompt_dataset(env: UniversalVerifiableEnv, *, system_prompt: str | None = N
     :class:`~proofgym.tasks.HeldOutError` unless ``allow_heldout`` (training on it spends it).
     """
     if env.tasks is None:
-        raise ValueError("the env has no task set; build it with tasks=TaskSet(...)")
+        raise ConfigError("the env has no task set; build it with tasks=TaskSet(...)")
     if task_ids is None:
         task_ids = env.tasks.ids if allow_heldout else env.tasks.manifest.pool("train")
     elif not allow_heldout:
@@ -141,7 +142,7 @@ class ProofgymReward:
     def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
                  task_id: Sequence[str] = (), **_: Any) -> list[float | None]:
         if len(task_id) != len(completions):
-            raise ValueError(
+            raise ConfigError(
                 f"got {len(completions)} completions but {len(task_id)} task ids: keep the "
                 "'task_id' column of prompt_dataset() in the training dataset"
             )
@@ -172,8 +173,8 @@ class ProofgymReward:
         action = TurnCompleteAction(completion)
         obs, _, terminated, truncated, _ = self.env.step(action)
         if not (terminated or truncated):
-            raise ValueError(f"task {task_id!r} is multi-turn: one completion does not end it; "
-                             "use the rollout orchestrator for multi-turn training data")
+            raise MultiTurnNotSupported(f"task {task_id!r} is multi-turn: one completion does not end it; "
+                                        "use the rollout orchestrator for multi-turn training data")
         return self.env.verification_job(Trace([TraceStep(action, obs)]))
 
 

@@ -29,7 +29,8 @@ from proofgym.core import (
     TraceStep,
     TurnCompleteAction,
 )
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import ConfigError
+from proofgym.core.errors import MultiTurnNotSupported as MultiTurnNotSupported
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.make import EnvSource, make_env
 from proofgym.tools import Tool
@@ -38,18 +39,13 @@ from proofgym.tools import Tool
 _RESERVED = frozenset({"reset", "get_reward"})
 
 
-class MultiTurnNotSupported(ProofgymError, ValueError):
-    """The env's tasks answer the agent with new user messages, which TRL's rollout cannot feed
-    back (it ends a rollout at the first reply without tool calls)."""
-
-
 def is_multi_turn(env: UniversalVerifiableEnv) -> bool:
     """True when a task of ``env`` can answer a finished turn with a new message."""
     if env.max_turns <= 1 or env.tasks is None:
         return False
     # a served task (proofgym.remote) says so itself: its class is the client's stand-in
-    return any(getattr(t, "multi_turn", type(t).on_turn_complete is not Task.on_turn_complete)
-               for t in env.tasks)
+    return any(t.multi_turn if t.multi_turn is not None
+               else type(t).on_turn_complete is not Task.on_turn_complete for t in env.tasks)
 
 
 # --------------------------------------------------------------- the generated class
@@ -121,8 +117,8 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
         env = self._env
         task_id = row.get("task_id")
         if task_id is None:
-            raise ValueError("the dataset row has no 'task_id': build the training dataset with "
-                             "proofgym.integrations.trl.dataset(env) so each row names its task")
+            raise ConfigError("the dataset row has no 'task_id': build the training dataset with "
+                              "proofgym.integrations.trl.dataset(env) so each row names its task")
         if env.tasks is not None and not self._pg_heldout:
             env.tasks.manifest.check_training([str(task_id)])
         _obs, _info = env.reset(options={"task_id": task_id})
@@ -134,7 +130,7 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
             return prompt
         shown = _last_user_text(row["prompt"])
         if shown != prompt:
-            raise ValueError(
+            raise ConfigError(
                 f"the row's prompt for task {task_id!r} is not the task's prompt; the model must "
                 "see exactly what the env's graders assume: build rows with "
                 "proofgym.integrations.trl.dataset(env)")
@@ -261,9 +257,9 @@ def _tool_method(t: Tool, owner: str) -> Callable[..., str]:
     goes to ``env.step`` with whatever arguments the model sent (bad ones get the env's error
     observation, as in ``proofgym eval``)."""
     if t.name in _RESERVED or t.name.startswith("_") or not t.name.isidentifier():
-        raise ValueError(f"tool {t.name!r} cannot be a TRL tool method: TRL calls tools by Python "
-                         "method name, so it must be an identifier, not start with '_' and not be "
-                         f"one of {sorted(_RESERVED)}")
+        raise ConfigError(f"tool {t.name!r} cannot be a TRL tool method: TRL calls tools by Python "
+                          "method name, so it must be an identifier, not start with '_' and not be "
+                          f"one of {sorted(_RESERVED)}")
     name = t.name
 
     def method(self: ProofgymEnvironment, **arguments: Any) -> str:

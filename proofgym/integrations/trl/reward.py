@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proofgym.core import ToolCallAction, Verdict
+from proofgym.core.errors import ConfigError
 from proofgym.integrations.trl.environment import ProofgymEnvironment
 from proofgym.verify.pool import VerifierPool
 
@@ -116,11 +117,11 @@ class EnvironmentReward:
                  log_extra: Callable[[str, list[Any]], None] | None = None,
                  **_: Any) -> list[float | None]:
         if environments is None:
-            raise ValueError("no environments= were passed: use this reward function with "
-                             "GRPOTrainer(environment_factory=proofgym.integrations.trl."
-                             "environment_factory(...))")
+            raise ConfigError("no environments= were passed: use this reward function with "
+                              "GRPOTrainer(environment_factory=proofgym.integrations.trl."
+                              "environment_factory(...))")
         if len(environments) != len(completions):
-            raise ValueError(f"got {len(completions)} completions for {len(environments)} environments")
+            raise ConfigError(f"got {len(completions)} completions for {len(environments)} environments")
         verdicts = self.grade(environments, [final_message(c) for c in completions])
         self.last_verdicts = verdicts
         if log_metric is not None:
@@ -147,8 +148,8 @@ class EnvironmentReward:
         def gated(*args: Any, **kwargs: Any) -> list[float | None]:
             values = list(reward_func(*args, **kwargs))
             if len(values) != len(self.last_verdicts):
-                raise RuntimeError("gate(): list the gated reward function after the proofgym "
-                                   "reward function in reward_funcs")
+                raise ConfigError("gate(): list the gated reward function after the proofgym "
+                                  "reward function in reward_funcs")
             return [None if not v.scored else r for r, v in zip(values, self.last_verdicts, strict=True)]
         gated.__name__ = getattr(reward_func, "__name__", "gated")
         return gated

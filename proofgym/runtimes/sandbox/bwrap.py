@@ -191,7 +191,8 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
     its arguments from a pipe (``--args``), so no host path shows in the sandbox's process
     list, and runs with an empty environment, so none shows in ``/proc/1/environ``.
     """
-    for attempt in range(_ID_ATTEMPTS):
+    attempt = 0
+    while True:
         lease = ids.lease()
         try:
             return _spawn(argv, lease, overlay=overlay, limits=limits, cgroup=cgroup,
@@ -199,12 +200,12 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
                           count_own_cpu=count_own_cpu)
         except namespaces.IdBusyError:
             lease.mark_busy()  # a process of that uid lives on: try another id
-            if attempt == _ID_ATTEMPTS - 1:
+            attempt += 1
+            if attempt == _ID_ATTEMPTS:
                 raise
         except BaseException:
             lease.release()
             raise
-    raise AssertionError("unreachable")
 
 
 #: Leased ids found still in use by a live process before a sandbox gives up.

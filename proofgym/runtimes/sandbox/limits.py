@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from proofgym.core.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class SandboxLimits:
@@ -70,14 +72,14 @@ class SandboxLimits:
             if name == "cpus" and value is None:
                 continue
             if value <= 0:
-                raise ValueError(f"SandboxLimits.{name} must be positive, got {value!r}")
+                raise ConfigError(f"SandboxLimits.{name} must be positive, got {value!r}")
         if self.max_output_chars < 64:
-            raise ValueError("max_output_chars must be at least 64 to fit the cut marker")
+            raise ConfigError("max_output_chars must be at least 64 to fit the cut marker")
         if self.max_command_bytes > 120_000:
-            raise ValueError("max_command_bytes must be at most 120000 (the kernel's limit on one "
-                             "argument is 128 KiB)")
+            raise ConfigError("max_command_bytes must be at most 120000 (the kernel's limit on one "
+                              "argument is 128 KiB)")
         if self.max_processes < 8:
-            raise ValueError("max_processes must be at least 8 (the shell itself needs a few)")
+            raise ConfigError("max_processes must be at least 8 (the shell itself needs a few)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

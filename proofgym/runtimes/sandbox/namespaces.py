@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from proofgym.core.errors import ConfigError
+from proofgym.core.errors import IdBusyError as IdBusyError
 from proofgym.runtimes.sandbox import ids
 from proofgym.runtimes.sandbox.ids import SANDBOX_UID_ENV
 from proofgym.runtimes.sandbox.system import SandboxSetupError
@@ -288,7 +290,7 @@ def remove_at_exit(path: str | os.PathLike[str], kind: str = "scratch") -> None:
     doing so: an exit without ``close()``, ``os._exit``, ``SIGKILL``. The spawner first kills
     and waits for every sandbox it started for this process."""
     if kind not in ("scratch", "cgroup"):
-        raise ValueError(f"kind must be 'scratch' or 'cgroup', not {kind!r}")
+        raise ConfigError(f"kind must be 'scratch' or 'cgroup', not {kind!r}")
     _spawner.own(path, kind)
 
 
@@ -301,10 +303,6 @@ def release_cgroup(cgroup_procs: Sequence[str]) -> None:
     """Before a sandbox cgroup is removed: the spawner's helper in it exits (see
     :class:`proofgym.runtimes.sandbox.spawner.Loop`)."""
     _spawner.release(cgroup_procs)
-
-
-class IdBusyError(SandboxSetupError):
-    """The leased uid still had a live process when the sandbox started (it did not start)."""
 
 
 def start(plan: dict[str, Any], *, stdin: int | None, stdout: int | None, stderr: int | None,

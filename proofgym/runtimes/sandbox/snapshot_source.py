@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import TypeAlias
 
-from proofgym.core import ConfigError
+from proofgym.core.errors import SnapshotSourceError as SnapshotSourceError
 from proofgym.runtimes.private_dirs import check_private, override_dir, state_dir
 
 #: What a snapshot may be given as: a directory, an archive (path or bytes), or a mapping of
@@ -43,11 +43,6 @@ MAX_SNAPSHOT_FILES = 100_000
 #: component and 4096 per path, and the cache directory's own path comes in front.
 MAX_NAME_BYTES, MAX_COMPONENT_BYTES = 3072, 255
 _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
-
-
-class SnapshotSourceError(ConfigError):
-    """A snapshot source that cannot be used: an unsafe name, a link in an archive, too large, or
-    not a directory, archive or mapping."""
 
 
 def default_cache_dir() -> Path:

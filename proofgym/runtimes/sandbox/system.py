@@ -30,7 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import SandboxSetupError as SandboxSetupError
 from proofgym.runtimes.private_dirs import owned_entry, state_dir, write_atomic
 
 #: Packages the tests of a Python repository need: pytest and what it imports.
@@ -60,10 +60,6 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime")
 #: through a read-only overlay ``lowerdir=sys:empty`` of its own, so the sandbox's mountinfo
 #: shows ``/usr``, not the host path of the staged tree.
 _LAYOUT = b"layout 2: sys/ + empty/\n"
-
-
-class SandboxSetupError(ProofgymError, RuntimeError):
-    """The host cannot provide what the sandbox needs (missing tool, package or kernel feature)."""
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ import posixpath
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from proofgym.core import ConfigError
+from proofgym.core.errors import UnknownToolError as UnknownToolError
 from proofgym.runtimes.sandbox.bwrap import WORKSPACE
 from proofgym.tools import Injected, Tool, ToolError
 
@@ -58,10 +58,6 @@ class Sandbox(Injected):
     def write_file(self, path: str, content: str) -> None:
         """Create or overwrite a workspace file (like the ``write_file`` tool)."""
         self._tools["write_file"].fn(path, content)
-
-
-class UnknownToolError(ConfigError):
-    """A ``tools=`` entry that is neither a default tool's name nor a :class:`Tool`."""
 
 
 def select_tools(rt: SandboxRuntime, tools: Sequence[str | Tool] | None) -> tuple[Sandbox, list[Tool]]:

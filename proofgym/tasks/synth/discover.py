@@ -7,6 +7,8 @@ import ast
 from collections.abc import Sequence
 from pathlib import Path
 
+from proofgym.core.errors import RecipeError
+
 
 def _is_test_file(name: str) -> bool:
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")
@@ -23,8 +25,8 @@ def list_test_files(top: Path, roots: Sequence[str]) -> list[str]:
         elif path.is_dir():
             out.update(str(p.relative_to(top)) for p in path.rglob("*.py") if _is_test_file(p.name))
         else:
-            raise ValueError(f"test path {root!r} is not in {top}; the recipe names a path the "
-                             "sdist does not ship")
+            raise RecipeError(f"test path {root!r} is not in {top}; the recipe names a path the "
+                              "sdist does not ship")
     return sorted(out)
 
 
@@ -79,7 +81,7 @@ def source_files(top: Path, roots: Sequence[str], exclude: Sequence[str]) -> lis
         path = top / root
         files = [path] if path.is_file() else sorted(path.rglob("*.py")) if path.is_dir() else None
         if files is None:
-            raise ValueError(f"source path {root!r} is not in {top}")
+            raise RecipeError(f"source path {root!r} is not in {top}")
         for file in files:
             rel = str(file.relative_to(top))
             if any(rel == e or rel.startswith(e.rstrip("/") + "/") for e in exclude):

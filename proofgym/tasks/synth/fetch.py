@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import FetchError as FetchError
 from proofgym.runtimes.private_dirs import cache_home
 
 #: The package index asked for sdists; ``$PROOFGYM_PYPI`` names another (a mirror), read at each call.
@@ -31,10 +31,6 @@ DEFAULT_INDEX = "https://pypi.org"
 
 def index_url() -> str:
     return os.environ.get("PROOFGYM_PYPI") or DEFAULT_INDEX
-
-
-class FetchError(ProofgymError):
-    """An sdist that cannot be downloaded, does not match its pinned hash, or cannot be unpacked."""
 
 
 def cache_dir() -> Path:

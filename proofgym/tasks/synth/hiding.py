@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
+from proofgym.core.errors import TestSourceError
+
 _MESSAGE_CHARS = 160
 
 
@@ -44,7 +46,7 @@ def strip_tests(source: bytes, node_ids: Sequence[str]) -> bytes:
     visit(tree.body, (), None)
     missing = wanted - found
     if missing:
-        raise ValueError(f"tests not defined in the file: {sorted('::'.join(m) for m in missing)}")
+        raise TestSourceError(f"tests not defined in the file: {sorted('::'.join(m) for m in missing)}")
     out = []
     for number, line in enumerate(lines, start=1):
         if number in insert:

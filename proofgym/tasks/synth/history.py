@@ -40,7 +40,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import HistoryError as HistoryError
 from proofgym.tasks.synth.changelog import best_entry, release_entries, words
 from proofgym.tasks.synth.discover import list_test_files, list_test_functions, source_files
 from proofgym.tasks.synth.fetch import FetchError, Release, cache_dir, fetch_sdist, index_releases, unpack
@@ -65,10 +65,6 @@ OPERATOR = "release_fix"
 _MISSING = (re.compile(r"cannot import name '([\w.]+)'"), re.compile(r"No module named '([\w.]+)'"),
             re.compile(r"name '(\w+)' is not defined"), re.compile(r"has no attribute '(\w+)'"),
             re.compile(r"unexpected keyword argument '(\w+)'"))
-
-
-class HistoryError(ProofgymError):
-    """A project that yields no release-history task, with the one-line reason."""
 
 
 def origin_of(before: str, after: str) -> str:

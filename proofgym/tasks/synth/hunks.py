@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from proofgym.core.errors import PatchError
+
 T = TypeVar("T")
 
 
@@ -54,7 +56,7 @@ def revert(files: Mapping[str, bytes], hunks: Iterable[Hunk]) -> dict[str, bytes
         lines = files[path].decode("utf-8").splitlines(keepends=True)
         for hunk in sorted(mine, reverse=True):  # from the end: earlier ranges keep their lines
             if tuple(lines[hunk.new_start:hunk.new_end]) != hunk.new:
-                raise ValueError(f"{path}: hunk at line {hunk.line} does not match the file")
+                raise PatchError(f"{path}: hunk at line {hunk.line} does not match the file")
             lines[hunk.new_start:hunk.new_end] = hunk.old
         out[path] = "".join(lines).encode("utf-8")
     return out

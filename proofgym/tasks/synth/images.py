@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from proofgym.core.errors import RecipeError
 from proofgym.runtimes.sandbox import (
     ImageError,
     PackagesImage,
@@ -72,8 +73,8 @@ def project_image(pin: ProjectPin) -> PackagesImage | None:
         check_project_image(pin)
         return None
     if not pin.lock:
-        raise ValueError(f"project {pin.name!r} names requirements {list(pin.requirements)} but "
-                         "no lock; `proofgym tasks synth` writes it into the recipe")
+        raise RecipeError(f"project {pin.name!r} names requirements {list(pin.requirements)} but "
+                          "no lock; `proofgym tasks synth` writes it into the recipe")
     image = _locked(pin)
     image.refuse_project_pin()
     return image

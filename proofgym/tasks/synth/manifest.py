@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from proofgym.core.errors import TaskRecordError
 from proofgym.runtimes.private_dirs import write_atomic
 from proofgym.tasks.synth.fetch import cache_dir, fetch_sdist, unpack
 from proofgym.tasks.synth.hiding import strip_tests
@@ -101,7 +102,7 @@ def read_manifest(path: str | Path) -> list[TaskRecord]:
             try:
                 records.append(TaskRecord.from_dict(orjson.loads(line)))
             except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
-                raise ValueError(f"{path}:{number}: not a task record ({exc})") from exc
+                raise TaskRecordError(f"{path}:{number}: not a task record ({exc})") from exc
     return records
 
 

@@ -23,6 +23,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from proofgym.core.errors import ConfigError, PatchError
+
 _FLIP_CMP: dict[type, tuple[type, str]] = {
     ast.Eq: (ast.NotEq, "!="), ast.NotEq: (ast.Eq, "=="), ast.Lt: (ast.LtE, "<="),
     ast.LtE: (ast.Lt, "<"), ast.Gt: (ast.GtE, ">="), ast.GtE: (ast.Gt, ">"),
@@ -421,7 +423,7 @@ def sites(source: bytes, operators: tuple[str, ...] | None = None) -> list[Site]
     """Every site of ``operators`` (default: :data:`ACTIVE`) in ``source``, in a fixed order."""
     unknown = set(operators or ()) - set(OPERATORS)
     if unknown:
-        raise ValueError(f"unknown bug operators {sorted(unknown)}; known: {sorted(OPERATORS)}")
+        raise ConfigError(f"unknown bug operators {sorted(unknown)}; known: {sorted(OPERATORS)}")
     tree = ast.parse(source)
     src = _Source(source)
     src.index(tree)
@@ -465,6 +467,6 @@ def mutate(source: bytes, operator: str, index: int) -> tuple[Site, bytes]:
         if site.index == index:
             mutated = apply_site(source, site)
             if mutated is None:
-                raise ValueError(f"{operator} site {index} gives no valid, different module")
+                raise PatchError(f"{operator} site {index} gives no valid, different module")
             return site, mutated
-    raise ValueError(f"{operator} has no site {index} in this module")
+    raise PatchError(f"{operator} has no site {index} in this module")

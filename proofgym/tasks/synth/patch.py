@@ -10,13 +10,9 @@ import difflib
 import re
 from collections.abc import Mapping
 
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import PatchError as PatchError
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-class PatchError(ProofgymError, ValueError):
-    """A patch that does not apply to the files it names."""
 
 
 def make_patch(changes: Mapping[str, tuple[bytes, bytes]], context: int = 3) -> str:

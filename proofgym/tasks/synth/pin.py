@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from proofgym.core.errors import ConfigError
 from proofgym.tasks.synth.discover import list_test_files
 from proofgym.tasks.synth.fetch import FetchError, cache_dir, fetch_sdist, sdist_url, unpack
 from proofgym.tasks.synth.recipe import ProjectPin
@@ -94,7 +95,7 @@ def fetch_pins(pins: Iterable[ProjectPin], *, jobs: int = FETCH_JOBS,
     arrive); ``on_done`` is called as each one finishes, from a worker thread."""
     pins = list(pins)
     if jobs < 1:
-        raise ValueError(f"jobs must be >= 1 (got {jobs})")
+        raise ConfigError(f"jobs must be >= 1 (got {jobs})")
 
     def one(pin: ProjectPin) -> Path | FetchError:
         try:

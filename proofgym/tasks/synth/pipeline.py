@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from proofgym.core.errors import SuiteRunError
 from proofgym.tasks.synth.discover import (
     list_parametrized,
     list_test_files,
@@ -201,7 +202,7 @@ class ProjectSynth:
         again = runner.run_many([({}, None), ({}, None)])
         runs = [first, *again]
         if any(r is None for r in runs):
-            raise RuntimeError(f"{self.pin.name}: a baseline run of the suite did not finish")
+            raise SuiteRunError(f"{self.pin.name}: a baseline run of the suite did not finish")
         self.base_s = max(r.seconds for r in runs if r is not None)
         # a parametrized test runs all its cases in one grading process; a test pytest runs as
         # several items for another reason (a parametrized fixture) is not one the grader runs

@@ -12,14 +12,10 @@ from typing import Any
 
 import orjson
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import RecipeError as RecipeError
 
 RECIPE_VERSION = 1
 SPLITS = ("train", "heldout")
-
-
-class RecipeError(ProofgymError, ValueError):
-    """A recipe file that is malformed or names a project twice."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from proofgym.core import ProofgymError
+from proofgym.core.errors import StatementError as StatementError
 
 _MESSAGE_CHARS = 200
 _VALUE_CHARS = 120
@@ -227,10 +227,6 @@ def build_prompt(evidence: BugEvidence) -> list[dict[str, str]]:
     user = (f"Project: {evidence.project}\n\nThe change that introduced the bug:\n"
             f"```diff\n{evidence.patch}```\n\nThe failing output:\n```\n{output}\n```\n")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
-
-
-class StatementError(ProofgymError, RuntimeError):
-    """The writer's endpoint failed or wrote a report that quotes a hidden test."""
 
 
 class OpenAIWriter:

@@ -14,7 +14,9 @@ import time
 import unicodedata
 from typing import Any
 
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import ConfigError
+from proofgym.core.errors import HedgedAnswer as HedgedAnswer
+from proofgym.core.errors import MathCheckStarved as MathCheckStarved
 
 
 class _DisabledTimeoutNotice(logging.Filter):
@@ -45,10 +47,6 @@ def boxed_contents(text: str) -> list[str]:
         found.append(text[i + len("\\boxed{"): j - 1].strip())
         start = j
     return found
-
-
-class HedgedAnswer(ProofgymError, ValueError):
-    """The message commits to more than one distinct final answer."""
 
 
 def extract_final_answer(message: str) -> str | None:
@@ -89,11 +87,6 @@ MATH_CPU_S = 5.0
 MATH_TIMEOUT_S = 15.0
 #: How often a waiting check looks at the checker's CPU time.
 _POLL_S = 0.25
-
-
-class MathCheckStarved(ProofgymError, RuntimeError):
-    """The math check did not finish in its wall-clock limit, and the checker process had not
-    used its CPU budget: the host was busy (or the checker was stopped). Nothing was judged."""
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -319,9 +312,9 @@ def math_check(gold: str, answer: str, *, timeout_s: float | None = None,
     timeout_s = MATH_TIMEOUT_S if timeout_s is None else timeout_s
     cpu_s = MATH_CPU_S if cpu_s is None else cpu_s
     if not 0 < cpu_s <= timeout_s:
-        raise ValueError(f"math_check needs 0 < cpu_s <= timeout_s (got cpu_s={cpu_s!r}, "
-                         f"timeout_s={timeout_s!r}): a CPU budget over the wall-clock limit could "
-                         "never be used, so every costly answer would look starved")
+        raise ConfigError(f"math_check needs 0 < cpu_s <= timeout_s (got cpu_s={cpu_s!r}, "
+                          f"timeout_s={timeout_s!r}): a CPU budget over the wall-clock limit could "
+                          "never be used, so every costly answer would look starved")
     if len(answer) > MAX_MATH_ANSWER_CHARS:
         return False, f"the answer has {len(answer)} characters, over {MAX_MATH_ANSWER_CHARS}"
     return _MATH.check(gold, answer, timeout_s, cpu_s)

@@ -27,7 +27,10 @@ from typing import Any
 from proofgym.chat_client import RetriesExhausted, RetryPolicy, TransportError, openai_client, transport_error
 from proofgym.core import Trace, Verdict
 from proofgym.core.defaults import DEFAULTS
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import ConfigError
+from proofgym.core.errors import JudgeError as JudgeError
+from proofgym.core.errors import JudgeTimeout as JudgeTimeout
+from proofgym.core.errors import UngradedReply as UngradedReply
 from proofgym.verify.graders.rubric import Component
 
 JUDGE_PROMPTS: Mapping[str, Mapping[str, str]] = {
@@ -48,19 +51,6 @@ JUDGE_PROMPTS: Mapping[str, Mapping[str, str]] = {
 
 _GRADE = re.compile(r"GRADE:\s*\**\s*(CORRECT|INCORRECT)\b", re.IGNORECASE)
 _TAG = re.compile(r"</?\s*(question|reference|response)\s*>", re.IGNORECASE)
-
-
-class JudgeError(ProofgymError, RuntimeError):
-    """The judge's server returned no reply."""
-
-
-class JudgeTimeout(JudgeError):
-    """The judge's server did not reply within the judge's time limit (a busy or stalled server
-    has not judged: a grader error, re-graded later, never a 0)."""
-
-
-class UngradedReply(JudgeError):
-    """The judge replied, but without a grade line."""
 
 
 @dataclass(frozen=True)
@@ -106,11 +96,11 @@ class LLMJudge:
                  max_backoff_s: float = DEFAULTS.client_max_backoff_s,
                  max_tokens: int = 1024, max_response_chars: int = 32_000) -> None:
         if prompt_version not in JUDGE_PROMPTS:
-            raise ValueError(f"unknown judge prompt {prompt_version!r}; known: {sorted(JUDGE_PROMPTS)}")
+            raise ConfigError(f"unknown judge prompt {prompt_version!r}; known: {sorted(JUDGE_PROMPTS)}")
         self.model, self.prompt_version, self.max_tokens = model, prompt_version, max_tokens
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not self.base_url:
-            raise ValueError("LLMJudge needs base_url= (or $OPENAI_BASE_URL): the server's .../v1 URL")
+            raise ConfigError("LLMJudge needs base_url= (or $OPENAI_BASE_URL): the server's .../v1 URL")
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)

@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from proofgym.core import Trace, Verdict
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import GraderSpecError as GraderSpecError
 from proofgym.verify.graders.answers import (
     HedgedAnswer,
     MathCheckStarved,
@@ -26,10 +26,6 @@ from proofgym.verify.graders.answers import (
     math_check,
     normalize_text,
 )
-
-
-class GraderSpecError(ProofgymError, ValueError):
-    """A grader spec (from a task file) that names no known grader or lacks an option."""
 
 
 @dataclass(frozen=True)

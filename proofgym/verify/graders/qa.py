@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from proofgym.core import ActionScript, Task, TaskSpec, Trace, TurnCompleteAction, Verdict
+from proofgym.core.errors import TaskRecordError
 from proofgym.tasks import TaskSet
 from proofgym.verify.graders.answers import HedgedAnswer, extract_final_answer
 from proofgym.verify.graders.matchers import AnswerGrader, make_grader
@@ -58,12 +59,12 @@ class QATask(Task):
     def from_record(cls, record: Mapping[str, Any]) -> QATask:
         missing = [k for k in ("prompt", "answer") if k not in record]
         if missing:
-            raise KeyError(f"record lacks {missing} (a QA task needs 'prompt' and 'answer'; "
-                           f"it has {sorted(record)})")
+            raise TaskRecordError(f"record lacks {missing} (a QA task needs 'prompt' and 'answer'; "
+                                  f"it has {sorted(record)})")
         unknown = set(record) - _KNOWN
         if unknown:
-            raise ValueError(f"unknown fields {sorted(unknown)}; a QA record has {sorted(_KNOWN)} "
-                             "(put extra data under 'metadata')")
+            raise TaskRecordError(f"unknown fields {sorted(unknown)}; a QA record has {sorted(_KNOWN)} "
+                                  "(put extra data under 'metadata')")
         prompt, answer = str(record["prompt"]), str(record["answer"])
         task_id = record.get("id")
         if task_id is None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proofgym.core import Trace, Verdict, describe_exception
+from proofgym.core.errors import GraderSpecError
 from proofgym.daemon import DaemonThreads
 
 ComponentFn = Callable[[Trace, Any], "float | bool | Verdict"]
@@ -57,27 +58,28 @@ class Component:
 
     def __post_init__(self) -> None:
         if not self.name:
-            raise ValueError("a rubric component needs a name")
+            raise GraderSpecError("a rubric component needs a name")
         if not math.isfinite(self.weight) or self.weight < 0:
-            raise ValueError(f"component {self.name!r}: weight must be a finite number >= 0")
+            raise GraderSpecError(f"component {self.name!r}: weight must be a finite number >= 0")
         low, high = self.scale
         if not (math.isfinite(low) and math.isfinite(high) and high > low):
-            raise ValueError(f"component {self.name!r}: scale must be (low, high) with high > low")
+            raise GraderSpecError(f"component {self.name!r}: scale must be (low, high) with high > low")
 
     def normalise(self, raw: float | bool | Verdict) -> float:
         """The raw result mapped to [0, 1]; raises ``ValueError`` for an unusable result."""
         if isinstance(raw, Verdict):
             if not raw.scored:
-                raise ValueError(f"returned a {raw.status} verdict: {raw.error}")
+                raise GraderSpecError(f"returned a {raw.status} verdict: {raw.error}")
             raw = raw.reward
         if isinstance(raw, bool):
             return float(raw)
         if not isinstance(raw, (int, float)):
-            raise ValueError(f"returned {type(raw).__name__} {raw!r}; expected a number, bool or Verdict")
+            raise GraderSpecError(f"returned {type(raw).__name__} {raw!r}; expected a number, bool or "
+                                  "Verdict")
         value = float(raw)
         low, high = self.scale
         if not math.isfinite(value) or not low <= value <= high:
-            raise ValueError(f"returned {value!r}, outside its declared scale [{low:g}, {high:g}]")
+            raise GraderSpecError(f"returned {value!r}, outside its declared scale [{low:g}, {high:g}]")
         return (value - low) / (high - low)
 
 
@@ -105,11 +107,11 @@ class Rubric:
         names = [c.name for c in self.components]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"rubric {name!r}: duplicate component names {dupes}")
+            raise GraderSpecError(f"rubric {name!r}: duplicate component names {dupes}")
         if aggregate not in ("mean", "sum"):
-            raise ValueError(f"aggregate must be 'mean' or 'sum', got {aggregate!r}")
+            raise GraderSpecError(f"aggregate must be 'mean' or 'sum', got {aggregate!r}")
         if not any(c.weight > 0 for c in self.components):
-            raise ValueError(f"rubric {name!r} has no component with weight > 0: nothing to reward")
+            raise GraderSpecError(f"rubric {name!r} has no component with weight > 0: nothing to reward")
 
     @property
     def grader(self) -> str:
@@ -194,10 +196,10 @@ class MultiRubric:
     def __post_init__(self) -> None:
         self._by_name = {r.name: r for r in self.rubrics}
         if len(self._by_name) != len(self.rubrics):
-            raise ValueError("rubrics in a MultiRubric need distinct names")
+            raise GraderSpecError("rubrics in a MultiRubric need distinct names")
         self.primary = self.primary or self.rubrics[0].name
         if self.primary not in self._by_name:
-            raise ValueError(f"primary rubric {self.primary!r} is not one of {list(self._by_name)}")
+            raise GraderSpecError(f"primary rubric {self.primary!r} is not one of {list(self._by_name)}")
 
     def score_all(self, trace: Trace | Sequence[Any], runtime: Any = None) -> dict[str, Verdict]:
         return score_all(self.rubrics, trace, runtime)

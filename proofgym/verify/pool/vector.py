@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proofgym.core import Trace, Verdict
+from proofgym.core.errors import ConfigError
 from proofgym.verify.pool.verifier_pool import VerifierPool
 
 
@@ -28,8 +29,8 @@ def verify_vector(vec_env: Any, traces: Sequence[Trace | list[Any]], *,
     """
     num_envs = getattr(vec_env, "num_envs", None)
     if num_envs is None or len(traces) != num_envs:
-        raise ValueError(f"got {len(traces)} traces for a vector env of {num_envs} envs; "
-                         "pass one trace per env, in env order")
+        raise ConfigError(f"got {len(traces)} traces for a vector env of {num_envs} envs; "
+                          "pass one trace per env, in env order")
     vec_env.set_attr("grading_trace", [Trace.coerce(t) for t in traces])
     jobs = vec_env.call("grading_job")
     own = pool is None

@@ -39,8 +39,9 @@ from typing import Any, Literal
 
 import orjson
 
-from proofgym.core import ConfigError, ProofgymError, Verdict, describe_exception
+from proofgym.core import ConfigError, Verdict, describe_exception
 from proofgym.core.defaults import DEFAULTS
+from proofgym.core.errors import PoolClosedError as PoolClosedError
 from proofgym.env import VerificationJob
 from proofgym.verify.pool.backend import GradingBackend, JobKey, PoolJob
 from proofgym.verify.pool.inline import InlineBackend
@@ -64,10 +65,6 @@ TIMED_OUT = "the grader did not finish within the "
 def timed_out(verdict: Verdict) -> bool:
     """Whether ``verdict`` is the error of a job the pool stopped at its timeout."""
     return verdict.status == "error" and (verdict.error or "").startswith(TIMED_OUT)
-
-
-class PoolClosedError(ProofgymError, RuntimeError):
-    """A job was submitted to a :class:`VerifierPool` that was already closed."""
 
 
 def job_key(job: VerificationJob, contract_id: str = "") -> JobKey:
@@ -95,7 +92,7 @@ def pool_for(verifier: str | VerifierPool, **options: Any) -> Iterator[VerifierP
 def job_timeout(job: VerificationJob, timeout_s: float) -> float:
     """The pool's limit for ``job``: always longer than the task's own grading timeout, so the
     task's runner (which turns its own timeout into a *scored* 0) answers first."""
-    own = getattr(job.task, "grading_timeout_s", None)
+    own = job.task.grading_timeout_s
     if isinstance(own, (int, float)) and own > 0 and own + GRADING_MARGIN_S > timeout_s:
         return float(own) + GRADING_MARGIN_S
     return timeout_s
@@ -231,7 +228,7 @@ class VerifierPool:
         pool_job = PoolJob(next(self._ids), key, payload, limit, future,
                            module=type(job.task).__module__)
         try:
-            hidden = getattr(job.task, "hidden_key", None)
+            hidden = job.task.hidden_key
         except Exception as exc:  # the grader's own lease still holds; it waits in its worker
             log.warning("no hidden key for %r (%s): its grading waits in its worker", trajectory_id,
                         describe_exception(exc))

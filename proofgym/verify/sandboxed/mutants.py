@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TypeVar
 
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import TestSourceError as TestSourceError
 
 _T = TypeVar("_T")
 
@@ -88,10 +88,6 @@ _WORDS_A = ("basic", "edge", "empty", "nested", "unicode", "large", "mixed", "re
 _WORDS_B = ("case", "input", "values", "order", "items", "keys", "range", "fields", "format",
             "limits", "errors", "paths", "names", "rows", "parse", "roundtrip", "spacing",
             "result", "output", "lookup", "update", "split", "merge", "count", "state", "text")
-
-class TestSourceError(ProofgymError, ValueError):
-    """A test file that cannot be parsed, or a wanted test id that is not in its file."""
-
 
 @dataclass(frozen=True)
 class TestItem:

@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
+from proofgym.core.errors import EncodedValueError
+
 if TYPE_CHECKING:
     from proofgym.verify.sandboxed.withheld import Expectation
 
@@ -82,7 +84,7 @@ def decode(data: object) -> object:
     if type(data) is list:
         return [decode(v) for v in data]
     if type(data) is not dict or len(data) != 1:
-        raise ValueError("not an encoded value")
+        raise EncodedValueError("not an encoded value")
     (tag, inner), = data.items()
     try:
         if tag == "t":
@@ -96,8 +98,8 @@ def decode(data: object) -> object:
         if tag == "c":
             return complex(float(inner[0]), float(inner[1]))
     except (TypeError, ValueError) as exc:  # an unhashable key, a malformed entry
-        raise ValueError(f"not an encoded value: {exc}") from None
-    raise ValueError(f"not an encoded value: tag {tag!r}")
+        raise EncodedValueError(f"not an encoded value: {exc}") from None
+    raise EncodedValueError(f"not an encoded value: tag {tag!r}")
 
 
 _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proofgym.core.errors import ConfigError
 from proofgym.runtimes.grading_lease import hidden_key_of
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError, SandboxSystem
 from proofgym.verify.sandboxed.isolated import TestRun, run_tests_isolated
@@ -59,7 +60,7 @@ def _snapshot_dir(snapshot: Any) -> Path:
     try:
         from proofgym.runtimes.sandbox import materialize
     except ImportError:
-        raise TypeError(f"snapshot must be a directory; got {snapshot!r}") from None
+        raise ConfigError(f"snapshot must be a directory; got {snapshot!r}") from None
     return Path(materialize(snapshot)).resolve()
 
 
@@ -161,7 +162,7 @@ def run_program(snapshot: Any, changes: Mapping[str, bytes | None], *, argv: Seq
     if not argv or not all(isinstance(a, str) for a in argv):
         raise TypeError(f"argv must be a non-empty list of strings; got {argv!r}")
     if plain_values and not proof:
-        raise ValueError("plain_values=True guards a check program run with proof=True; pass both")
+        raise ConfigError("plain_values=True guards a check program run with proof=True; pass both")
     if proof:
         argv = _with_epilogue(list(argv), plain_values)
     t0 = time.perf_counter()
@@ -308,8 +309,8 @@ def _with_epilogue(argv: list[str], plain: bool) -> list[str]:
     """``argv`` run under the grader's epilogue (the fd, ``argv[3]``, is filled in later)."""
     if argv[0] not in ("python3", "python") or len(argv) < 2 or \
             (argv[1] == "-c" and len(argv) < 3) or (argv[1] != "-c" and argv[1].startswith("-")):
-        raise ValueError("proof=True runs a Python program: argv must be ['python3', 'file.py', "
-                         f"*args] or ['python3', '-c', code, *args]; got {argv!r}")
+        raise ConfigError("proof=True runs a Python program: argv must be ['python3', 'file.py', "
+                          f"*args] or ['python3', '-c', code, *args]; got {argv!r}")
     if argv[1] == "-c":
         mode, target, rest = "-c", argv[2], argv[3:]
     else:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import ArtifactRejected as ArtifactRejected
 from proofgym.runtimes.grading_lease import grading_lease
 from proofgym.runtimes.sandbox import (
     SandboxHome,
@@ -80,10 +80,6 @@ def check_artifact(changes: Mapping[str, bytes | None], *, max_bytes: int) -> st
                 kind = "deleted" if changes[p] is None else "a file"
                 return f"{path!r} lies under {p!r}, which the artifact also lists as {kind}"
     return None
-
-
-class ArtifactRejected(ProofgymError):
-    """Internal: the artifact could not be written into the grading workspace (its fault)."""
 
 
 def split_changes(changes: Mapping[str, bytes | None], protected: Sequence[str]

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from proofgym.core.errors import ConfigError
 from proofgym.runtimes.private_dirs import cache_home, check_private, owned_entry, state_dir, write_atomic
 
 __all__ = ["build_once", "cache_root", "list_images", "mount_root", "write_record"]
@@ -115,7 +116,7 @@ def mount_root(name: str, lowers: Sequence[Path]) -> Path:
     ``lowerdir`` file, under ``mounts/`` of the user's private state (one per user, whose
     caches differ). Links, so the sandbox's mountinfo names ``l0``, not a host path."""
     if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"an image mount root's name must be a plain file name, not {name!r}")
+        raise ConfigError(f"an image mount root's name must be a plain file name, not {name!r}")
     root = state_dir("mounts") / f"proofgym-image-{name}"
     if _complete(root) and all(
             os.path.realpath(root / f"l{i}") == os.path.realpath(p) for i, p in enumerate(lowers)):

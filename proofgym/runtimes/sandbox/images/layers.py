@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from proofgym.core.errors import ProofgymError
+from proofgym.core.errors import LayerError as LayerError
 
 __all__ = ["LayerError", "unpack_layer"]
 
@@ -37,10 +37,6 @@ _WHITEOUT = ".wh."
 #: How often (in bytes of the layer read) :func:`unpack_layer` reports progress.
 PROGRESS_BYTES = 128 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class LayerError(ProofgymError, ValueError):
-    """A layer that is refused: unsafe entries, a bad archive or a digest that does not match."""
 
 
 class _Hashing:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from proofgym.core.errors import ImageError as ImageError
 from proofgym.runtimes.sandbox.images.cache import build_once, cache_root, mount_root, write_record
 from proofgym.runtimes.sandbox.images.modules import installed_modules, own_module_refusal, wheel_modules
 from proofgym.runtimes.sandbox.system import (
@@ -40,7 +41,6 @@ from proofgym.runtimes.sandbox.system import (
     STAGED_PATH,
     STAGED_PYTHON,
     MinimalSystem,
-    SandboxSetupError,
     staged_bwrap_args,
 )
 
@@ -50,10 +50,6 @@ Progress = Callable[[str], None]
 _WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 _LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;]+)"
                    r"(?P<hashes>(\s+--hash=sha256:[0-9a-f]{64})+)\s*$")
-
-
-class ImageError(SandboxSetupError, ValueError):
-    """An image that cannot be built or used: a bad lock, a bad archive, a failed download."""
 
 
 def canonical_name(name: str) -> str:
