@@ -67,13 +67,14 @@ class Recording:
             self._attempts[task_id] = attempt + 1
         return EpisodePlan(task_id, attempt, seed)
 
-    def begin(self, env: UniversalVerifiableEnv, *, seed: int | None = None,
+    def begin(self, env: UniversalVerifiableEnv, info: Mapping[str, Any], *, seed: int | None = None,
               policy_version: str | int | None = None) -> EpisodeRecorder:
-        """Start recording the episode ``env`` was just reset to."""
+        """Start recording the episode ``env`` was just reset to (``info``: what the reset returned)."""
         task, spec = env.current_task, env.current_spec
         assert task is not None and spec is not None
+        tools = list(info.get("tools") or spec.tools or [])
         recorder = EpisodeRecorder.start(self.plan(task.id, seed), env_id=self.env_id, policy=self.policy,
-                                         task=task, prompt=spec.prompt, tools=list(spec.tools),
+                                         task=task, prompt=spec.prompt, tools=tools,
                                          contract_id=self.contract_id)
         self.note_version(policy_version)
         recorder.policy_version(policy_version)
