@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from proofgym.core import AgentAction, Task, Trace, Verdict
@@ -61,10 +61,9 @@ class EpisodeRecorder:
               contract_id: str | None = None, group_size: int = 1) -> EpisodeRecorder:
         """A recorder for ``plan``; ``task`` is the task the env reset to (``None``: the episode
         failed before it had one). Under ``contract_id`` the id is derived from the contract."""
-        task_id = task.id if task is not None else plan.task_id
-        # the env sampled the task when the plan names none: its id is known only now
-        key = plan.key or (trajectory_id_for(None, task_id, plan.attempt) if task_id else "")
-        traj = Trajectory(trajectory_id=key, env_id=env_id, task_id=task_id,
+        if task is not None and not plan.task_id:  # the env sampled the task: its id is known now
+            plan = replace(plan, task_id=task.id)
+        traj = Trajectory(trajectory_id=plan.key, env_id=env_id, task_id=plan.task_id,
                           task_hash=task.content_hash if task is not None else "", seed=plan.seed,
                           policy=dict(policy or {}), prompt=prompt, tools=list(tools or []))
         recorder = cls(traj, group_size=group_size)
