@@ -256,9 +256,9 @@ def test_one_place_derives_trajectory_ids():
     assert id_derivations(sources) == []
     # the scan sees the real callers (a scan that saw nothing would pass anything)
     callers = [m for m, text in sources.items() if "trajectory_id_for(" in text and m != ID_MODULE]
-    assert {"proofgym.rollout.orchestrator", "proofgym.eval.runs", "proofgym.eval.validate"} <= set(callers)
+    assert {"proofgym.rollout.recorder", "proofgym.eval.runs", "proofgym.eval.validate"} <= set(callers)
     assert all("stamp(" in sources[m] for m in ("proofgym.record.store", "proofgym.eval.runs",
-                                                "proofgym.rollout.orchestrator"))
+                                                "proofgym.rollout.recorder"))
 
 
 @pytest.mark.parametrize("second_road", [
@@ -342,3 +342,90 @@ def test_every_optional_task_hook_is_declared_on_task_and_read_as_an_attribute()
                     and isinstance(node.args[1], ast.Constant) and node.args[1].value in hooks):
                 lookups.append(f"{module}: {ast.unparse(node)}")
     assert not lookups, lookups
+# ------------------------------------------------------------ episodes: one model
+#: The one planned-episode type and the one step recorder (``proofgym.rollout.recorder``).
+EPISODE_MODULE = "proofgym.rollout.recorder"
+#: Step records: what a recorder appends, one per env step.
+_STEP_TYPES = ("StepRecord", "TraceStep")
+
+
+def _class_fields(node: ast.ClassDef) -> set[str]:
+    """Names a class declares: annotated class attributes and ``self.X = ...`` in its methods."""
+    names = {n.target.id for n in node.body
+             if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Assign, ast.AnnAssign)):
+            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+            names |= {t.attr for t in targets if isinstance(t, ast.Attribute)
+                      and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    return names
+
+
+def _makes_step(node: ast.AST) -> bool:
+    """A call building a step record (``StepRecord(...)`` / ``TraceStep(...)``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")) in _STEP_TYPES
+
+
+def episode_model_rivals(sources: dict[str, str]) -> list[str]:
+    """Every place in ``sources`` (module name -> text) outside :data:`EPISODE_MODULE` that
+    defines a planned-episode type or records steps itself.
+
+    * a planned-episode type: a class declaring both ``task_id`` and ``attempt`` (as annotated
+      attributes, dataclass fields or ``self.`` attributes), or a ``Protocol`` of them;
+    * a step recorder: code that constructs a step record (``StepRecord(...)``) at all, or
+      appends/extends/``+=`` a ``TraceStep(...)`` onto a list (a trace grown step by step).
+      A literal one-step trace (``Trace([TraceStep(a, o)])``, grading a single completion) is
+      not a recorder; neither is the record's own reader (``Trajectory.trace``).
+    """
+    found = []
+    for module, text in sources.items():
+        if module == EPISODE_MODULE:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            where = f"{module}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.ClassDef) and {"task_id", "attempt"} <= _class_fields(node):
+                found.append(f"{where}: planned-episode type {node.name} (use rollout.recorder.EpisodePlan)")
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "StepRecord":
+                found.append(f"{where}: builds a StepRecord (record steps with EpisodeRecorder.step)")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("append", "extend", "insert") \
+                    and any(_makes_step(sub) for arg in node.args for sub in ast.walk(arg)):
+                found.append(f"{where}: appends a step to a trace (record steps with EpisodeRecorder.step)")
+            elif isinstance(node, ast.AugAssign) and any(_makes_step(sub) for sub in ast.walk(node.value)):
+                found.append(f"{where}: grows a trace by += (record steps with EpisodeRecorder.step)")
+    return found
+
+
+def test_one_planned_episode_type_and_one_step_recorder():
+    """Every front door (``evaluate``, ``run_episode``, serve's sessions and episode tier, the TRL
+    adapter) plans with ``EpisodePlan`` and records with ``EpisodeRecorder``; nothing in the
+    library or the benches grows a second one."""
+    sources = _library_and_bench_sources()
+    assert episode_model_rivals(sources) == []
+    recorder = sources[EPISODE_MODULE]
+    assert "class EpisodePlan" in recorder and "class EpisodeRecorder" in recorder
+    # the front doors use it (a scan of modules that never record would pass anything)
+    for door in ("proofgym.rollout.orchestrator", "proofgym.serve.session",
+                 "proofgym.integrations.trl.environment"):
+        assert re.search(r"\brecorder\.step\(|\bself\._recorder\.step\(", sources[door]), door
+
+
+@pytest.mark.parametrize("rival", [
+    "@dataclass(frozen=True)\nclass _Planned:\n    task_id: str\n    attempt: int\n",
+    "class Planned(Protocol):\n    task_id: str\n    attempt: int\n",
+    "class Spec:\n    def __init__(self, t, a):\n        self.task_id = t\n        self.attempt = a\n",
+    "def rec(traj, a, o):\n    traj.steps.append(StepRecord(a, o))\n",
+    "def rec(trace, a, o):\n    trace.append(TraceStep(a, o))\n",
+    "def rec(trace, a, o):\n    trace += [TraceStep(a, o)]\n",
+    "def rec(trace, pairs):\n    trace.extend(TraceStep(a, o) for a, o in pairs)\n",
+])
+def test_a_second_episode_model_is_caught(rival: str):
+    """Each kind of rival (a plan type, a step recorder) fails the check above."""
+    module = "proofgym.eval.report"
+    original = MODULES[module].read_text()
+    assert episode_model_rivals({module: original}) == []
+    found = episode_model_rivals({module: original + "\n\n" + rival})
+    assert len(found) >= 1 and all(f.startswith(f"{module}:") for f in found), found

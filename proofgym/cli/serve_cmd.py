@@ -35,6 +35,10 @@ def serve_command(
     splits: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
         help="Split manifest (`proofgym splits freeze`) to serve the splits of; burns of held-out "
              "tasks are written back into it.")] = None,
+    record: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer
+        help="Record every graded episode in this new run directory (proofgym show, audit, "
+             "export and compare read it); clients name their policy version on reset "
+             "(policy_version=STEP).")] = None,
     verdict_detail: Annotated[bool, typer.Option(
         help="Send graders' reasons and error texts with verdicts (they may quote hidden tests "
              "or answers: only for clients you trust with them).")] = False,
@@ -51,7 +55,7 @@ def serve_command(
     config = ServeConfig(env_id, parse_env_args(env_id, env_arg), host=host, port=port, token=token,
                          max_sessions=max_sessions, idle_timeout_s=idle_timeout, drain_s=drain,
                          threads=threads, verifier=verifier, verdict_detail=verdict_detail,
-                         split=split, splits=splits)
+                         split=split, splits=splits, record=record)
 
     def ready(bound: int) -> None:
         # one line a supervisor (or a test) can read the port from

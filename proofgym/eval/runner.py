@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,30 +21,17 @@ from proofgym.core.defaults import DEFAULTS
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runs import start_run
 from proofgym.make import make_env, takes_tasks
-from proofgym.record import Trajectory, trajectory_id_for
+from proofgym.record import Trajectory
 from proofgym.rollout import AsyncPolicy, Orchestrator, Policy, is_async_policy
-from proofgym.rollout.episode import run_sync
+from proofgym.rollout.episode import play_plan, run_sync
 from proofgym.rollout.progress import RunProgress
+from proofgym.rollout.recorder import EpisodePlan
 from proofgym.rollout.slots import LocalSlots, SlotBackend
 from proofgym.tasks.sampling import stratified_sample
 from proofgym.verify.pool import VerifierPool
 
-
-@dataclass(frozen=True)
-class EpisodeSpec:
-    """One planned episode: attempt ``attempt`` at task ``task_id`` with reset seed ``seed``."""
-
-    task_id: str
-    attempt: int
-    seed: int
-
-    @property
-    def key(self) -> str:
-        return trajectory_id_for(None, self.task_id, self.attempt)
-
-    def trajectory_id(self, contract_id: str | None = None) -> str:
-        """Derived from (contract id, task id, attempt): a resumed run finds its episodes by it."""
-        return trajectory_id_for(contract_id, self.task_id, self.attempt)
+#: One planned episode of a run: the library's one plan type, under its evaluation name.
+EpisodeSpec = EpisodePlan
 
 
 def plan_episodes(task_ids: Sequence[str], *, episodes: int | None = None, repeats: int = 1,
@@ -104,14 +90,8 @@ def run_plan(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, plan: It
              contract_id: str | None = None, verifier: VerifierPool | None = None) -> list[Trajectory]:
     """Run the planned episodes one after another in ``env`` (the orchestrator at concurrency 1;
     ``env`` stays open). Grading goes through ``verifier`` (default: an ``inline`` pool)."""
-    pool = verifier if verifier is not None else VerifierPool("inline")
-    orchestrator = Orchestrator(lambda: env, policy, concurrency=1, verifier=pool, runtime_threads=0,
-                                env_id=env_id, contract_id=contract_id, own_envs=False)
-    try:
-        return run_sync(orchestrator.run(list(plan), sink=sink, on_episode=on_episode))
-    finally:
-        if verifier is None:
-            pool.close()
+    return play_plan(env, policy, plan, env_id=env_id, sink=sink, on_episode=on_episode,
+                     contract_id=contract_id, verifier=verifier)
 
 
 def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None = None,

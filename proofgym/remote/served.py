@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -81,7 +81,8 @@ def fetch_verdict(server: str, trajectory_id: str, token: str | None, *,
     deadline = time.monotonic() + timeout_s
     with httpx.Client(headers=request_headers(token), timeout=70.0) as client:
         while True:
-            response = client.get(f"{server}/verdicts/{trajectory_id}", params={"wait": 60})
+            # an id is CONTRACT/TASK#ATTEMPT: '#' would end the path
+            response = client.get(f"{server}/verdicts/{quote(trajectory_id, safe='')}", params={"wait": 60})
             if response.status_code != 200:
                 raise RemoteError(f"the server has no verdict for {trajectory_id}: {response.text[:300]}")
             record = response.json()

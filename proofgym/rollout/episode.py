@@ -1,43 +1,31 @@
-"""Run one episode: a thin call into the :class:`~proofgym.rollout.Orchestrator` at concurrency 1.
+"""The one synchronous door into the episode loop, and ``run_episode`` on top of it.
 
-There is one episode loop (the orchestrator); this is its synchronous front door, for tests,
-validation and notebooks. Ids, error records and grading are exactly those of a concurrent run.
+There is one episode loop (the :class:`~proofgym.rollout.Orchestrator`); :func:`play_plan` runs a
+plan through it at concurrency 1 in one env the caller keeps (``evaluate`` at ``-c 1``,
+``run_episode``, validation, notebooks), and :func:`play_plan_async` is the same from a running
+event loop (the episode tier of ``proofgym serve``). Ids, error records and grading are exactly
+those of a concurrent run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-from collections.abc import Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from proofgym.core import Task
 from proofgym.env import UniversalVerifiableEnv
-from proofgym.record import Trajectory, trajectory_id_for
+from proofgym.record import Trajectory
 from proofgym.rollout.async_policy import AsyncPolicy
-from proofgym.rollout.orchestrator import MAX_STEPS, Orchestrator, record_step
+from proofgym.rollout.orchestrator import MAX_STEPS, Orchestrator
 from proofgym.rollout.policies import Policy
+from proofgym.rollout.recorder import EpisodePlan, Sink
 from proofgym.verify.pool import VerifierPool
 
-__all__ = ["MAX_STEPS", "record_step", "run_episode", "run_sync"]
+__all__ = ["MAX_STEPS", "play_plan", "play_plan_async", "run_episode", "run_sync"]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class _OneEpisode:
-    task_id: str
-    attempt: int
-    seed: int | None
-    task: Task | None = None
-    trajectory_id: str | None = None
-
-    @property
-    def key(self) -> str:
-        if self.trajectory_id or not self.task_id:  # "": the env samples the task at reset
-            return self.trajectory_id or ""
-        return trajectory_id_for(None, self.task_id, self.attempt)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -49,6 +37,31 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     with cf.ThreadPoolExecutor(1, thread_name_prefix="proofgym-run-sync") as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+async def play_plan_async(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy,
+                          plan: Iterable[EpisodePlan], *, verifier: VerifierPool, env_id: str = "",
+                          sink: Sink | None = None, on_episode: Callable[[Trajectory], None] | None = None,
+                          contract_id: str | None = None, grade: bool = True) -> list[Trajectory]:
+    """The planned episodes one after another in ``env`` (which stays open), graded by ``verifier``."""
+    orchestrator = Orchestrator(lambda: env, policy, concurrency=1, verifier=verifier, runtime_threads=0,
+                                env_id=env_id, contract_id=contract_id, own_envs=False, grade=grade)
+    return await orchestrator.run(list(plan), sink=sink, on_episode=on_episode)
+
+
+def play_plan(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, plan: Iterable[EpisodePlan], *,
+              env_id: str = "", sink: Sink | None = None,
+              on_episode: Callable[[Trajectory], None] | None = None, contract_id: str | None = None,
+              verifier: VerifierPool | None = None, grade: bool = True) -> list[Trajectory]:
+    """The synchronous door: :func:`play_plan_async` from synchronous code. Grading goes through
+    ``verifier`` (default: an ``inline`` :class:`VerifierPool`, so its timeout holds)."""
+    pool = verifier if verifier is not None else VerifierPool("inline")
+    try:
+        return run_sync(play_plan_async(env, policy, plan, verifier=pool, env_id=env_id, sink=sink,
+                                        on_episode=on_episode, contract_id=contract_id, grade=grade))
+    finally:
+        if verifier is None:
+            pool.close()
 
 
 def run_episode(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, *, task: Task | None = None,
@@ -64,13 +77,6 @@ def run_episode(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, *, ta
     grader failures are ``status="error"`` *verdicts* on an otherwise complete trajectory.
     """
     name = task.id if task is not None else (task_id or "")  # "": the env samples one at reset
-    spec = _OneEpisode(name, 0, seed, task, trajectory_id)
-    pool = verifier if verifier is not None else VerifierPool("inline")
-    orchestrator = Orchestrator(lambda: env, policy, concurrency=1, verifier=pool, runtime_threads=0,
-                                env_id=env_id, own_envs=False, grade=verify)
-    try:
-        (traj,) = run_sync(orchestrator.run([spec]))
-    finally:
-        if verifier is None:
-            pool.close()
+    plan = EpisodePlan(name, 0, seed, task, trajectory_id)
+    (traj,) = play_plan(env, policy, [plan], env_id=env_id, verifier=verifier, grade=verify)
     return traj

@@ -26,14 +26,12 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from proofgym.core import (
-    AgentAction,
     ConfigError,
     ProofgymError,
     Task,
-    TraceStep,
     Verdict,
     describe_exception,
 )
@@ -41,11 +39,12 @@ from proofgym.core.defaults import DEFAULTS
 from proofgym.core.errors import RolloutError
 from proofgym.core.errors import RunFailedError as RunFailedError
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
-from proofgym.record import StepRecord, Trajectory, stamp, trajectory_id_for
+from proofgym.record import Trajectory
 from proofgym.rollout.async_policy import AsyncPolicy, PolicySession, as_async_policy
 from proofgym.rollout.ordered_writer import OrderedWriter
 from proofgym.rollout.policies import Policy
 from proofgym.rollout.progress import RunCounters, RunProgress
+from proofgym.rollout.recorder import EpisodePlan, EpisodeRecorder, Sink
 from proofgym.rollout.slots import EnvSlot, LocalSlots, SlotBackend, SlotLostError
 from proofgym.verify.pool import VerifierPool
 
@@ -60,34 +59,21 @@ MAX_STEPS = 10_000
 MIN_AWAITING_GRADES = 256
 
 
-def record_step(traj: Trajectory, trace: list[TraceStep], action: AgentAction, obs: dict[str, Any],
-                terminated: bool, truncated: bool, info: dict[str, Any], policy_s: float,
-                env_s: float, usage: dict[str, Any] | None = None) -> bool:
-    """Append one step to the trajectory and the grader's trace; True when the episode ended."""
-    traj.steps.append(StepRecord(action, obs, info, policy_s, env_s, usage or {}))
-    trace.append(TraceStep(action, obs))
-    if terminated or truncated:
-        traj.terminated, traj.truncated = bool(terminated), bool(truncated)
-        traj.truncation_reason = info.get("truncation_reason")
-        return True
-    return False
+class _RunState:
+    """What one :meth:`Orchestrator.run` shares between its slots and grading tasks."""
 
-
-class PlannedEpisode(Protocol):
-    """One planned episode (``proofgym.eval.EpisodeSpec`` is one)."""
-
-    task_id: str
-    attempt: int
-    seed: int | None
-
-    @property
-    def key(self) -> str: ...
-
-
-class Sink(Protocol):
-    """Where delivered trajectories go (``proofgym.eval.TrajectorySink``)."""
-
-    def write(self, trajectory: Trajectory) -> None: ...
+    def __init__(self, plans: list[EpisodePlan], sink: Sink | None,
+                 on_episode: Callable[[Trajectory], None] | None, collect: bool, max_awaiting: int) -> None:
+        self.plans = plans
+        self.queue = iter(plans)
+        self.writer = OrderedWriter(sink) if sink is not None else None
+        self.on_episode = on_episode
+        self.collect = collect
+        self.results: list[Trajectory] = []
+        self.grading: set[asyncio.Task[None]] = set()
+        self.room = asyncio.Semaphore(max_awaiting)
+        self.envs: list[EnvSlot] = []
+        self.fatal: list[BaseException] = []  # delivery failures: the run stops and raises
 
 
 class Orchestrator:
@@ -163,146 +149,148 @@ class Orchestrator:
         self.wall_s = 0.0
 
     # ------------------------------------------------------------------ run
-    async def run(self, plan: Iterable[PlannedEpisode], *, sink: Sink | None = None,
+    async def run(self, plan: Iterable[EpisodePlan], *, sink: Sink | None = None,
                   on_episode: Callable[[Trajectory], None] | None = None,
                   collect: bool = True) -> list[Trajectory]:
         """Run every planned episode; return the trajectories (in completion order) if ``collect``."""
-        specs = list(plan)
-        self.counters = RunCounters(total=len(specs))
+        state = _RunState(list(plan), sink, on_episode, collect, self.max_awaiting_grades)
+        self.counters = RunCounters(total=len(state.plans))
         self.generation_s = 0.0
-        results: list[Trajectory] = []
-        queue = iter(specs)
-        if self.grade and specs:
+        if self.grade and state.plans:
             self.verifier.start()  # workers boot while the envs are built and the first calls made
         self.slots.start(self.env_factory, concurrency=self.concurrency,
                          runtime_threads=self.runtime_threads)
-        writer = OrderedWriter(sink) if sink is not None else None
-        grading: set[asyncio.Task[None]] = set()
-        room = asyncio.Semaphore(self.max_awaiting_grades)
-        envs: list[EnvSlot] = []
-
-        fatal: list[BaseException] = []  # delivery failures: the run stops and raises
-
-        async def deliver(traj: Trajectory) -> None:
-            if writer is not None:
-                await writer.write(traj)
-            if traj.status == "error":
-                self.counters.errors += 1
-            elif traj.verdict is not None and traj.verdict.status == "error":
-                self.counters.grader_errors += 1
-            self.counters.done += 1
-            if collect:
-                results.append(traj)
-            if on_episode is not None:
-                on_episode(traj)
-            self._show()
-
-        async def grade_and_deliver(traj: Trajectory, job: VerificationJob) -> None:
-            try:
-                await self._grade(traj, job)
-                await deliver(traj)
-            except Exception as exc:  # kept, not lost with the task: the run raises it
-                fatal.append(exc)
-            finally:
-                self.counters.awaiting_grades -= 1
-                room.release()
-
-        async def fresh_slot() -> EnvSlot | None:
-            try:
-                env = await self.slots.open()
-            except SlotLostError as exc:  # no room or no node now: this episode is an error record
-                log.warning("could not open an env slot: %s", exc)
-                return None
-            envs.append(env)
-            return env
-
-        async def play(env: EnvSlot | None, spec: PlannedEpisode,
-                       ) -> tuple[EnvSlot | None, Trajectory, VerificationJob | None]:
-            """The episode, re-run in a fresh slot when its slot was lost (bounded)."""
-            for retry in range(self.slots.episode_retries + 1):
-                if env is None or env.lost:
-                    if env is not None:
-                        envs.remove(env)
-                        env.close()
-                    env = await fresh_slot()
-                    if env is None:
-                        continue
-                traj, job = await self._episode(env, spec)
-                if retry:
-                    traj.extra["rollout"] = {**traj.extra.get("rollout", {}), "reruns": retry}
-                if not env.lost:
-                    return env, traj, job
-                log.warning("episode %s lost its env slot (%s); %s", traj.trajectory_id, traj.error,
-                            "re-running it" if retry < self.slots.episode_retries else "recording an error")
-            if env is None:  # never got a slot: an infrastructure error record, re-run by --resume
-                why = f"no env slot could be opened ({self.slots.name} backend: no room or no live node)"
-                traj = self._failed(self._blank(spec), why, time.perf_counter())
-                return None, traj, None
-            return env, traj, job
-
-        async def slot() -> None:
-            env = await fresh_slot()
-            for spec in queue:
-                if fatal:
-                    return
-                self.counters.in_flight += 1
-                self._show()
-                t0 = time.perf_counter()
-                try:
-                    env, traj, job = await play(env, spec)
-                finally:
-                    self.generation_s += time.perf_counter() - t0
-                    self.counters.in_flight -= 1
-                if job is None or self.inline_verification:
-                    try:
-                        if job is not None:
-                            await self._grade(traj, job)
-                        await deliver(traj)
-                    except Exception as exc:  # the run stops and raises it, like a grading task
-                        fatal.append(exc)
-                        return
-                else:
-                    await room.acquire()  # backpressure: wait while too many await grades
-                    self.counters.awaiting_grades += 1
-                    task = asyncio.create_task(grade_and_deliver(traj, job))
-                    grading.add(task)
-                    task.add_done_callback(grading.discard)
-
         started = time.perf_counter()
         try:
             if self.progress is not None:
                 self.progress.__enter__()
-            slots = [asyncio.create_task(slot()) for _ in range(min(self.concurrency, len(specs)))]
-            try:
-                await asyncio.gather(*slots)
-            except BaseException:
-                for task in slots:
-                    task.cancel()
-                raise
-            while grading:
-                await asyncio.gather(*list(grading))
+            await self._run_slots(state)
         finally:
-            for task in grading:
+            self._close_run(state, started)
+        self._check_delivered(state)
+        return state.results
+
+    async def _run_slots(self, state: _RunState) -> None:
+        slots = [asyncio.create_task(self._slot(state))
+                 for _ in range(min(self.concurrency, len(state.plans)))]
+        try:
+            await asyncio.gather(*slots)
+        except BaseException:
+            for task in slots:
                 task.cancel()
-            self.wall_s = time.perf_counter() - started
-            if self.progress is not None:
-                self.progress.__exit__(None, None, None)
-            for env in envs:
-                env.close()
-            self.slots.shutdown()
-            if writer is not None:
-                writer.shutdown()
-            if self._own_verifier:
-                self.verifier.close()
-        if fatal:
-            cause = fatal[0]
+            raise
+        while state.grading:
+            await asyncio.gather(*list(state.grading))
+
+    def _close_run(self, state: _RunState, started: float) -> None:
+        for task in state.grading:
+            task.cancel()
+        self.wall_s = time.perf_counter() - started
+        if self.progress is not None:
+            self.progress.__exit__(None, None, None)
+        for env in state.envs:
+            env.close()
+        self.slots.shutdown()
+        if state.writer is not None:
+            state.writer.shutdown()
+        if self._own_verifier:
+            self.verifier.close()
+
+    def _check_delivered(self, state: _RunState) -> None:
+        planned = len(state.plans)
+        if state.fatal:
+            cause = state.fatal[0]
             why = str(cause) if isinstance(cause, ProofgymError) else describe_exception(cause)
-            raise RolloutError(f"the run stopped after {self.counters.done} of {len(specs)} episodes: "
+            raise RolloutError(f"the run stopped after {self.counters.done} of {planned} episodes: "
                                f"delivering an episode failed: {why}") from cause
-        if self.counters.done != len(specs):
-            raise RolloutError(f"the run delivered {self.counters.done} of {len(specs)} planned "
+        if self.counters.done != planned:
+            raise RolloutError(f"the run delivered {self.counters.done} of {planned} planned "
                                "episodes; this is a proofgym bug, please report it")
-        return results
+
+    async def _slot(self, state: _RunState) -> None:
+        """One slot: take the next planned episode, play it, hand it to grading; repeat."""
+        env = await self._fresh_slot(state)
+        for plan in state.queue:
+            if state.fatal:
+                return
+            self.counters.in_flight += 1
+            self._show()
+            t0 = time.perf_counter()
+            try:
+                env, traj, job = await self._play(state, env, plan)
+            finally:
+                self.generation_s += time.perf_counter() - t0
+                self.counters.in_flight -= 1
+            if job is None or self.inline_verification:
+                try:
+                    if job is not None:
+                        await self._grade(traj, job)
+                    await self._deliver(state, traj)
+                except Exception as exc:  # the run stops and raises it, like a grading task
+                    state.fatal.append(exc)
+                    return
+            else:
+                await state.room.acquire()  # backpressure: wait while too many await grades
+                self.counters.awaiting_grades += 1
+                task = asyncio.create_task(self._grade_and_deliver(state, traj, job))
+                state.grading.add(task)
+                task.add_done_callback(state.grading.discard)
+
+    async def _fresh_slot(self, state: _RunState) -> EnvSlot | None:
+        try:
+            env = await self.slots.open()
+        except SlotLostError as exc:  # no room or no node now: this episode is an error record
+            log.warning("could not open an env slot: %s", exc)
+            return None
+        state.envs.append(env)
+        return env
+
+    async def _play(self, state: _RunState, env: EnvSlot | None, plan: EpisodePlan,
+                    ) -> tuple[EnvSlot | None, Trajectory, VerificationJob | None]:
+        """The episode, re-run in a fresh slot when its slot was lost (bounded)."""
+        for retry in range(self.slots.episode_retries + 1):
+            if env is None or env.lost:
+                if env is not None:
+                    state.envs.remove(env)
+                    env.close()
+                env = await self._fresh_slot(state)
+                if env is None:
+                    continue
+            traj, job = await self._episode(env, plan)
+            if retry:
+                traj.extra["rollout"] = {**traj.extra.get("rollout", {}), "reruns": retry}
+            if not env.lost:
+                return env, traj, job
+            log.warning("episode %s lost its env slot (%s); %s", traj.trajectory_id, traj.error,
+                        "re-running it" if retry < self.slots.episode_retries else "recording an error")
+        if env is None:  # never got a slot: an infrastructure error record, re-run by --resume
+            why = f"no env slot could be opened ({self.slots.name} backend: no room or no live node)"
+            return None, self._recorder(plan).fail(why), None
+        return env, traj, job
+
+    async def _deliver(self, state: _RunState, traj: Trajectory) -> None:
+        if state.writer is not None:
+            await state.writer.write(traj)
+        if traj.status == "error":
+            self.counters.errors += 1
+        elif traj.verdict is not None and traj.verdict.status == "error":
+            self.counters.grader_errors += 1
+        self.counters.done += 1
+        if state.collect:
+            state.results.append(traj)
+        if state.on_episode is not None:
+            state.on_episode(traj)
+        self._show()
+
+    async def _grade_and_deliver(self, state: _RunState, traj: Trajectory, job: VerificationJob) -> None:
+        try:
+            await self._grade(traj, job)
+            await self._deliver(state, traj)
+        except Exception as exc:  # kept, not lost with the task: the run raises it
+            state.fatal.append(exc)
+        finally:
+            self.counters.awaiting_grades -= 1
+            state.room.release()
 
     @property
     def slot_busy_fraction(self) -> float:
@@ -314,82 +302,64 @@ class Orchestrator:
             self.progress.update(self.counters)
 
     # -------------------------------------------------------------- episode
-    def _blank(self, spec: PlannedEpisode) -> Trajectory:
-        # the plan's id (a caller may name a single episode); under a contract _mark stamps the derived one
-        traj = Trajectory(trajectory_id=spec.key, env_id=self.env_id, task_id=spec.task_id,
-                          task_hash="", seed=spec.seed, policy=self.policy.describe(), prompt="", tools=[])
-        self._mark(traj, spec)
-        return traj
+    def _recorder(self, plan: EpisodePlan, task: Task | None = None, prompt: str = "",
+                  tools: list[dict[str, Any]] | None = None) -> EpisodeRecorder:
+        # the plan's id (a caller may name a single episode); under a contract, the derived one
+        return EpisodeRecorder.start(plan, env_id=self.env_id, policy=self.policy.describe(), task=task,
+                                     prompt=prompt, tools=tools, contract_id=self.contract_id,
+                                     group_size=self.group_size)
 
-    async def _episode(self, env: EnvSlot, spec: PlannedEpisode) -> tuple[Trajectory, VerificationJob | None]:
+    async def _episode(self, env: EnvSlot, plan: EpisodePlan) -> tuple[Trajectory, VerificationJob | None]:
         """Play one episode; never raises (a failure is an error trajectory without a job)."""
         started = time.perf_counter()
-        described = self.policy.describe()
-        given: Task | None = getattr(spec, "task", None)
-        options: dict[str, Any] = {"task": given} if given is not None else {"task_id": spec.task_id or None}
+        options: dict[str, Any] = ({"task": plan.task} if plan.task is not None
+                                   else {"task_id": plan.task_id or None})
         try:
-            obs, info = await env.reset(spec.seed, options)
+            obs, info = await env.reset(plan.seed, options)
         except Exception as exc:
-            traj = self._blank(spec)
-            traj.extra["rollout"] = env.where
-            return self._failed(traj, f"env.reset failed: {describe_exception(exc)}", started), None
+            recorder = self._recorder(plan)
+            recorder.started = started
+            recorder.trajectory.extra["rollout"] = env.where
+            return recorder.fail(f"env.reset failed: {describe_exception(exc)}"), None
         task = env.current_task
         assert task is not None and env.current_spec is not None
-        # the env sampled the task when the plan names none: its id is known only now
-        traj = Trajectory(trajectory_id=spec.key or trajectory_id_for(None, task.id, spec.attempt),
-                          env_id=self.env_id, task_id=task.id,
-                          task_hash=task.content_hash, seed=spec.seed, policy=described,
-                          prompt=env.current_spec.prompt, tools=info["tools"])
-        self._mark(traj, spec)
-        traj.extra["rollout"] = env.where
-        steps: list[TraceStep] = []
-        policy_s = env_s = 0.0
+        recorder = self._recorder(plan, task, env.current_spec.prompt, info["tools"])
+        recorder.started = started
+        recorder.trajectory.extra["rollout"] = env.where
         session: PolicySession | None = None
         try:
-            if self._policy_takes_seed:  # its randomness from (policy seed, episode seed)
-                session = await self.policy.start_episode(task, obs, info, env.action_space,
-                                                          seed=spec.seed)  # type: ignore[call-arg]
-            else:
-                session = await self.policy.start_episode(task, obs, info, env.action_space)
-            for _ in range(MAX_STEPS):
-                t0 = time.perf_counter()
-                decision = await session.act(obs)
-                t1 = time.perf_counter()
-                tokens = decision.usage.get("total_tokens")
-                if tokens:
-                    env.charge(int(tokens))
-                obs, _reward, terminated, truncated, info = await env.step(decision.action)
-                t2 = time.perf_counter()
-                policy_s += t1 - t0
-                env_s += t2 - t1
-                if record_step(traj, steps, decision.action, obs, terminated, truncated, info,
-                               t1 - t0, t2 - t1, decision.usage):
-                    break
-            else:
-                raise RolloutError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
-            job = await env.verification_job(steps) if self.grade else None
+            session = await self._start_policy(task, obs, info, env, plan)
+            await self._steps(session, env, obs, recorder)
+            job = await env.verification_job(recorder.trace()) if self.grade else None
         except Exception as exc:  # this episode's failure only: recorded, the run goes on
-            return self._failed(traj, describe_exception(exc), started, policy_s, env_s), None
+            return recorder.fail(describe_exception(exc)), None
         finally:
             if session is not None:
                 await _close_quietly(session)
-        traj.timings = {"policy_s": policy_s, "env_s": env_s, "verify_s": 0.0,
-                        "total_s": time.perf_counter() - started}
-        return traj, job
+        return recorder.finish(), job
 
-    def _mark(self, traj: Trajectory, spec: PlannedEpisode) -> None:
-        stamp(traj, self.contract_id, attempt=spec.attempt)
-        traj.extra["group"] = {"id": f"{spec.task_id}@{spec.attempt // self.group_size}",
-                               "index": spec.attempt % self.group_size, "size": self.group_size}
+    async def _start_policy(self, task: Task, obs: dict[str, Any], info: dict[str, Any], env: EnvSlot,
+                            plan: EpisodePlan) -> PolicySession:
+        if self._policy_takes_seed:  # its randomness from (policy seed, episode seed)
+            return await self.policy.start_episode(task, obs, info, env.action_space,
+                                                   seed=plan.seed)  # type: ignore[call-arg]
+        return await self.policy.start_episode(task, obs, info, env.action_space)
 
     @staticmethod
-    def _failed(traj: Trajectory, error: str, started: float, policy_s: float = 0.0,
-                env_s: float = 0.0) -> Trajectory:
-        traj.status, traj.error = "error", error
-        traj.verdict = Verdict.unscored(f"episode failed: {error}")
-        traj.timings = {"policy_s": policy_s, "env_s": env_s, "verify_s": 0.0,
-                        "total_s": time.perf_counter() - started}
-        return traj
+    async def _steps(session: PolicySession, env: EnvSlot, obs: dict[str, Any],
+                     recorder: EpisodeRecorder) -> None:
+        for _ in range(MAX_STEPS):
+            t0 = time.perf_counter()
+            decision = await session.act(obs)
+            t1 = time.perf_counter()
+            tokens = decision.usage.get("total_tokens")
+            if tokens:
+                env.charge(int(tokens))
+            obs, _reward, terminated, truncated, info = await env.step(decision.action)
+            if recorder.step(decision.action, obs, terminated, truncated, info, policy_s=t1 - t0,
+                             env_s=time.perf_counter() - t1, usage=decision.usage):
+                return
+        raise RolloutError(f"episode exceeded {MAX_STEPS} steps without ending; set Limits")
 
     async def _grade(self, traj: Trajectory, job: VerificationJob) -> None:
         t0 = time.perf_counter()

@@ -18,30 +18,19 @@ token off loopback is required anyway).
 from __future__ import annotations
 
 import asyncio
-import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proofgym.rollout import Orchestrator
+from proofgym.record import trajectory_id_for
+from proofgym.rollout.episode import play_plan_async
 from proofgym.rollout.openai_policy import OpenAIPolicy
+from proofgym.rollout.recorder import EpisodePlan, EpisodeRecorder
+from proofgym.rollout.recording import Recording
 from proofgym.serve.protocol import Code, ServeError, dumps, loads, public_error
-from proofgym.serve.session import EnvSource, held_out_guard
+from proofgym.serve.session import SERVED_POLICY, EnvSource, held_out_guard
 from proofgym.serve.verdicts import VerdictRecord, VerdictStore
-
-
-@dataclass(frozen=True)
-class _Planned:
-    task_id: str
-    attempt: int
-    seed: int | None
-    trajectory_id: str
-
-    @property
-    def key(self) -> str:
-        return self.trajectory_id
 
 
 class EpisodeRun:
@@ -69,9 +58,12 @@ class EpisodeRun:
 class EpisodeTier:
     """The ``/episodes`` routes over the server's env source and verdict store."""
 
-    def __init__(self, source: EnvSource, verdicts: VerdictStore, *, max_running: int = 64) -> None:
+    def __init__(self, source: EnvSource, verdicts: VerdictStore, recording: Recording | None = None, *,
+                 max_running: int = 64) -> None:
         self.source = source
         self.verdicts = verdicts
+        self.recording = recording if recording is not None else Recording(env_id=source.env_id,
+                                                                           policy=SERVED_POLICY)
         self.max_running = max_running
         self.runs: dict[str, EpisodeRun] = {}
 
@@ -94,7 +86,9 @@ class EpisodeTier:
             raise ServeError(Code.VALIDATION_ERROR, f"seed must be a non-negative integer, got {seed!r}")
         if sum(r.state == "running" for r in self.runs.values()) >= self.max_running:
             raise ServeError(Code.CAPACITY_REACHED, f"{self.max_running} episodes are running; retry later")
-        trajectory_id = uuid.uuid4().hex
+        planned = self.recording.plan(body["task_id"], seed)
+        trajectory_id = trajectory_id_for(self.recording.contract_id, planned.task_id, planned.attempt)
+        self.recording.note_version(model.get("version"))
         try:
             policy = OpenAIPolicy(
                 str(model["model"]), base_url=str(model["base_url"]), api_key=model.get("api_key"),
@@ -114,19 +108,25 @@ class EpisodeTier:
         run = EpisodeRun(trajectory_id, body["task_id"])
         self.runs[trajectory_id] = run
         run.task = asyncio.get_running_loop().create_task(
-            self._play(run, env, policy, _Planned(body["task_id"], 0, seed, trajectory_id)))
+            self._play(run, env, policy, EpisodePlan(body["task_id"], planned.attempt, seed,
+                                                     trajectory_id=trajectory_id)))
         return Response(dumps(run.to_dict()), 202, media_type="application/json")
 
-    async def _play(self, run: EpisodeRun, env: Any, policy: OpenAIPolicy, planned: _Planned) -> None:
-        orchestrator = Orchestrator(lambda: env, policy, concurrency=1, verifier=self.verdicts.pool,
-                                    grade=False, own_envs=False, env_id=self.source.env_id)
+    async def _play(self, run: EpisodeRun, env: Any, policy: OpenAIPolicy, planned: EpisodePlan) -> None:
         try:
-            [traj] = await orchestrator.run([planned])
+            [traj] = await play_plan_async(env, policy, [planned], verifier=self.verdicts.pool, grade=False,
+                                           env_id=self.source.env_id, contract_id=self.recording.contract_id)
+            recorder = EpisodeRecorder(traj)
             if traj.status != "ok":
                 run.state, run.reason = "failed", traj.error
+                self.recording.deliver(recorder, traj.verdict)
             else:
-                job = env.verification_job(traj.trace())
+                job = env.verification_job(recorder.trace())
                 run.record = self.verdicts.submit(run.trajectory_id, job, run.task_id)
+                run.record.future.add_done_callback(
+                    lambda graded: self.recording.deliver(recorder, graded.result(),
+                                                          artifact=job.artifact.to_dict(),
+                                                          verifier=self.verdicts.pool.describe()))
                 run.state = "done"
             out = traj.to_dict()
             out.pop("artifact", None)  # the final state stays on the server (it may hold task data)

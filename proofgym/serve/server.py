@@ -19,9 +19,10 @@ from typing import Any
 import uvicorn
 
 from proofgym.core import ConfigError
+from proofgym.rollout.recording import Recording
 from proofgym.serve.app import build_app
 from proofgym.serve.episodes import EpisodeTier
-from proofgym.serve.session import EnvSource
+from proofgym.serve.session import SERVED_POLICY, EnvSource
 from proofgym.serve.sessions import SessionManager
 from proofgym.serve.verdicts import VerdictStore
 from proofgym.verify.pool import VerifierPool
@@ -44,6 +45,8 @@ class ServeConfig:
     verdict_detail: bool = False
     split: str | None = None
     splits: Path | None = None
+    #: Write every graded episode into this new run directory (``proofgym serve --record DIR``).
+    record: Path | None = None
 
     def check(self) -> None:
         if not is_loopback(self.host) and not self.token:
@@ -73,12 +76,19 @@ def build(config: ServeConfig) -> tuple[Any, SessionManager]:
                           "`proofgym splits freeze ENV --out FILE`")
     source = EnvSource(config.env_id, dict(config.env_kwargs), split=config.split,
                        splits=Path(config.splits) if config.splits is not None else None)
-    source.build().close()  # a bad env id or argument fails now, before the port opens
+    first = source.build()  # a bad env id or argument fails now, before the port opens
+    try:
+        recording = (Recording.to_run_dir(config.record, first, env_id=config.env_id, policy=SERVED_POLICY,
+                                          env_kwargs=config.env_kwargs, split=config.split)
+                     if config.record is not None else Recording(env_id=config.env_id, policy=SERVED_POLICY))
+    finally:
+        first.close()
     pool = VerifierPool(config.verifier)  # type: ignore[arg-type]
     verdicts = VerdictStore(pool, detail=config.verdict_detail)
     manager = SessionManager(source, verdicts, max_sessions=config.max_sessions,
-                             idle_timeout_s=config.idle_timeout_s, threads=config.threads)
-    episodes = EpisodeTier(source, verdicts)
+                             idle_timeout_s=config.idle_timeout_s, threads=config.threads,
+                             recording=recording)
+    episodes = EpisodeTier(source, verdicts, recording)
     return build_app(manager, token=config.token, extra_routes=episodes.routes(),
                      on_shutdown=[episodes.shutdown]), manager
 
@@ -130,7 +140,8 @@ def serve(config: ServeConfig, *, on_ready: Any = None) -> None:
     try:
         asyncio.run(main())
     finally:
-        manager.verdicts.close()
+        manager.verdicts.close()  # pending grades land (and are recorded) before the run closes
+        manager.recording.close()
         manager.source.close()
 
 

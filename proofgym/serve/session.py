@@ -25,14 +25,20 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from proofgym.core import TraceStep
-from proofgym.env import UniversalVerifiableEnv
+from proofgym.core import Verdict, describe_exception
+from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.make import make_env, takes_tasks
+from proofgym.rollout.recorder import EpisodeRecorder
+from proofgym.rollout.recording import Recording
 from proofgym.serve.protocol import Code, ServeError, parse_action, step_payload
 from proofgym.serve.verdicts import VerdictStore
 from proofgym.tasks import BURNED, SplitManifest, TaskSet
 
 log = logging.getLogger("proofgym.serve")
+
+#: The contract's policy entry for served episodes: the policy is the client's (a trainer's),
+#: versioned by what its resets say (``policy_version``, a training step).
+SERVED_POLICY = {"name": "served", "versioned_by": "client reset: policy_version (trainer step)"}
 
 
 @dataclass
@@ -102,7 +108,7 @@ class Session:
     """A client's env and episode (see the module docstring)."""
 
     def __init__(self, source: EnvSource, env: UniversalVerifiableEnv, verdicts: VerdictStore,
-                 threads: cf.ThreadPoolExecutor, kind: str) -> None:
+                 threads: cf.ThreadPoolExecutor, kind: str, recording: Recording | None = None) -> None:
         self.id = uuid.uuid4().hex
         self.kind = kind  # "ws" or "http"
         self.source = source
@@ -114,8 +120,11 @@ class Session:
         self.last_active = time.monotonic()
         self.busy = False
         self.closed = False
+        #: ids, policy versions and (with ``proofgym serve --record``) the run directory
+        self.recording = recording if recording is not None else Recording(env_id=source.env_id,
+                                                                           policy=SERVED_POLICY)
         self.episode_id: str | None = None
-        self.trace: list[TraceStep] = []
+        self.recorder: EpisodeRecorder | None = None
         self.done = True
         self.inline_grading = True
 
@@ -165,6 +174,10 @@ class Session:
         if grading not in ("inline", "deferred"):
             raise ServeError(Code.VALIDATION_ERROR, "grading must be 'inline' (the verdict comes with "
                              "the last step) or 'deferred' (fetch it from /verdicts/ID)")
+        version = data.get("policy_version")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, (int, str))):
+            raise ServeError(Code.VALIDATION_ERROR, "policy_version must be the trainer's policy version "
+                             f"(a training step), got {version!r}")
         if task_id is not None:
             self._guard(task_id, allow, before=True)
         self.done = True
@@ -172,8 +185,8 @@ class Session:
         task = self.env.current_task
         assert task is not None
         self._guard(task.id, allow, before=False)
-        self.episode_id = uuid.uuid4().hex
-        self.trace = []
+        self.recorder = self.recording.begin(self.env, info, seed=seed, policy_version=version)
+        self.episode_id = self.recorder.trajectory_id
         self.done = False
         self.inline_grading = grading == "inline"
         return step_payload(obs, False, False, info, self._metadata())
@@ -204,21 +217,31 @@ class Session:
             except (TypeError, ValueError) as exc:
                 raise ServeError(Code.VALIDATION_ERROR, f"bad charge {charge!r}: {exc}") from None
         obs, _reward, terminated, truncated, info = await self._call(self.env.step, action)
-        self.trace.append(TraceStep(action, obs))
+        recorder = self.recorder
+        assert recorder is not None
+        recorder.step(action, obs, terminated, truncated, info)
         verdict = None
         if terminated or truncated:
             self.done = True
-            job = self.env.verification_job(self.trace)
-            task = self.env.current_task
-            assert task is not None
-            record = self.verdicts.submit(self.episode_id, job, task.id)
+            job = self.env.verification_job(recorder.trace())
+            record = self.verdicts.submit(self.episode_id, job, recorder.trajectory.task_id)
+            record.future.add_done_callback(lambda done: self._deliver(recorder, job, done))
             if self.inline_grading:
                 verdict = await record.wait()
         return step_payload(obs, terminated, truncated, info, self._metadata(), verdict)
 
+    def _deliver(self, recorder: EpisodeRecorder, job: VerificationJob, graded: cf.Future[Verdict]) -> None:
+        """The graded episode into the recording (a grading thread calls this when it lands)."""
+        try:
+            self.recording.deliver(recorder, graded.result(), artifact=job.artifact.to_dict(),
+                                   verifier=self.verdicts.pool.describe())
+        except Exception as exc:  # a future's callback has no caller to raise to: the log says it
+            log.error("recording episode %s failed: %s", recorder.trajectory_id, describe_exception(exc))
+
     def state(self) -> dict[str, Any]:
         task = self.env.current_task
-        out = {"episode_id": self.episode_id, "step_count": len(self.trace), "session_id": self.id,
+        steps = self.recorder.steps if self.recorder is not None else 0
+        out = {"episode_id": self.episode_id, "step_count": steps, "session_id": self.id,
                "task_id": task.id if task is not None and self.episode_id else None, "done": self.done}
         if self.episode_id is not None:
             record = self.verdicts.get(self.episode_id)
@@ -226,7 +249,8 @@ class Session:
         return out
 
     def _metadata(self) -> dict[str, Any]:
-        return {"session_id": self.id, "episode_id": self.episode_id, "step": len(self.trace)}
+        return {"session_id": self.id, "episode_id": self.episode_id,
+                "step": self.recorder.steps if self.recorder is not None else 0}
 
     async def close(self) -> None:
         """Close the env (its sandbox, mounts and processes go with it) once no call is running."""

@@ -18,8 +18,9 @@ import logging
 import time
 
 from proofgym.core.errors import ConfigError
+from proofgym.rollout.recording import Recording
 from proofgym.serve.protocol import CapacityError, Code, ServeError
-from proofgym.serve.session import EnvSource, Session
+from proofgym.serve.session import SERVED_POLICY, EnvSource, Session
 from proofgym.serve.verdicts import VerdictStore
 
 log = logging.getLogger("proofgym.serve")
@@ -29,11 +30,15 @@ class SessionManager:
     """Opens, finds, reaps and drains sessions (see the module docstring)."""
 
     def __init__(self, source: EnvSource, verdicts: VerdictStore, *, max_sessions: int = 256,
-                 idle_timeout_s: float = 600.0, threads: int = 32) -> None:
+                 idle_timeout_s: float = 600.0, threads: int = 32,
+                 recording: Recording | None = None) -> None:
         if max_sessions < 1 or not idle_timeout_s > 0 or threads < 1:
             raise ConfigError("max_sessions and threads must be >= 1 and idle_timeout_s > 0")
         self.source = source
         self.verdicts = verdicts
+        #: every session's episodes: ids, policy versions, the run directory of ``--record``
+        self.recording = recording if recording is not None else Recording(env_id=source.env_id,
+                                                                           policy=SERVED_POLICY)
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
         self.threads = cf.ThreadPoolExecutor(threads, thread_name_prefix="proofgym-serve")
@@ -64,7 +69,7 @@ class SessionManager:
                              f"({type(exc).__name__}); see the server log") from None
         finally:
             self._opening -= 1
-        session = Session(self.source, env, self.verdicts, self.threads, kind)
+        session = Session(self.source, env, self.verdicts, self.threads, kind, self.recording)
         self.sessions[session.id] = session
         self.opened += 1
         return session

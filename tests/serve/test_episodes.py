@@ -4,6 +4,7 @@ out of band (pending -> scored, or an unscored record with the reason: never a 0
 from __future__ import annotations
 
 import time
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -29,7 +30,8 @@ def _ids(split: str, n: int) -> list[str]:
 def _until(served: Served, trajectory_id: str, done) -> dict:
     deadline = time.monotonic() + 60
     while True:
-        record = httpx.get(f"{served.url}/episodes/{trajectory_id}", params={"wait": 5}, timeout=30).json()
+        record = httpx.get(f"{served.url}/episodes/{quote(trajectory_id, safe='')}", params={"wait": 5},
+                           timeout=30).json()
         if done(record):
             return record
         assert time.monotonic() < deadline, record
@@ -58,7 +60,8 @@ def test_episodes_run_on_the_server_and_their_verdicts_come_out_of_band(served):
             assert traj["trajectory_id"] == trajectory_id and traj["policy"]["version"] == "3"
             assert traj["steps"] and "artifact" not in traj  # the final state stays on the server
             # the same verdict record, keyed by trajectory id and verifier version
-            by_id = httpx.get(f"{served.url}/verdicts/{trajectory_id}", params={"version": "arith-1"}).json()
+            by_id = httpx.get(f"{served.url}/verdicts/{quote(trajectory_id, safe='')}",
+                              params={"version": "arith-1"}).json()
             assert by_id["verdict"] == verdict["verdict"]
 
 
@@ -69,7 +72,8 @@ def test_a_cancelled_or_failed_episode_is_unscored_never_a_zero(served):
         reply = httpx.post(f"{served.url}/episodes", json={
             "task_id": task_id, "model": {"base_url": slow.base_url, "model": "scripted"}}).json()
         time.sleep(0.3)
-        cancelled = httpx.post(f"{served.url}/episodes/{reply['trajectory_id']}/cancel", timeout=60).json()
+        cancelled = httpx.post(f"{served.url}/episodes/{quote(reply['trajectory_id'], safe='')}/cancel",
+                               timeout=60).json()
     assert cancelled["state"] == "cancelled"
     assert cancelled["verdict"] == {"status": "unscored", "reason": "cancelled by the client"}
     # a model endpoint that is not there: the episode fails, recorded as such, unscored

@@ -4,6 +4,7 @@ Arith-v0 and CodeRepair-v0 episodes against ``proofgym serve``; the verdicts equ
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -11,8 +12,10 @@ import pytest
 from proofgym import make_env
 from proofgym.rollout.policies import ScriptRunner
 from proofgym.serve.protocol import action_payload
+from proofgym.serve.session import SERVED_POLICY
 from tests.conftest import require_tool
 from tests.serve_helpers import Served
+from tests.training_runs import check_training_run
 
 
 def GenericEnvClient(**kwargs):
@@ -44,10 +47,11 @@ def _local(env_id: str, task_id: str, seed: int, script_of) -> tuple[list, dict]
         env.close()
 
 
-def _served(client, env_id: str, task_id: str, seed: int, script_of) -> tuple[list, float | None, str]:
+def _served(client, env_id: str, task_id: str, seed: int, script_of,
+            **reset: object) -> tuple[list, float | None, str]:
     """Play the same script through OpenEnv's client: observations, OpenEnv reward, episode id."""
     tasks = make_env(env_id).tasks
-    result = client.reset(seed=seed, options={"task_id": task_id})
+    result = client.reset(seed=seed, options={"task_id": task_id}, **reset)
     runner = ScriptRunner(script_of(tasks.get(task_id)))
     seen = [result.observation]
     while not result.done:
@@ -84,25 +88,36 @@ def _wrong(task):
 
 
 @pytest.fixture(scope="module")
-def arith():
-    with Served("proofgym/Arith-v0", "--verifier", "inline") as served:
+def arith(tmp_path_factory):
+    record = tmp_path_factory.mktemp("served") / "run"
+    with Served("proofgym/Arith-v0", "--verifier", "inline", "--record", str(record)) as served:
+        served.record = record
         yield served
 
 
 def test_openenv_client_plays_arith_and_the_verdicts_equal_local(arith):
+    """...and ``serve --record DIR`` wrote them down: the run directory's verdicts are the rewards
+    OpenEnv's client received, with the policy version each reset named and its age."""
     served = arith
+    rewards, versions, ages = {}, {}, {}
     with GenericEnvClient(base_url=served.url).sync() as client:
         for i, task_id in enumerate(_train_ids("proofgym/Arith-v0", 4)):
             for script in (_reference, _wrong):
+                # the trainer's step: the last episode is one sampled 3 steps before the newest
+                last = len(rewards) == 7
+                version, age = (3, 6 - 3) if last else (len(rewards), 0)
                 local_obs, local_verdict = _local("proofgym/Arith-v0", task_id, i, script)
-                obs, reward, episode = _served(client, "proofgym/Arith-v0", task_id, i, script)
+                obs, reward, episode = _served(client, "proofgym/Arith-v0", task_id, i, script,
+                                               policy_version=version)
                 assert obs == local_obs
                 # OpenEnv's reward on the last step is the verdict's
                 assert reward == local_verdict["reward"]
-                record = httpx.get(f"{served.url}/verdicts/{episode}").json()
+                record = httpx.get(f"{served.url}/verdicts/{quote(episode, safe='')}").json()
                 assert record["status"] == "scored" and record["task_id"] == task_id
                 assert {k: record["verdict"][k] for k in GRADE} == {k: local_verdict[k] for k in GRADE}
                 assert reward == (1.0 if script is _reference else 0.0)
+                rewards[episode], versions[episode], ages[episode] = reward, str(version), age
+    check_training_run(served.record, rewards, versions, ages, SERVED_POLICY["versioned_by"])
 
 
 def test_openenv_client_errors_are_openenv_error_frames(arith):
@@ -130,7 +145,7 @@ def test_openenv_client_plays_code_repair_and_the_verdicts_equal_local():
             obs, reward, episode = _served(client, "proofgym/CodeRepair-v0", task_id, 0, script)
             assert _untimed(obs) == _untimed(local_obs)
             assert reward == local_verdict["reward"]
-            record = httpx.get(f"{served.url}/verdicts/{episode}").json()
+            record = httpx.get(f"{served.url}/verdicts/{quote(episode, safe='')}").json()
             assert _grade(record["verdict"]) == _grade(local_verdict)
         assert local_verdict["reward"] == 0.0  # the control fails; the reference passed above
 

@@ -4,6 +4,7 @@ reaper, the held-out guard, tokens off loopback, and no hidden data in errors or
 from __future__ import annotations
 
 import time
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -147,7 +148,7 @@ def test_no_hidden_data_in_errors_or_verdicts():
             env.step(TurnCompleteAction("no"))
             verdict = env.verify([])
             assert verdict.status == "error" and SECRET not in str(verdict.to_dict())
-            record = httpx.get(f"{served.url}/verdicts/{env.episode_id}").text
+            record = httpx.get(f"{served.url}/verdicts/{quote(env.episode_id, safe='')}").text
             assert SECRET not in record and "withheld" in record
             described = httpx.get(f"{served.url}/describe").text
             assert "answer it" not in described  # task content never leaves the server

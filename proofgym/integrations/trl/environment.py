@@ -17,9 +17,9 @@ import copy
 import copyreg
 import inspect
 import threading
-import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from proofgym.core import (
@@ -28,11 +28,14 @@ from proofgym.core import (
     ToolCallAction,
     TraceStep,
     TurnCompleteAction,
+    Verdict,
 )
 from proofgym.core.errors import ConfigError
 from proofgym.core.errors import MultiTurnNotSupported as MultiTurnNotSupported
 from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.make import EnvSource, make_env
+from proofgym.rollout.recorder import EpisodeRecorder
+from proofgym.rollout.recording import Recording
 from proofgym.tools import Tool
 
 #: Names TRL gives a meaning to (or that the adapter uses); a tool may not take them.
@@ -54,7 +57,7 @@ class _AdapterMeta(type):
     ``environment_factory(source, **options)`` (registered with :mod:`copyreg` below), which is
     how TRL's async trainer ships the factory to its spawned rollout process."""
 
-    _pg_spec: tuple[EnvSource, dict[str, Any], bool]
+    _pg_spec: tuple[EnvSource, dict[str, Any], bool, str | None]
 
 
 def _reduce_class(cls: _AdapterMeta) -> Any:
@@ -63,8 +66,9 @@ def _reduce_class(cls: _AdapterMeta) -> Any:
     return _rebuild_class, cls._pg_spec
 
 
-def _rebuild_class(source: EnvSource, options: dict[str, Any], heldout: bool) -> type:
-    return environment_factory(source, allow_heldout=heldout, **options)
+def _rebuild_class(source: EnvSource, options: dict[str, Any], heldout: bool,
+                   record_dir: str | None = None) -> type:
+    return environment_factory(source, allow_heldout=heldout, record_dir=record_dir, **options)
 
 
 copyreg.pickle(_AdapterMeta, _reduce_class)  # type: ignore[arg-type]
@@ -72,6 +76,31 @@ copyreg.pickle(_AdapterMeta, _reduce_class)  # type: ignore[arg-type]
 _CLASSES: dict[tuple[Any, ...], type] = {}
 _CLASSES_LOCK = threading.Lock()
 _LIVE: weakref.WeakSet[ProofgymEnvironment] = weakref.WeakSet()
+#: One recording per class (ids: the next attempt at a task) and per run directory (one writer).
+_RECORDINGS: dict[Any, Recording] = {}
+_RECORDINGS_LOCK = threading.Lock()
+
+#: The contract's policy entry for a TRL run: the policy is the trainer's model, versioned by
+#: the trainer's optimiser step (each trajectory records the step it was sampled at).
+TRL_POLICY = {"name": "trl", "trainer": "GRPOTrainer", "versioned_by": "trainer.state.global_step"}
+
+
+def recording_for(instance: ProofgymEnvironment, record_dir: str | Path | None) -> Recording:
+    """The recording ``instance``'s episodes go through: the run directory ``record_dir`` (made
+    on first use, its contract from this env), else one without a sink (ids only)."""
+    key: Any = str(Path(record_dir).resolve()) if record_dir is not None else type(instance)
+    with _RECORDINGS_LOCK:
+        recording = _RECORDINGS.get(key)
+        if recording is None:
+            source, options, _heldout, _dir = instance._pg_spec
+            env_id = _describe(source)
+            if record_dir is None:
+                recording = Recording(env_id=env_id, policy=TRL_POLICY)
+            else:
+                recording = Recording.to_run_dir(record_dir, instance.env, env_id=env_id, policy=TRL_POLICY,
+                                                 env_kwargs=options)
+            _RECORDINGS[key] = recording
+        return recording
 
 
 @atexit.register
@@ -79,6 +108,11 @@ def close_all() -> None:
     """Close every adapter instance still open (their sandboxes and mounts), as the process exits."""
     for instance in list(_LIVE):
         instance._close()
+    with _RECORDINGS_LOCK:
+        recordings = list(_RECORDINGS.values())
+        _RECORDINGS.clear()
+    for recording in recordings:
+        recording.close()
 
 
 class ProofgymEnvironment(metaclass=_AdapterMeta):
@@ -90,15 +124,15 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
     to the model as a tool; the rest is underscored or a property.
     """
 
-    # (source, options, allow_heldout); a tuple so a function source is not bound as a method
-    _pg_spec: tuple[EnvSource, dict[str, Any], bool]
+    # (source, options, allow_heldout, record_dir); a tuple so a function source is not bound
+    _pg_spec: tuple[EnvSource, dict[str, Any], bool, str | None]
     _pg_tool_names: tuple[str, ...] = ()
 
     def __init__(self) -> None:
-        source, options, self._pg_heldout = self._pg_spec
+        source, options, self._pg_heldout, self._pg_record_dir = self._pg_spec
         self._env = make_env(source, **options)
-        self._steps: list[TraceStep] = []
-        self._episode_id: str | None = None
+        self._recorder: EpisodeRecorder | None = None
+        self._recording: Recording | None = None
         self._closed = False
         _LIVE.add(self)
 
@@ -121,9 +155,9 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
                               "proofgym.integrations.trl.dataset(env) so each row names its task")
         if env.tasks is not None and not self._pg_heldout:
             env.tasks.manifest.check_training([str(task_id)])
-        _obs, _info = env.reset(options={"task_id": task_id})
-        self._steps = []
-        self._episode_id = f"{task_id}/{uuid.uuid4().hex}"
+        _obs, info = env.reset(options={"task_id": task_id})
+        self._recording = recording_for(self, self._pg_record_dir)
+        self._recorder = self._recording.begin(env, info)
         assert env.current_spec is not None
         prompt = env.current_spec.prompt
         if "prompt" not in row:
@@ -145,11 +179,12 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
     @property
     def trace_steps(self) -> list[TraceStep]:
         """The current episode's steps so far (actions and the observations they got)."""
-        return list(self._steps)
+        return list(self._recorder.trace()) if self._recorder is not None else []
 
     @property
     def episode_id(self) -> str | None:
-        return self._episode_id
+        """The episode's trajectory id (from :mod:`proofgym.record.ids`)."""
+        return self._recorder.trajectory_id if self._recorder is not None else None
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
         if self._env.current_task is None:
@@ -157,8 +192,9 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
         if self._env.episode_over:
             return ("[the episode has ended; the call was not run. Reply with your final answer]")
         action = ToolCallAction(name, dict(arguments))
-        obs, _reward, _terminated, _truncated, _info = self._env.step(action)
-        self._steps.append(TraceStep(action, obs))
+        obs, _reward, terminated, truncated, info = self._env.step(action)
+        assert self._recorder is not None
+        self._recorder.step(action, obs, terminated, truncated, info)
         return str(obs["observation"])
 
     def _finish(self, final_message: str | None) -> VerificationJob:
@@ -166,11 +202,35 @@ class ProofgymEnvironment(metaclass=_AdapterMeta):
         and freeze it for grading."""
         if self._env.current_task is None:
             raise EpisodeStateError("no episode to grade: reset() was never called")
+        assert self._recorder is not None
         if final_message is not None and not self._env.episode_over:
             action = TurnCompleteAction(final_message)
-            obs, *_ = self._env.step(action)
-            self._steps.append(TraceStep(action, obs))
-        return self._env.verification_job(self._steps)
+            obs, _reward, terminated, truncated, info = self._env.step(action)
+            self._recorder.step(action, obs, terminated, truncated, info)
+        return self._env.verification_job(self._recorder.trace())
+
+    def _record_in(self, record_dir: str | Path) -> None:
+        """Move the current episode to the recording of ``record_dir`` (the reward's recording
+        option): its id is re-derived under that run's contract, before it is graded."""
+        recording = recording_for(self, record_dir)
+        if recording is self._recording or self._recorder is None:
+            return
+        self._recording = recording
+        plan = recording.plan(self._recorder.trajectory.task_id)
+        self._recorder.stamp(recording.contract_id, plan.attempt)
+
+    def _record(self, verdict: Verdict, job: VerificationJob, *, policy_version: int | None,
+                verifier: dict[str, Any], tokens: dict[str, Any] | None = None) -> None:
+        """Deliver the graded episode through this instance's recording (its run directory, if
+        one was asked for), with the trainer's policy version."""
+        recorder, recording = self._recorder, self._recording
+        if recorder is None or recording is None:
+            raise EpisodeStateError("no episode to record: reset() was never called")
+        recording.note_version(policy_version)
+        recorder.policy_version(policy_version)
+        if tokens is not None and recorder.trajectory.steps:
+            recorder.trajectory.steps[-1].usage["tokens"] = tokens
+        recording.deliver(recorder, verdict, artifact=job.artifact.to_dict(), verifier=verifier)
 
     def _close(self) -> None:
         """Close the env (its runtime: for a sandbox, its processes and mounts). Idempotent.
@@ -191,7 +251,7 @@ def close_environment(instance: ProofgymEnvironment) -> None:
     instance._close()
 
 
-def environment_factory(env: EnvSource, *, allow_heldout: bool = False,
+def environment_factory(env: EnvSource, *, allow_heldout: bool = False, record_dir: str | Path | None = None,
                         **options: Any) -> type[ProofgymEnvironment]:
     """A class for ``GRPOTrainer(environment_factory=...)`` running the proofgym env ``env``.
 
@@ -200,6 +260,9 @@ def environment_factory(env: EnvSource, *, allow_heldout: bool = False,
             :class:`UniversalVerifiableEnv` (it must be importable, so the class pickles).
         allow_heldout: Let ``reset`` start held-out and dev tasks (by default it refuses them,
             like :func:`~proofgym.integrations.trl.dataset`).
+        record_dir: Record every graded episode in this run directory (made on the first
+            episode; ``proofgym show``, ``audit`` and ``export`` read it): ids from the run's
+            contract, the trainer's step as each trajectory's policy version.
         **options: Passed to :func:`proofgym.make.make_env` (the one env builder), e.g. ``n_tasks=64``.
 
     The class has a zero-argument constructor (one env per instance, built once and reset per
@@ -213,7 +276,8 @@ def environment_factory(env: EnvSource, *, allow_heldout: bool = False,
         ValueError: a tool's name or parameters cannot be expressed as a TRL tool method.
     """
     try:
-        key = (env, tuple(sorted(options.items())), allow_heldout)
+        record = str(record_dir) if record_dir is not None else None
+        key = (env, tuple(sorted(options.items())), allow_heldout, record)
         hash(key)
     except TypeError:
         raise TypeError("environment_factory options must be hashable (numbers, strings, tuples) so "
@@ -221,12 +285,13 @@ def environment_factory(env: EnvSource, *, allow_heldout: bool = False,
     with _CLASSES_LOCK:
         if key in _CLASSES:
             return _CLASSES[key]  # type: ignore[return-value]
-        cls = _make_class(env, dict(options), allow_heldout)
+        cls = _make_class(env, dict(options), allow_heldout, record)
         _CLASSES[key] = cls
         return cls
 
 
-def _make_class(source: EnvSource, options: dict[str, Any], heldout: bool) -> type[ProofgymEnvironment]:
+def _make_class(source: EnvSource, options: dict[str, Any], heldout: bool,
+                record_dir: str | None) -> type[ProofgymEnvironment]:
     probe = make_env(source, **options)
     try:
         if is_multi_turn(probe):
@@ -240,7 +305,7 @@ def _make_class(source: EnvSource, options: dict[str, Any], heldout: bool) -> ty
     finally:
         probe.close()
     namespace: dict[str, Any] = {
-        "_pg_spec": (source, options, heldout),
+        "_pg_spec": (source, options, heldout, record_dir),
         "_pg_tool_names": tuple(t.name for t in tools), "__module__": __name__,
     }
     name = _class_name(source)

@@ -20,6 +20,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from proofgym.core import ToolCallAction, Verdict
@@ -77,6 +78,9 @@ class EnvironmentReward:
         processes: Grading processes.
         timeout_s: Per-job grading time limit (a job over it is a grader error: ``None``).
         pool: An existing pool to use instead (it is not closed by :meth:`close`).
+        record_dir: Record every graded episode in this run directory (as
+            ``environment_factory(..., record_dir=)`` does), with the trainer's step
+            (``trainer_state.global_step``) as its policy version.
 
     Its own pool is closed by :meth:`close`, when the function is garbage collected, or at
     interpreter exit: no grader process outlives it.
@@ -91,14 +95,16 @@ class EnvironmentReward:
     """
 
     def __init__(self, *, backend: str = "process", processes: int = 2, timeout_s: float = 300.0,
-                 pool: VerifierPool | None = None) -> None:
+                 pool: VerifierPool | None = None, record_dir: str | Path | None = None) -> None:
         self.backend, self.processes, self.timeout_s = backend, processes, timeout_s
+        self.record_dir = str(record_dir) if record_dir is not None else None
         self._grader = LazyPool(backend, processes, timeout_s, pool)
         self.last_verdicts: list[Verdict] = []
         self.__name__ = "proofgym"  # TRL names the reward column after it
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"backend": self.backend, "processes": self.processes, "timeout_s": self.timeout_s}
+        return {"backend": self.backend, "processes": self.processes, "timeout_s": self.timeout_s,
+                "record_dir": self.record_dir}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -115,6 +121,7 @@ class EnvironmentReward:
                  environments: Sequence[ProofgymEnvironment] | None = None,
                  log_metric: Callable[[str, float], None] | None = None,
                  log_extra: Callable[[str, list[Any]], None] | None = None,
+                 trainer_state: Any = None, completion_ids: Sequence[Sequence[int]] | None = None,
                  **_: Any) -> list[float | None]:
         if environments is None:
             raise ConfigError("no environments= were passed: use this reward function with "
@@ -122,7 +129,10 @@ class EnvironmentReward:
                               "environment_factory(...))")
         if len(environments) != len(completions):
             raise ConfigError(f"got {len(completions)} completions for {len(environments)} environments")
-        verdicts = self.grade(environments, [final_message(c) for c in completions])
+        step = getattr(trainer_state, "global_step", None)
+        verdicts = self.grade(environments, [final_message(c) for c in completions],
+                              policy_version=step if isinstance(step, int) else None,
+                              completion_ids=completion_ids)
         self.last_verdicts = verdicts
         if log_metric is not None:
             for name, value in batch_metrics(verdicts, environments).items():
@@ -132,14 +142,27 @@ class EnvironmentReward:
             log_extra("proofgym_error", [v.error or "" for v in verdicts])
         return [v.reward if v.scored else None for v in verdicts]
 
-    def grade(self, environments: Sequence[ProofgymEnvironment],
-              finals: Sequence[str | None]) -> list[Verdict]:
-        """End each episode with its final message and grade them all concurrently."""
+    def grade(self, environments: Sequence[ProofgymEnvironment], finals: Sequence[str | None], *,
+              policy_version: int | None = None,
+              completion_ids: Sequence[Sequence[int]] | None = None) -> list[Verdict]:
+        """End each episode with its final message, grade them all concurrently, and deliver
+        each through its environment's recording (its run directory, if one was asked for),
+        sampled at ``policy_version`` (the trainer's step)."""
         jobs = [env._finish(final) for env, final in zip(environments, finals, strict=True)]
+        if self.record_dir is not None:
+            for env in environments:
+                env._record_in(self.record_dir)
         verdicts = self.pool.grade_batch(jobs, [str(env.episode_id) for env in environments])
-        for env, verdict in zip(environments, verdicts, strict=True):
+        verifier = self.pool.describe()
+        for i, (env, verdict, job) in enumerate(zip(environments, verdicts, jobs, strict=True)):
             if verdict.status == "error":
                 log.warning("grader error on %s (not trained on): %s", env.episode_id, verdict.error)
+            # TRL's completion tokens (tool results included; it passes reward functions no
+            # prompt ids): what an `export --format rl` record can say about this episode
+            tokens = None if completion_ids is None else {
+                "prompt_ids": None, "completion_ids": [int(t) for t in completion_ids[i]], "logprobs": None,
+                "source": "trl completion_ids"}
+            env._record(verdict, job, policy_version=policy_version, verifier=verifier, tokens=tokens)
         return verdicts
 
     def gate(self, reward_func: Callable[..., Sequence[float | None]]) -> Callable[..., list[float | None]]:
