@@ -6,7 +6,7 @@ Each class lives in the module of the layer that raises it; this module names th
 observations. A warning, ``TrainSplitWarning``, is not part of the tree.)
 
 The tree (``exit_code``, what the CLI exits with, is 2, a usage error, except for RolloutError and
-its subclass: 1, a run that failed)::
+its subclasses: 1, a run that failed; ErrorBudgetExceeded: 3)::
 
     ProofgymError
     ├── ConfigError (ValueError): a bad argument or setting
@@ -14,7 +14,7 @@ its subclass: 1, a run that failed)::
     │   │   UnknownToolError, TaskRecordError, MissingExtraError (ImportError), SamplingError
     ├── TaskNotFoundError (KeyError), EpisodeStateError
     ├── records: ContractError, RunStoreError
-    ├── runs: RolloutError > RunFailedError; PolicyInfrastructureError, TransportError,
+    ├── runs: RolloutError > RunFailedError > ErrorBudgetExceeded; PolicyInfrastructureError, TransportError,
     │         RetriesExhausted, SlotLostError
     ├── tasks: HeldOutError, SplitManifestError; synthesis: FetchError, PatchError, RecipeError,
     │         StatementError, HistoryError
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
     from proofgym.record.rundir import RunStoreError
     from proofgym.remote import RemoteError
     from proofgym.rollout.openai_policy import PolicyInfrastructureError
-    from proofgym.rollout.orchestrator import RolloutError, RunFailedError
+    from proofgym.rollout.orchestrator import ErrorBudgetExceeded, RolloutError, RunFailedError
     from proofgym.rollout.slots import SlotLostError
     from proofgym.runtimes.grading_lease import LeaseTimeout
     from proofgym.runtimes.private_dirs import UnsafeStateDirError
@@ -102,6 +102,7 @@ _WHERE = {
     "PolicyInfrastructureError": "proofgym.rollout.openai_policy",
     "RolloutError": "proofgym.rollout.orchestrator",
     "RunFailedError": "proofgym.rollout.orchestrator",
+    "ErrorBudgetExceeded": "proofgym.rollout.orchestrator",
     "SlotLostError": "proofgym.rollout.slots",
     "IdBusyError": "proofgym.runtimes.sandbox",
     "ImageError": "proofgym.runtimes.sandbox",
@@ -151,6 +152,7 @@ __all__ = [
     "EnvBuildError",
     "EnvNotFoundError",
     "EpisodeStateError",
+    "ErrorBudgetExceeded",
     "FetchError",
     "GraderSpecError",
     "HedgedAnswer",

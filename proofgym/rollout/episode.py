@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from proofgym.core import Task
+from proofgym.core.defaults import DEFAULTS
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.record import Trajectory, trajectory_id_for
 from proofgym.rollout.async_policy import AsyncPolicy
@@ -60,12 +61,13 @@ def run_episode(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, *, ta
     The task is ``task``, else ``task_id`` from the env's task set, else one the env samples.
     A failure of the policy, the runtime or the task's dialogue logic does not escape: the
     trajectory gets ``status="error"`` with the reason and an ``unscored`` verdict. Grading goes
-    through ``verifier`` (default: an ``inline`` :class:`VerifierPool`, so its timeout holds);
+    through ``verifier`` (default: an ``inline`` :class:`VerifierPool`, as
+    ``DEFAULTS.verifier_backend(one_call=True)`` says, so its timeout holds);
     grader failures are ``status="error"`` *verdicts* on an otherwise complete trajectory.
     """
     name = task.id if task is not None else (task_id or "")  # "": the env samples one at reset
     spec = _OneEpisode(name, 0, seed, task, trajectory_id)
-    pool = verifier if verifier is not None else VerifierPool("inline")
+    pool = verifier if verifier is not None else VerifierPool(DEFAULTS.verifier_backend(one_call=True))
     orchestrator = Orchestrator(lambda: env, policy, concurrency=1, verifier=pool, runtime_threads=0,
                                 env_id=env_id, own_envs=False, grade=verify)
     try:

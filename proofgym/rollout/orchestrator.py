@@ -25,7 +25,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from proofgym.core import (
@@ -65,7 +65,27 @@ class RolloutError(ProofgymError, RuntimeError):
 
 
 class RunFailedError(RolloutError):
-    """A run finished but failed as a whole: every episode ended in an error."""
+    """A run finished but failed as a whole: every episode ended in an error (or, as
+    :class:`ErrorBudgetExceeded`, more went unscored than its budget allows). The run is
+    recorded; ``trajectories`` and ``summary`` are what ``evaluate()`` would have returned."""
+
+    def __init__(self, message: str, *, trajectories: Sequence[Trajectory] = (),
+                 summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.trajectories = list(trajectories)
+        self.summary: dict[str, Any] = summary or {}
+
+
+class ErrorBudgetExceeded(RunFailedError):
+    """A larger share of the run's episodes went unscored (grader or episode errors) than its
+    ``max_error_rate`` allows (``error_rate`` > ``max_error_rate``)."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, error_rate: float, max_error_rate: float,
+                 trajectories: Sequence[Trajectory] = (), summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message, trajectories=trajectories, summary=summary)
+        self.error_rate, self.max_error_rate = error_rate, max_error_rate
 
 
 def record_step(traj: Trajectory, trace: list[TraceStep], action: AgentAction, obs: dict[str, Any],
@@ -106,8 +126,8 @@ class Orchestrator:
         policy: An :class:`AsyncPolicy`, or a sync :class:`Policy` (adapted, one copy per episode).
         concurrency: Episodes generated at once (default: ``DEFAULTS.concurrency``, as ``evaluate``
             and ``proofgym eval``).
-        verifier: The pool grading finished episodes (default: a ``process`` pool, closed at the
-            end of :meth:`run`; a pool you pass is yours to close).
+        verifier: The pool grading finished episodes (default: a pool of the default backend,
+            closed at the end of :meth:`run`; a pool you pass is yours to close).
         inline_verification: Grade inside the slot, before its next episode (the seed's behaviour,
             for comparison and debugging). Default: only for an ``inline`` pool.
         max_awaiting_grades: Bound on episodes waiting for grades (backpressure). Default
@@ -148,7 +168,7 @@ class Orchestrator:
         self.policy = as_async_policy(policy)
         self.concurrency = concurrency
         self._own_verifier = verifier is None
-        self.verifier = verifier if verifier is not None else VerifierPool("process")
+        self.verifier = verifier if verifier is not None else VerifierPool()
         self.inline_verification = (self.verifier.backend == "inline" if inline_verification is None
                                     else inline_verification)
         least = MIN_AWAITING_GRADES if self.verifier.backend == "process" else 0
