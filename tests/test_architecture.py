@@ -429,3 +429,82 @@ def test_a_second_episode_model_is_caught(rival: str):
     assert episode_model_rivals({module: original}) == []
     found = episode_model_rivals({module: original + "\n\n" + rival})
     assert len(found) >= 1 and all(f.startswith(f"{module}:") for f in found), found
+
+
+# ------------------------------------------------------------ the run's decisions
+DEFAULTS_MODULE = "proofgym.core.defaults"
+BACKENDS = {"process", "inline", "ray"}
+
+
+def _backend_name(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value in BACKENDS
+
+
+def backend_defaults(sources: dict[str, str]) -> list[str]:
+    """Places that pick a verifier backend themselves: a backend name as a parameter's or a
+    field's default, as the backend a pool is made with, or chosen by ``x if c else y`` /
+    ``x or y`` (comparing a name with one, ``backend == "ray"``, decides nothing)."""
+    found = []
+    for module, text in sources.items():
+        if module == DEFAULTS_MODULE:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            where = f"{module}:{getattr(node, 'lineno', '?')}"
+            picked: list[ast.AST | None] = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                picked = [*node.args.defaults, *node.args.kw_defaults]
+            elif isinstance(node, ast.AnnAssign):
+                picked = [node.value]
+            elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+                name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                if name in ("VerifierPool", "pool_for", "LazyPool"):
+                    picked = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "backend")]
+            elif isinstance(node, ast.IfExp):
+                picked = [node.body, node.orelse]
+            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+                picked = node.values
+            found += [f"{where}: {ast.unparse(node)[:120]}" for value in picked if _backend_name(value)][:1]
+    return found
+
+
+def test_one_function_holds_the_verifier_backend_default():
+    """``RunDefaults.verifier_backend`` is where a run's grading backend is decided; the CLI,
+    ``evaluate()``, ``validate()``, ``regrade_run()``, the orchestrator, serve and TRL call it.
+    (The benches name backends on purpose: they compare them.)"""
+    sources = {m: p.read_text() for m, p in MODULES.items()}
+    assert backend_defaults(sources) == []
+    defaults = sources[DEFAULTS_MODULE]
+    assert "def verifier_backend(" in defaults and backend_defaults({"x": defaults}) != []
+    readers = {m for m, text in sources.items() if "verifier_backend" in text} - {DEFAULTS_MODULE}
+    assert {"proofgym.eval.runner", "proofgym.verify.pool.verifier_pool", "proofgym.cli.validate_cmd",
+            "proofgym.cli.verify_cmd", "proofgym.cli.eval_cmd", "proofgym.serve.server"} <= readers
+
+
+@pytest.mark.parametrize("second_road", [
+    'def grade(jobs, backend="process"):\n    pass\n',
+    'def grade(jobs, *, backend: str = "inline"):\n    pass\n',
+    'class Config:\n    verifier: str = "process"\n',
+    'def grade(jobs):\n    return VerifierPool("inline")\n',
+    'def grade(jobs, verifier):\n    return pool_for(verifier or "process")\n',
+    'def grade(jobs, concurrency):\n    return "process" if concurrency > 1 else "inline"\n',
+])
+def test_a_second_backend_default_is_caught(second_road: str):
+    module = "proofgym.eval.report"
+    original = MODULES[module].read_text()
+    assert backend_defaults({module: original}) == []
+    (found,) = backend_defaults({module: original + "\n\n" + second_road})
+    assert found.startswith(f"{module}:")
+
+
+def test_proofgym_eval_builds_no_pool():
+    """``proofgym eval`` parses, calls ``evaluate()`` and prints: the pool, the failed run and
+    the error budget are the library's (a library caller gets the same run)."""
+    tree = ast.parse(MODULES["proofgym.cli.eval_cmd"].read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names}
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {"VerifierPool", "pool_for", "Orchestrator", "judge_run"} & (names | imported)
+    assert not any(m and m.startswith("proofgym.verify") for m in modules)
+    assert "evaluate" in imported and "max_error_rate" in MODULES["proofgym.cli.eval_cmd"].read_text()

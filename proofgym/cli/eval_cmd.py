@@ -105,18 +105,18 @@ def eval_command(
     """Run a policy on an environment and report rewards."""
     from proofgym.cli.env_args import parse_env_args
     from proofgym.core import ConfigError
+    from proofgym.errors import ErrorBudgetExceeded, RunFailedError
     from proofgym.eval import evaluate
     from proofgym.eval.runs import train_split_warning
     from proofgym.rollout import make_policy
     from proofgym.rollout.progress import RunProgress
-    from proofgym.verify.pool import VerifierPool
 
     for name, value in (("--grader-timeout", grader_timeout), ("--client-timeout", client_timeout)):
         if not value > 0:
             raise ConfigError(f"{name} must be a number of seconds > 0 (got {value:g})")
     if backend not in ("local", "ray"):
         raise typer.BadParameter(f"{backend!r}; use 'local' or 'ray'", param_hint="--backend")
-    verifier = verifier or ("ray" if backend == "ray" else "process")
+    verifier = verifier or DEFAULTS.verifier_backend(backend)
     if verifier not in ("process", "inline", "ray"):
         raise typer.BadParameter(f"{verifier!r}; use 'process', 'ray' or 'inline'", param_hint="--verifier")
     slots = _slots(backend, ray_address, cpus_per_slot, slots_per_node, verifier=verifier)
@@ -158,14 +158,17 @@ def eval_command(
     common = {"episodes": n, "sample": sample, "repeats": repeats, "seed": seed,
               "out": None if resume else out, "resume": resume, "split": split, "splits": splits,
               "env_kwargs": env_kwargs}
-    # One loop at every concurrency: the pool's timeout and isolation hold at -c 1 too. Errors
-    # (ProofgymError) are printed once, by the CLI's entry point.
+    # The library runs, grades and judges the run; errors (ProofgymError) are printed once, by
+    # the CLI's entry point.
+    failure: RunFailedError | None = None
     try:
-        with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
-                          timeout_s=grader_timeout, ray_address=ray_address) as pool:
-            trajectories, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
-                                             progress=RunProgress(title, console=console), backend=slots,
-                                             env_factory=env_factory, **common)
+        _, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=verifier,
+                              grader_processes=grader_processes, grader_jobs=grader_jobs,
+                              grader_timeout_s=grader_timeout, max_error_rate=max_error_rate,
+                              progress=RunProgress(title, console=console), backend=slots,
+                              ray_address=ray_address, env_factory=env_factory, **common)
+    except RunFailedError as exc:  # recorded: its summary is shown before the error
+        failure, summary = exc, exc.summary
     except BaseException:
         if claimed and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # the run never started: leave no empty default directory behind
@@ -174,21 +177,17 @@ def eval_command(
         console.print(f"resumed {out}: kept {summary['resumed_from']} finished episodes")
     print_summary(summary, title=f"{env_id} · policy {policy} · {summary['episodes']} episodes")
     console.print(f"wrote {out / 'trajectories.jsonl'}, {out / 'summary.json'} and {out / 'report.html'}")
-    failed = [t for t in trajectories if t.status == "error"]
-    if trajectories and len(failed) == len(trajectories):
-        from proofgym.rollout.orchestrator import RunFailedError
-
-        hint = f"; is the model server at {base_url} running?" if base_url else ""
-        raise RunFailedError(f"every episode ({len(failed)}) ended in an error, e.g.: "
-                             f"{_first_line(failed[0].error)}{hint}")
-    error_rate = summary.get("error_rate") or 0.0
-    if error_rate > max_error_rate:
-        console.print(f"[bold red]error:[/] {error_rate:.1%} of the episodes were not scored (grader or "
-                      f"episode errors), over --max-error-rate {max_error_rate:.1%}; mean_reward "
-                      f"{summary.get('mean_reward')} leaves them out, mean_reward_all "
+    if isinstance(failure, ErrorBudgetExceeded):
+        console.print(f"[bold red]error:[/] {failure.error_rate:.1%} of the episodes were not scored "
+                      f"(grader or episode errors), over --max-error-rate {failure.max_error_rate:.1%}; "
+                      f"mean_reward {summary.get('mean_reward')} leaves them out, mean_reward_all "
                       f"{summary.get('mean_reward_all')} counts them as 0. See verify_errors and "
                       "episode_errors in summary.json for the causes.")
-        raise typer.Exit(3)
+        raise typer.Exit(failure.exit_code)
+    if failure is not None:
+        hint = f"; is the model server at {base_url} running?" if base_url else ""
+        raise RunFailedError(f"{failure}{hint}", trajectories=failure.trajectories,
+                             summary=summary) from None
 
 
 def _slots(backend: str, address: str | None, cpus_per_slot: float, slots_per_node: int | None, *,
@@ -245,11 +244,6 @@ def _fit_local_cluster(slots: Any, concurrency: int, address: str | None) -> int
                       highlight=False)
         return room
     return concurrency
-
-
-def _first_line(text: str | None) -> str:
-    line = (text or "unknown error").strip().splitlines()[0] if (text or "").strip() else "unknown error"
-    return line if len(line) <= 300 else line[:300] + "..."
 
 
 def fresh_run_dir(base: Path) -> Path:

@@ -9,6 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from proofgym.core.defaults import DEFAULTS
+
 
 def serve_command(
     env_id: Annotated[str, typer.Argument(metavar="ENV", help="e.g. proofgym/Arith-v0")],
@@ -28,7 +30,7 @@ def serve_command(
         help="Seconds SIGTERM waits for calls in flight and pending grades.")] = 30.0,
     threads: Annotated[int, typer.Option(min=1, help="Threads for blocking runtime calls.")] = 32,
     verifier: Annotated[str, typer.Option(
-        help="Where verdicts are graded: process (crash-isolated) | inline.")] = "process",
+        help="Where verdicts are graded: process (crash-isolated) | inline.")] = DEFAULTS.verifier_backend(),
     split: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         help="Serve one split only: train (a training server: other tasks are refused) | dev | "
              "heldout. Default: every task, held-out ones only with allow_heldout (burned).")] = None,

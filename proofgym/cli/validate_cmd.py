@@ -50,7 +50,8 @@ def validate_command(
     ] = DEFAULTS.grader_timeout_s,
     verifier: Annotated[str, typer.Option(
         help="process (crash-isolated worker processes: a grader that hangs, segfaults or exits "
-             "fails its check) | inline (threads here; tasks need not pickle).")] = "process",
+             "fails its check) | inline (threads here; tasks need not pickle)."),
+    ] = DEFAULTS.verifier_backend(),
 ) -> None:
     """Check the grader: reference solutions score 1, doing nothing and every control score 0,
     and grading twice gives the same verdict. Exits 1 on any failure."""

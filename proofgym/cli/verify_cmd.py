@@ -23,7 +23,7 @@ def verify_command(
                                 "30 s).")] = DEFAULTS.grader_timeout_s,
     verifier: Annotated[str, typer.Option(
         help="process (crash-isolated worker processes: a grader that hangs, segfaults or exits "
-             "is an error verdict) | inline (threads here).")] = "process",
+             "is an error verdict) | inline (threads here).")] = DEFAULTS.verifier_backend(),
     grader_processes: Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer
         min=1, help="Grader worker processes [default: the CPU count].")] = None,
     allow_mixed_versions: Annotated[bool, typer.Option(

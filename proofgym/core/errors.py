@@ -26,8 +26,8 @@ and :class:`RunFailedError`: 1, a run that failed::
     │   JudgeError > JudgeTimeout, UngradedReply; TestSourceError, ArtifactRejected, UngradableTask,
     │   EncodedValueError
     ├── RecordError: ContractError, RunStoreError
-    ├── RolloutError (RuntimeError): RunFailedError; PolicyInfrastructureError, TransportError,
-    │   RetriesExhausted, SlotLostError
+    ├── RolloutError (RuntimeError): RunFailedError > ErrorBudgetExceeded (exit 3);
+    │   PolicyInfrastructureError, TransportError, RetriesExhausted, SlotLostError
     ├── ServeError: CapacityError
     └── RemoteError (RuntimeError)
 
@@ -37,6 +37,7 @@ part of the tree.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
@@ -349,7 +350,27 @@ class RunStoreError(RecordError, RuntimeError):
 
 # ------------------------------------------------------------------------------ rollout
 class RunFailedError(RolloutError):
-    """A run finished but failed as a whole: every episode ended in an error."""
+    """A run finished but failed as a whole: every episode ended in an error (or, as
+    :class:`ErrorBudgetExceeded`, more went unscored than its budget allows). The run is
+    recorded; ``trajectories`` and ``summary`` are what ``evaluate()`` would have returned."""
+
+    def __init__(self, message: str, *, trajectories: Sequence[Any] = (),
+                 summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.trajectories = list(trajectories)
+        self.summary: dict[str, Any] = summary or {}
+
+
+class ErrorBudgetExceeded(RunFailedError):
+    """A larger share of the run's episodes went unscored (grader or episode errors) than its
+    ``max_error_rate`` allows (``error_rate`` > ``max_error_rate``)."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, error_rate: float, max_error_rate: float,
+                 trajectories: Sequence[Any] = (), summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message, trajectories=trajectories, summary=summary)
+        self.error_rate, self.max_error_rate = error_rate, max_error_rate
 
 
 class PolicyInfrastructureError(RolloutError):

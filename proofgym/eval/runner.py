@@ -18,11 +18,12 @@ import gymnasium
 
 from proofgym.core import ConfigError
 from proofgym.core.defaults import DEFAULTS
+from proofgym.core.errors import ErrorBudgetExceeded, RunFailedError
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.eval.runs import start_run
 from proofgym.make import make_env, takes_tasks
 from proofgym.record import Trajectory
-from proofgym.rollout import AsyncPolicy, Orchestrator, Policy, is_async_policy
+from proofgym.rollout import AsyncPolicy, Orchestrator, Policy
 from proofgym.rollout.episode import play_plan, run_sync
 from proofgym.rollout.progress import RunProgress
 from proofgym.rollout.recorder import EpisodePlan
@@ -89,9 +90,15 @@ def run_plan(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, plan: It
              on_episode: Callable[[Trajectory], None] | None = None,
              contract_id: str | None = None, verifier: VerifierPool | None = None) -> list[Trajectory]:
     """Run the planned episodes one after another in ``env`` (the orchestrator at concurrency 1;
-    ``env`` stays open). Grading goes through ``verifier`` (default: an ``inline`` pool)."""
-    return play_plan(env, policy, plan, env_id=env_id, sink=sink, on_episode=on_episode,
-                     contract_id=contract_id, verifier=verifier)
+    ``env`` stays open). Grading goes through ``verifier`` (default: a pool of the default
+    backend, :meth:`~proofgym.core.defaults.RunDefaults.verifier_backend`)."""
+    pool = verifier if verifier is not None else VerifierPool()
+    try:
+        return play_plan(env, policy, plan, env_id=env_id, sink=sink, on_episode=on_episode,
+                         contract_id=contract_id, verifier=pool)
+    finally:
+        if verifier is None:
+            pool.close()
 
 
 def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None = None,
@@ -103,7 +110,9 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
              resume: Path | None = None, split: str | None = None, splits: Path | None = None,
              backend: str | SlotBackend = "local", ray_address: str | None = None,
              env_factory: Callable[[], UniversalVerifiableEnv] | None = None,
-             sample: int | None = None,
+             sample: int | None = None, grader_timeout_s: float = DEFAULTS.grader_timeout_s,
+             grader_processes: int | None = None, grader_jobs: int | None = None,
+             max_error_rate: float | None = DEFAULTS.max_error_rate,
              ) -> tuple[list[Trajectory], dict[str, Any]]:
     """Run a policy on ``env_id`` and summarise.
 
@@ -118,15 +127,23 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     evenly), each ``repeats`` times; it is recorded in the contract's seeds.
 
     Episodes run in the :class:`~proofgym.rollout.Orchestrator` at every concurrency (one env per
-    slot), graded by ``verifier`` (``"process"``, ``"inline"`` or a :class:`VerifierPool`, whose
-    timeout and isolation hold at every concurrency). The default is a ``process`` pool when
-    episodes run concurrently, and an ``inline`` one (timeouts hold, no worker processes) for a
-    synchronous run: worker processes re-import a script's ``__main__``, so a script that runs
-    them needs an ``if __name__ == "__main__":`` guard. ``proofgym eval`` always uses a
-    ``process`` pool.
+    slot), graded by ``verifier`` (``"process"``, ``"ray"``, ``"inline"`` or a
+    :class:`VerifierPool`, whose timeout and isolation hold at every concurrency). The default is
+    ``proofgym eval``'s, :meth:`~proofgym.core.defaults.RunDefaults.verifier_backend`: a
+    ``process`` pool (``ray`` with Ray slots); its worker processes re-import a script's
+    ``__main__``, so a script needs an ``if __name__ == "__main__":`` guard (or passes
+    ``verifier="inline"``). A pool made here has ``grader_processes`` workers (default: the CPU
+    count), ``grader_jobs`` jobs in flight (default: the CPU count) and a ``grader_timeout_s``
+    limit per grading.
+
+    The run fails as a whole, after its directory is written, with
+    :class:`~proofgym.errors.RunFailedError` when every episode ended in an error,
+    and with its subclass :class:`~proofgym.errors.ErrorBudgetExceeded` when the
+    share of unscored episodes (``summary["error_rate"]``) is over ``max_error_rate`` (``None``:
+    no budget); both carry ``trajectories`` and ``summary``.
 
     ``backend`` is where env slots live: ``"local"`` (this process), ``"ray"`` (Ray actors on the
-    cluster at ``ray_address``; placement options through a
+    cluster at ``ray_address``, where a ``ray`` pool made here grades too; placement options through a
     :class:`~proofgym.rollout.ray_slots.RaySlots` passed as ``backend``). The backend is not part
     of the run's contract: a run resumed on another backend continues the same run.
 
@@ -134,15 +151,19 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     e.g. a :class:`~proofgym.remote.RemoteEnv` over ``proofgym serve``; ``env_id`` and
     ``env_kwargs`` are still what the contract records.
     """
-    slots = _slot_backend(backend, ray_address)
-    if verifier is None and slots.name == "ray":
-        verifier = "ray"  # graders on the cluster too
+    slots = _slot_backend(backend, ray_address, graders_on_ray=verifier == "ray")
     if verifier is None:
-        verifier = "process" if concurrency > 1 or is_async_policy(policy) else "inline"
+        verifier = DEFAULTS.verifier_backend(slots.name)  # with Ray slots, graders on the cluster too
     if sample is not None and episodes is not None:
         raise ConfigError("episodes and sample both choose the tasks of a run: give one")
+    if not grader_timeout_s > 0:
+        raise ConfigError(f"the grader timeout must be a number of seconds > 0 (got {grader_timeout_s:g})")
+    if max_error_rate is not None and not 0.0 <= max_error_rate <= 1.0:
+        raise ConfigError(f"max_error_rate must be in [0, 1] (got {max_error_rate:g})")
     env = make_env(env_factory) if env_factory is not None else make_env(env_id, **(env_kwargs or {}))
-    pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
+    pool = (VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
+                         timeout_s=grader_timeout_s, ray_address=ray_address if verifier == "ray" else None)
+            if isinstance(verifier, str) else verifier)
     pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
@@ -165,9 +186,35 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
         if isinstance(verifier, str):
             pool.close()
     # the pool's start-up, apart: it is no episode's grading time (verify_s books only jobs' runs)
-    return run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed,
-                                     "concurrency": concurrency},
-                      time={} if pool.startup_s is None else {"verifier_startup_s": pool.startup_s})
+    result = run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed,
+                                       "concurrency": concurrency},
+                        time={} if pool.startup_s is None else {"verifier_startup_s": pool.startup_s})
+    judge_run(*result, max_error_rate=max_error_rate)
+    return result
+
+
+def judge_run(trajectories: Sequence[Trajectory], summary: dict[str, Any], *,
+              max_error_rate: float | None = DEFAULTS.max_error_rate) -> None:
+    """Raise :class:`RunFailedError` when every episode of a finished run ended in an error, and
+    :class:`ErrorBudgetExceeded` when more of its episodes went unscored than ``max_error_rate``
+    allows; else return."""
+    failed = [t for t in trajectories if t.status == "error"]
+    if trajectories and len(failed) == len(trajectories):
+        raise RunFailedError(f"every episode ({len(failed)}) ended in an error, e.g.: "
+                             f"{_first_line(failed[0].error)}", trajectories=trajectories, summary=summary)
+    error_rate = summary.get("error_rate") or 0.0
+    if max_error_rate is not None and error_rate > max_error_rate:
+        raise ErrorBudgetExceeded(
+            f"{error_rate:.1%} of the episodes were not scored (grader or episode errors), over "
+            f"max_error_rate {max_error_rate:.1%}; mean_reward {summary.get('mean_reward')} leaves them "
+            f"out, mean_reward_all {summary.get('mean_reward_all')} counts them as 0. See verify_errors "
+            "and episode_errors in summary.json for the causes.",
+            error_rate=error_rate, max_error_rate=max_error_rate, trajectories=trajectories, summary=summary)
+
+
+def _first_line(text: str | None) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else "unknown error"
+    return line if len(line) <= 300 else line[:300] + "..."
 
 
 def _run(first_env: UniversalVerifiableEnv, env_id: str, policy: Policy | AsyncPolicy,
@@ -218,12 +265,13 @@ def _grader_modules(env_id: str) -> list[str]:
     return []
 
 
-def _slot_backend(backend: str | SlotBackend, ray_address: str | None) -> SlotBackend:
+def _slot_backend(backend: str | SlotBackend, ray_address: str | None, *,
+                  graders_on_ray: bool = False) -> SlotBackend:
     if not isinstance(backend, str):
         return backend
     if backend == "local":
-        if ray_address is not None:
-            raise ConfigError("ray_address is for backend='ray'")
+        if ray_address is not None and not graders_on_ray:
+            raise ConfigError("ray_address is for backend='ray' or verifier='ray'")
         return LocalSlots()
     if backend == "ray":
         from proofgym.rollout.ray_slots import RaySlots

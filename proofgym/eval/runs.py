@@ -97,7 +97,7 @@ def regrade_failed_gradings(env: UniversalVerifiableEnv, store: RunStore,
                             pool: VerifierPool | None = None) -> int:
     """Grade again every finished episode of a resumed run whose grading failed (an error
     verdict: a grader that timed out on a busy host, a judge server that did not reply), from
-    its stored trajectory and final state, through ``pool`` (the run's; else an inline pool),
+    its stored trajectory and final state, through ``pool`` (the run's; else a pool of the default backend),
     and record it with the new verdict. How many."""
     from proofgym.verify.pool import pool_for  # the verifier side, needed only here
     from proofgym.verify.regrade import regrade_job
@@ -111,7 +111,7 @@ def regrade_failed_gradings(env: UniversalVerifiableEnv, store: RunStore,
                 planned.append((traj, item))
     if not planned:
         return 0
-    with pool_for(pool if pool is not None else "inline") as grader:
+    with pool_for(pool) as grader:
         futures = [(traj, grader.submit(item, f"regrade/{traj.trajectory_id}")
                     if isinstance(item, VerificationJob) else None, item)
                    for traj, item in planned]

@@ -254,7 +254,7 @@ def _validate_task(env: UniversalVerifiableEnv, task: Task, grading: _Grading,
 
 def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv], tasks: Sequence[Task], *,
                  env_id: str = "", on_task: Callable[[Task], None] | None = None,
-                 verifier: str | VerifierPool = "inline",
+                 verifier: str | VerifierPool | None = None,
                  grader_timeout_s: float | None = None,
                  controls: Sequence[str] | None = None) -> ValidationReport:
     """Validate the grader of ``tasks`` in ``env`` (see the module docstring for the checks).
@@ -264,10 +264,12 @@ def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv],
     in task order). ``on_task`` is called once per finished task, from one thread at a time.
 
     Gradings go through ``verifier``: a :class:`VerifierPool` (left open), or the backend of a
-    pool made for this call and closed at its end: ``"inline"`` (the default: threads here, so
-    tasks defined anywhere work; a grader past its timeout is abandoned) or ``"process"``
-    (worker processes: a grader that segfaults or calls ``os._exit`` fails its check, this process
-    carries on; tasks must pickle). ``grader_timeout_s``: seconds one grading may take (default:
+    pool made for this call and closed at its end: ``"process"`` (the default, as ``proofgym
+    validate``'s, :meth:`~proofgym.core.defaults.RunDefaults.verifier_backend`: worker processes,
+    so a grader that segfaults or calls ``os._exit`` fails its check and this process carries on;
+    tasks must pickle, and a script needs an ``if __name__ == "__main__":`` guard) or
+    ``"inline"`` (threads here, so tasks defined anywhere work; a grader past its timeout is
+    abandoned). ``grader_timeout_s``: seconds one grading may take (default:
     the given pool's timeout, else :data:`GRADER_TIMEOUT_S`); a task's own longer
     ``grading_timeout_s`` still gets its margin (see :func:`~proofgym.verify.pool.job_timeout`).
     ``controls``: play only these of each task's controls (default: all of them; the reference,
@@ -356,7 +358,7 @@ def _validate_envs(envs: list[UniversalVerifiableEnv], tasks: Sequence[Task], en
 def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] | None = None,
              env_kwargs: dict[str, Any] | None = None,
              on_task: Callable[[Task], None] | None = None, concurrency: int | None = None,
-             on_start: Callable[[int], None] | None = None, verifier: str | VerifierPool = "inline",
+             on_start: Callable[[int], None] | None = None, verifier: str | VerifierPool | None = None,
              grader_timeout_s: float | None = None,
              controls: Sequence[str] | None = None) -> ValidationReport:
     """Validate the grader of the environment ``env_id`` (a Gymnasium id) on its task set:
@@ -365,7 +367,7 @@ def validate(env_id: str, *, limit: int | None = None, task_ids: Sequence[str] |
     count, as ``proofgym validate``), N envs are made (sharing the task set when the factory
     takes ``tasks=``) and tasks are validated N at a time. ``on_start`` is told the number of
     tasks before the first runs. ``verifier``, ``grader_timeout_s`` and ``controls`` as in
-    :func:`validate_env` (``proofgym validate`` uses ``"process"``)."""
+    :func:`validate_env` (the default backend is ``proofgym validate``'s)."""
     concurrency = DEFAULTS.validate_workers(concurrency)
     if concurrency < 1:
         raise ConfigError(f"concurrency must be >= 1 (got {concurrency})")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from proofgym.core import Task
+from proofgym.core.defaults import DEFAULTS
 from proofgym.env import UniversalVerifiableEnv
 from proofgym.record import Trajectory
 from proofgym.rollout.async_policy import AsyncPolicy
@@ -54,8 +55,8 @@ def play_plan(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, plan: I
               on_episode: Callable[[Trajectory], None] | None = None, contract_id: str | None = None,
               verifier: VerifierPool | None = None, grade: bool = True) -> list[Trajectory]:
     """The synchronous door: :func:`play_plan_async` from synchronous code. Grading goes through
-    ``verifier`` (default: an ``inline`` :class:`VerifierPool`, so its timeout holds)."""
-    pool = verifier if verifier is not None else VerifierPool("inline")
+    ``verifier`` (default: the one-call backend, ``DEFAULTS.verifier_backend(one_call=True)``)."""
+    pool = verifier if verifier is not None else VerifierPool(DEFAULTS.verifier_backend(one_call=True))
     try:
         return run_sync(play_plan_async(env, policy, plan, verifier=pool, env_id=env_id, sink=sink,
                                         on_episode=on_episode, contract_id=contract_id, grade=grade))
@@ -73,7 +74,8 @@ def run_episode(env: UniversalVerifiableEnv, policy: Policy | AsyncPolicy, *, ta
     The task is ``task``, else ``task_id`` from the env's task set, else one the env samples.
     A failure of the policy, the runtime or the task's dialogue logic does not escape: the
     trajectory gets ``status="error"`` with the reason and an ``unscored`` verdict. Grading goes
-    through ``verifier`` (default: an ``inline`` :class:`VerifierPool`, so its timeout holds);
+    through ``verifier`` (default: an ``inline`` :class:`VerifierPool`, as
+    ``DEFAULTS.verifier_backend(one_call=True)`` says, so its timeout holds);
     grader failures are ``status="error"`` *verdicts* on an otherwise complete trajectory.
     """
     name = task.id if task is not None else (task_id or "")  # "": the env samples one at reset

@@ -84,8 +84,8 @@ class Orchestrator:
         policy: An :class:`AsyncPolicy`, or a sync :class:`Policy` (adapted, one copy per episode).
         concurrency: Episodes generated at once (default: ``DEFAULTS.concurrency``, as ``evaluate``
             and ``proofgym eval``).
-        verifier: The pool grading finished episodes (default: a ``process`` pool, closed at the
-            end of :meth:`run`; a pool you pass is yours to close).
+        verifier: The pool grading finished episodes (default: a pool of the default backend,
+            closed at the end of :meth:`run`; a pool you pass is yours to close).
         inline_verification: Grade inside the slot, before its next episode (the seed's behaviour,
             for comparison and debugging). Default: only for an ``inline`` pool.
         max_awaiting_grades: Bound on episodes waiting for grades (backpressure). Default
@@ -126,7 +126,7 @@ class Orchestrator:
         self.policy = as_async_policy(policy)
         self.concurrency = concurrency
         self._own_verifier = verifier is None
-        self.verifier = verifier if verifier is not None else VerifierPool("process")
+        self.verifier = verifier if verifier is not None else VerifierPool()
         self.inline_verification = (self.verifier.backend == "inline" if inline_verification is None
                                     else inline_verification)
         least = MIN_AWAITING_GRADES if self.verifier.backend == "process" else 0

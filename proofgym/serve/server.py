@@ -19,6 +19,7 @@ from typing import Any
 import uvicorn
 
 from proofgym.core import ConfigError
+from proofgym.core.defaults import DEFAULTS
 from proofgym.rollout.recording import Recording
 from proofgym.serve.app import build_app
 from proofgym.serve.episodes import EpisodeTier
@@ -41,7 +42,7 @@ class ServeConfig:
     idle_timeout_s: float = 600.0
     drain_s: float = 30.0
     threads: int = 32
-    verifier: str = "process"
+    verifier: str = field(default_factory=DEFAULTS.verifier_backend)
     verdict_detail: bool = False
     split: str | None = None
     splits: Path | None = None

@@ -128,15 +128,16 @@ def regrade_job(record: Trajectory, tasks: TaskSet, version: str | None,
 
 
 def regrade_run(run: str | Path, *, verifier_version: str | None = None,
-                tasks: TaskSet | None = None, verifier: str | VerifierPool = "inline",
+                tasks: TaskSet | None = None, verifier: str | VerifierPool | None = None,
                 grader_timeout_s: float | None = None, allow_mixed_versions: bool = False) -> RegradeReport:
     """Re-grade every finished trajectory of the run in ``run``; append the verdicts to its
     ``verdicts.jsonl`` (replacing earlier re-grades of the same version) and return what changed.
 
     Gradings go through ``verifier``: a :class:`VerifierPool` (left open), or the backend of a
-    pool made for this call and closed at its end: ``"inline"`` (the default: threads here; a
-    grader past its timeout is abandoned) or ``"process"`` (worker processes: a grader that
-    segfaults or calls ``os._exit`` is an error verdict, this process carries on).
+    pool made for this call and closed at its end: ``"process"`` (the default, as ``proofgym
+    verify``'s, :meth:`~proofgym.core.defaults.RunDefaults.verifier_backend`: worker processes,
+    so a grader that segfaults or calls ``os._exit`` is an error verdict and this process carries
+    on) or ``"inline"`` (threads here; a grader past its timeout is abandoned).
     ``grader_timeout_s``: seconds one grading may take (default: the given pool's timeout, else
     :data:`GRADER_TIMEOUT_S`). ``allow_mixed_versions``: see the module docstring.
     """

@@ -148,8 +148,9 @@ def test_grader_errors_nondeterminism_and_missing_parts_are_failures():
             raise RuntimeError("grader bug")
         return float(message == "yes")
 
+    # graders made here do not pickle into worker processes: graded on threads here
     tasks = [_Answer(0, crashes_on_no)]
-    report = validate_env(_env(tasks), tasks)
+    report = validate_env(_env(tasks), tasks, verifier="inline")
     rows = {c.name: c for c in report.checks}
     assert not report.ok
     assert rows["reference"].ok and rows["do_nothing"].ok
@@ -162,7 +163,7 @@ def test_grader_errors_nondeterminism_and_missing_parts_are_failures():
         return Verdict(float(message == "yes"), metrics={"call": float(next(calls))})
 
     tasks = [_Answer(1, flaky)]
-    rows = {c.name: c for c in validate_env(_env(tasks), tasks).checks}
+    rows = {c.name: c for c in validate_env(_env(tasks), tasks, verifier="inline").checks}
     assert rows["reference"].ok and not rows["same_verdict_twice"].ok
     assert rows["same_verdict_twice"].failures[0][0] == "t1"
     assert "metrics.call 0.0 then 1.0" in rows["same_verdict_twice"].failures[0][1]
@@ -171,7 +172,7 @@ def test_grader_errors_nondeterminism_and_missing_parts_are_failures():
         return Verdict(float(message == "yes"), metrics={"test_run_s": float(next(calls))})
 
     tasks = [_Answer(3, timed)]
-    assert validate_env(_env(tasks), tasks).ok
+    assert validate_env(_env(tasks), tasks, verifier="inline").ok
 
     class Bare(_Answer):
         def reference_solution(self):
@@ -181,7 +182,7 @@ def test_grader_errors_nondeterminism_and_missing_parts_are_failures():
             return {}
 
     tasks = [Bare(2, lambda task, m: float(m == "yes"))]
-    rows = {c.name: c for c in validate_env(_env(tasks), tasks).checks}
+    rows = {c.name: c for c in validate_env(_env(tasks), tasks, verifier="inline").checks}
     assert "has no reference solution" in rows["reference"].failures[0][1]
     assert rows["ships_controls"].failures == [("t2", "the task ships no negative controls")]
 
@@ -230,7 +231,7 @@ def test_validate_library_inline_times_out_a_hanging_grader():
     from tests.faulty_graders import FaultyTask, make_env
 
     started = time.monotonic()
-    report = validate_env(make_env("hang"), [FaultyTask("hang")], grader_timeout_s=1.0)
+    report = validate_env(make_env("hang"), [FaultyTask("hang")], verifier="inline", grader_timeout_s=1.0)
     assert time.monotonic() - started < 60
     rows = {c.name: c for c in report.checks}
     assert not report.ok
@@ -238,3 +239,15 @@ def test_validate_library_inline_times_out_a_hanging_grader():
     assert "grader error: the grader did not finish within the 1 s timeout" in problem
     ok = [FaultyTask("ok")]
     assert validate_env(make_env("ok"), ok, verifier="process", grader_timeout_s=30.0).ok
+
+
+def test_validate_library_isolates_a_grader_that_kills_its_process_by_default():
+    # as `proofgym validate` does: with threads here (the library's default before), os._exit
+    # in the grader ended this process; now it is the reason of an error row
+    report = validate("tests.faulty_graders:Faulty-v0", env_kwargs={"fault": "exit"}, concurrency=1,
+                      grader_timeout_s=30.0)
+    rows = {c.name: c for c in report.checks}
+    assert not report.ok
+    for row in ("reference", "do_nothing", "no_action", "control:says_no"):
+        (task_id, problem), = rows[row].failures
+        assert task_id == "faulty-exit" and "grader error: " in problem and "died (exit code 1)" in problem

@@ -193,3 +193,23 @@ def test_regrade_library_times_out_another_verifier_version_that_hangs(tmp_path)
     assert regrade_run(tmp_path, verifier_version="1", verifier="process").new_mean == 1.0
     with pytest.raises(RegradeError, match="seconds > 0"):
         regrade_run(tmp_path, grader_timeout_s=0)
+
+
+def test_library_evaluate_and_regrade_isolate_a_grader_that_kills_its_process_by_default(tmp_path):
+    """evaluate() and regrade_run() grade through the CLI's backend by default: a grader's
+    os._exit is an error verdict, not the end of this process (with threads here, as both did,
+    it was), and evaluate() fails the run over its error budget as ``proofgym eval`` exits 3."""
+    from proofgym.errors import ErrorBudgetExceeded
+    from proofgym.eval import evaluate
+    from proofgym.verify.regrade import regrade_run
+
+    with pytest.raises(ErrorBudgetExceeded) as failed:
+        evaluate("tests.faulty_graders:Faulty-v0", ReferencePolicy(), env_kwargs={"fault": "exit"},
+                 out=tmp_path)
+    (traj,) = failed.value.trajectories
+    assert traj.status == "ok" and traj.verdict is not None and traj.verdict.status == "error"
+    assert FAULT_REASONS["exit"] in (traj.verdict.error or "")
+    assert failed.value.summary["error_rate"] == 1.0 and failed.value.exit_code == 3
+    report = regrade_run(tmp_path)
+    assert report.regraded == report.errors == 1
+    assert FAULT_REASONS["exit"] in report.records[0]["verdict"]["error"]

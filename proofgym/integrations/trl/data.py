@@ -105,8 +105,8 @@ class ProofgymReward:
             episode per completion (reset, one turn, verify), so the grader sees exactly what it
             sees in evaluation.
         on_verdict: Optional callback ``(task_id, completion, verdict)`` (e.g. to log components).
-        backend: The pool's backend: ``process`` (crash-isolated workers; tasks must pickle) or
-            ``inline`` (threads here).
+        backend: The pool's backend: ``process`` (the run default: crash-isolated workers; tasks
+            must pickle) or ``inline`` (threads here).
         processes: Grading processes.
         timeout_s: Per-completion grading time limit.
         pool: An existing pool to use instead (it is not closed by :meth:`close`).
@@ -117,7 +117,7 @@ class ProofgymReward:
 
     def __init__(self, env: UniversalVerifiableEnv, *,
                  on_verdict: Callable[[str, str, Verdict], None] | None = None,
-                 backend: str = "process", processes: int = 2, timeout_s: float = 300.0,
+                 backend: str | None = None, processes: int = 2, timeout_s: float = 300.0,
                  pool: VerifierPool | None = None, allow_heldout: bool = False) -> None:
         if is_multi_turn(env):
             raise MultiTurnNotSupported(

@@ -37,7 +37,7 @@ class LazyPool:
     first (trainers and the docs' recipes never close their reward functions). A pool passed
     in is the caller's: used, never closed. A pickled copy makes its own pool on first use."""
 
-    def __init__(self, backend: str, processes: int, timeout_s: float,
+    def __init__(self, backend: str | None, processes: int, timeout_s: float,
                  pool: VerifierPool | None = None) -> None:
         self.backend, self.processes, self.timeout_s = backend, processes, timeout_s
         self._given = pool
@@ -74,7 +74,8 @@ class EnvironmentReward:
     """A TRL reward function for the environments of :func:`environment_factory`.
 
     Args:
-        backend: The :class:`VerifierPool` backend (``process``: crash-isolated workers).
+        backend: The :class:`VerifierPool` backend (default: the run default, ``process``:
+            crash-isolated workers).
         processes: Grading processes.
         timeout_s: Per-job grading time limit (a job over it is a grader error: ``None``).
         pool: An existing pool to use instead (it is not closed by :meth:`close`).
@@ -94,7 +95,7 @@ class EnvironmentReward:
     trainer can ship it to its rollout process.
     """
 
-    def __init__(self, *, backend: str = "process", processes: int = 2, timeout_s: float = 300.0,
+    def __init__(self, *, backend: str | None = None, processes: int = 2, timeout_s: float = 300.0,
                  pool: VerifierPool | None = None, record_dir: str | Path | None = None) -> None:
         self.backend, self.processes, self.timeout_s = backend, processes, timeout_s
         self.record_dir = str(record_dir) if record_dir is not None else None

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proofgym.core import Trace, Verdict
+from proofgym.core.defaults import DEFAULTS
 from proofgym.core.errors import ConfigError
 from proofgym.verify.pool.verifier_pool import VerifierPool
 
@@ -34,7 +35,8 @@ def verify_vector(vec_env: Any, traces: Sequence[Trace | list[Any]], *,
     vec_env.set_attr("grading_trace", [Trace.coerce(t) for t in traces])
     jobs = vec_env.call("grading_job")
     own = pool is None
-    grader = VerifierPool("inline", max_in_flight=max(1, len(jobs))) if pool is None else pool
+    grader = (VerifierPool(DEFAULTS.verifier_backend(one_call=True), max_in_flight=max(1, len(jobs)))
+              if pool is None else pool)
     try:
         futures = [grader.submit(job, f"vector/{uuid.uuid4().hex}") for job in jobs]
         cf.wait(futures)

@@ -35,12 +35,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from proofgym.core import ConfigError, Verdict, describe_exception
-from proofgym.core.defaults import DEFAULTS
+from proofgym.core.defaults import DEFAULTS, VerifierBackend
 from proofgym.core.errors import PoolClosedError as PoolClosedError
 from proofgym.env import VerificationJob
 from proofgym.verify.pool.backend import GradingBackend, JobKey, PoolJob
@@ -48,7 +48,7 @@ from proofgym.verify.pool.inline import InlineBackend
 from proofgym.verify.pool.lease_gate import LeaseGate, release
 from proofgym.verify.pool.process import ProcessBackend
 
-Backend = Literal["process", "inline", "ray"]
+Backend = VerifierBackend
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +76,11 @@ def job_key(job: VerificationJob, contract_id: str = "") -> JobKey:
 
 
 @contextlib.contextmanager
-def pool_for(verifier: str | VerifierPool, **options: Any) -> Iterator[VerifierPool]:
+def pool_for(verifier: str | VerifierPool | None, **options: Any) -> Iterator[VerifierPool]:
     """``verifier`` when it is a pool (the caller's: left open), else a new pool of that backend
-    (``"process"``, ``"inline"``, ``"ray"``) with ``options``, closed when the block ends."""
+    (``"process"``, ``"inline"``, ``"ray"``; ``None``: the default,
+    :meth:`~proofgym.core.defaults.RunDefaults.verifier_backend`) with ``options``, closed when
+    the block ends."""
     if isinstance(verifier, VerifierPool):
         yield verifier
         return
@@ -103,7 +105,8 @@ class VerifierPool:
 
     Args:
         backend: ``"process"`` (crash-isolated worker processes), ``"ray"`` (grader actors on a
-            Ray cluster) or ``"inline"`` (threads here).
+            Ray cluster) or ``"inline"`` (threads here); default:
+            :meth:`~proofgym.core.defaults.RunDefaults.verifier_backend`.
         processes: Worker processes (``process`` backend), grader actors (``ray`` backend);
             default: the CPU count.
         max_in_flight: Jobs graded at once, over all workers; the rest wait in order (a job's
@@ -123,11 +126,12 @@ class VerifierPool:
     (never an exception); a verdict is ``status="error"`` when grading failed, never a silent 0.
     """
 
-    def __init__(self, backend: Backend = "process", *, processes: int | None = None,
+    def __init__(self, backend: Backend | None = None, *, processes: int | None = None,
                  max_in_flight: int | None = None, timeout_s: float = DEFAULTS.grader_timeout_s,
                  start_method: str = "forkserver", preload: Sequence[str] = (),
                  ray_address: str | None = None, cpus_per_grader: float = 0.0,
                  boot: bool | None = None) -> None:
+        backend = backend if backend is not None else DEFAULTS.verifier_backend()
         processes = processes if processes is not None else os.cpu_count() or 1
         max_in_flight = max_in_flight if max_in_flight is not None else os.cpu_count() or 1
         if backend not in ("process", "inline", "ray"):
