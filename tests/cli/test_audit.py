@@ -165,7 +165,13 @@ def test_a_line_the_episode_adds_to_the_task_s_own_code_is_still_flagged() -> No
 
 
 class _Secretive:
-    """A task's own signature: an answer that names the grader's secret word."""
+    """A task's own signature: an answer that names the grader's secret word. (The audit reads
+    the hooks ``Task`` declares: ``audit_rules``, ``audit_rules_replace``, ``original_file``.)"""
+
+    audit_rules_replace = False
+
+    def original_file(self, path: str) -> str | None:
+        return None
 
     def audit_rules(self) -> list[Rule]:
         def check(subject):
