@@ -17,11 +17,13 @@ from proofgym.record import load_run
 
 
 def check_training_run(root: Path, rewards: Mapping[str, float | None], versions: Mapping[str, str],
-                       ages: Mapping[str, int], versioned_by: str) -> list[dict[str, Any]]:
+                       ages: Mapping[str, int], versioned_by: str,
+                       task_rules: bool = True) -> list[dict[str, Any]]:
     """``root`` holds the episodes of ``rewards`` (trajectory id -> the reward the trainer
     received), each with its policy version (``versions``) and age in versions (``ages``), under a
     contract whose policy is ``versioned_by``; ``show``, ``audit`` and ``export --format rl`` read
-    it. Returns the rl export's records."""
+    it (``task_rules=False``: an env given as a callable, which ``audit`` cannot rebuild by id).
+    Returns the rl export's records."""
     run = load_run(root)
     assert run.contract is not None and run.contract["policy"]["versioned_by"] == versioned_by
     deadline = time.monotonic() + 30
@@ -43,8 +45,10 @@ def check_training_run(root: Path, rewards: Mapping[str, float | None], versions
     first = sorted(by_id)[0]
     one = cli.invoke(app, ["show", str(root), first], env={"COLUMNS": "300"})
     assert one.exit_code == 0 and first in one.output, one.output
-    audited = cli.invoke(app, ["audit", str(root)], env={"COLUMNS": "300"})
-    assert audited.exit_code == 0 and "trajector" in audited.output, audited.output
+    audited = cli.invoke(app, ["audit", str(root), "--min-reward", "0",
+                               *([] if task_rules else ["--no-task-rules"])], env={"COLUMNS": "300"})
+    assert audited.exit_code == 0, (audited.output, audited.exception)
+    assert f"of {len(run.trajectories)} trajectories" in audited.output, audited.output
     out = root / "export-rl.jsonl"
     exported = cli.invoke(app, ["export", str(root), "--format", "rl", "--out", str(out)],
                           env={"COLUMNS": "300"})

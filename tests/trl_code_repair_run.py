@@ -63,12 +63,14 @@ def main(out: Path) -> None:
         def __call__(self, *args: Any, **kwargs: Any) -> list[float | None]:
             rewards = super().__call__(*args, **kwargs)
             calls.append({"rewards": rewards, "errors": [v.error for v in self.last_verdicts],
+                          "ids": [e.episode_id for e in kwargs["environments"]],
+                          "step": kwargs["trainer_state"].global_step,
                           "task_ids": [e.env.current_task.id for e in kwargs["environments"]],
                           "steps": [[s.to_dict() for s in e.trace_steps]
                                     for e in kwargs["environments"]]})
             return rewards
 
-    reward = Recorder(processes=2)
+    reward = Recorder(processes=2, record_dir=out.parent / "run")  # the reward's recording option
     tokenizer = tiny_tokenizer()
     model = tiny_model(tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}

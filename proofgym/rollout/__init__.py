@@ -1,4 +1,5 @@
-"""Rollouts: policies, the episode loop and the async orchestrator."""
+"""Rollouts: policies, the episode model (plan, recorder, sinks, recording), the episode loop
+and the async orchestrator."""
 
 from proofgym.rollout.async_policy import (
     AsyncPolicy,
@@ -8,7 +9,7 @@ from proofgym.rollout.async_policy import (
     as_async_policy,
     is_async_policy,
 )
-from proofgym.rollout.episode import run_episode
+from proofgym.rollout.episode import play_plan, play_plan_async, run_episode
 from proofgym.rollout.orchestrator import Orchestrator
 from proofgym.rollout.policies import (
     ControlPolicy,
@@ -19,11 +20,14 @@ from proofgym.rollout.policies import (
     ScriptRunner,
     make_policy,
 )
+from proofgym.rollout.recorder import EpisodePlan, EpisodeRecorder, MemorySink, Sink
+from proofgym.rollout.recording import Recording
 
-__all__ = ["AsyncPolicy", "ControlPolicy", "OpenAIPolicy", "Orchestrator", "Policy",
-           "PolicyInfrastructureError", "PolicySession", "PolicyStep", "RandomPolicy",
-           "ReferencePolicy", "ScriptRunner", "ScriptedPolicy", "SyncPolicyAdapter",
-           "as_async_policy", "is_async_policy", "make_policy", "run_episode"]
+__all__ = ["AsyncPolicy", "ControlPolicy", "EpisodePlan", "EpisodeRecorder", "MemorySink", "OpenAIPolicy",
+           "Orchestrator", "Policy", "PolicyInfrastructureError", "PolicySession", "PolicyStep",
+           "RandomPolicy", "Recording", "ReferencePolicy", "ScriptRunner", "ScriptedPolicy", "Sink",
+           "SyncPolicyAdapter", "as_async_policy", "is_async_policy", "make_policy", "play_plan",
+           "play_plan_async", "run_episode"]
 
 
 def __getattr__(name: str) -> object:

@@ -193,3 +193,35 @@ def test_cli_grader_timeout_is_honoured_at_concurrency_one(tmp_path) -> None:
     summary = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())
     assert summary["concurrency"] == 1 and summary["episodes"] == 2, proc.stdout + proc.stderr
     assert summary["mean_reward"] != 1.0 and summary["verify_errors"] == 2
+
+
+def test_the_synchronous_door_delivers_to_an_in_memory_sink_and_a_recording_numbers_attempts() -> None:
+    """``play_plan`` (the one synchronous door) hands each trajectory to its sink as it returns it;
+    a :class:`Recording` without a sink plans each new episode as the next attempt at its task,
+    with the derived id, the policy version and its age against the newest version seen."""
+    from proofgym.rollout.episode import play_plan
+    from proofgym.rollout.recorder import EpisodePlan, MemorySink
+    from proofgym.rollout.recording import Recording
+
+    env = make_env("proofgym/Arith-v0")
+    try:
+        ids = env.tasks.ids[:2]
+        sink = MemorySink()
+        got = play_plan(env, ReferencePolicy(), [EpisodePlan(t, 0, 1) for t in ids], sink=sink)
+        assert [t.trajectory_id for t in sink.trajectories] == [t.trajectory_id for t in got]
+        assert [t.trajectory_id for t in got] == [f"{t}#0" for t in ids]
+        assert all(t.reward == 1.0 for t in got)
+
+        recording = Recording(MemorySink(), env_id="proofgym/Arith-v0", policy={"name": "served"})
+        recorders = []
+        for version in (5, 7, 6):
+            _obs, info = env.reset(options={"task_id": ids[0]})
+            recorders.append(recording.begin(env, info, policy_version=version))
+        assert [r.trajectory_id for r in recorders] == [f"{ids[0]}#{n}" for n in range(3)]
+        for r in recorders:
+            recording.deliver(r, None)
+        delivered = recording.sink.trajectories
+        assert [t.policy["version"] for t in delivered] == ["5", "7", "6"]
+        assert [t.extra["age"] for t in delivered] == [2, 0, 1]
+    finally:
+        env.close()

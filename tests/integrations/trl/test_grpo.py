@@ -27,9 +27,11 @@ import pytest
 
 from proofgym.core import ToolCallAction, TurnCompleteAction
 from proofgym.integrations.trl import EnvironmentReward, dataset, environment_factory
+from proofgym.integrations.trl.environment import TRL_POLICY
 from proofgym.rollout.episode import run_episode
 from proofgym.rollout.policies import ScriptedPolicy
 from tests.conftest import REPO, require_tool
+from tests.training_runs import check_training_run
 from tests.trl_fixtures import CRASH_MARKER, crashing_arith_env
 
 if TYPE_CHECKING:
@@ -43,8 +45,8 @@ if TYPE_CHECKING:
 class Recorder(EnvironmentReward):
     """The real reward function, keeping what each call saw and returned."""
 
-    def __init__(self) -> None:
-        super().__init__(backend="process", processes=2)
+    def __init__(self, **options: Any) -> None:
+        super().__init__(backend="process", processes=2, **options)
         self.calls: list[dict[str, Any]] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[float | None]:
@@ -53,8 +55,28 @@ class Recorder(EnvironmentReward):
             "rewards": rewards, "verdicts": list(self.last_verdicts),
             "task_ids": [e.env.current_task.id for e in kwargs["environments"]],
             "steps": [e.trace_steps for e in kwargs["environments"]],
+            "ids": [e.episode_id for e in kwargs["environments"]],
+            "step": kwargs["trainer_state"].global_step,
         })
         return rewards
+
+
+def check_recorded(run_dir: Path, calls: list[dict[str, Any]], *, task_rules: bool = True) -> None:
+    """The GRPO run's directory holds every completion TRL scored, with the reward TRL received
+    (``None``: a grader error, not trained on) and the trainer's step as its policy version; the
+    rl export carries the same rewards and versions with TRL's completion tokens."""
+    rewards = {i: r for call in calls for i, r in zip(call["ids"], call["rewards"], strict=True)}
+    versions = {i: str(call["step"]) for call in calls for i in call["ids"]}
+    assert len(rewards) == sum(len(c["ids"]) for c in calls)  # an id per completion
+    assert len(set(versions.values())) == len(calls)  # one policy version per GRPO step
+    records = check_training_run(run_dir, rewards, versions, dict.fromkeys(rewards, 0),
+                                 TRL_POLICY["versioned_by"], task_rules=task_rules)
+    scored = {i for i, r in rewards.items() if r is not None}
+    assert {r["trajectory_id"] for r in records} == scored
+    for record in records:
+        assert record["reward"] == rewards[record["trajectory_id"]]
+        assert record["policy_version"] == versions[record["trajectory_id"]] and record["age"] is None
+        assert record["calls"][0]["completion_ids"]  # TRL's tokens of the completion
 
 
 def grpo_config(tmp_path: Any, **overrides: Any) -> GRPOConfig:
@@ -146,7 +168,8 @@ def arith_script(tasks: list[Any]) -> Any:
 def test_grpo_trains_on_arith_with_tools_and_grader_errors_do_not_train(tmp_path):
     import torch
 
-    factory = environment_factory(crashing_arith_env, n_tasks=8)
+    # the environment's recording option: the GRPO run writes a run directory
+    factory = environment_factory(crashing_arith_env, n_tasks=8, record_dir=str(tmp_path / "run"))
     env = crashing_arith_env(8)
     rows = dataset(env)
     tasks = [env.tasks.get(r["task_id"]) for r in rows]
@@ -189,6 +212,7 @@ def test_grpo_trains_on_arith_with_tools_and_grader_errors_do_not_train(tmp_path
     assert {"proofgym/correct", "proofgym/used_calculator", "proofgym/grader_error_rate",
             "proofgym/tool_error_rate"} <= logged
     assert any(re.fullmatch(r"rewards/proofgym/mean", k) for k in logged)
+    check_recorded(tmp_path / "run", reward.calls, task_rules=False)  # a callable env: no id to rebuild
 
 
 # ------------------------------------------------------------------------ CodeRepair
@@ -234,6 +258,7 @@ def test_grpo_trains_on_code_repair_in_sandboxes_and_leaves_nothing_behind(tmp_p
         assert malformed["obs"]["type"] == "tool_error"
     assert result["changed"], "no parameter changed in 2 GRPO steps"
     assert result["pool_sizes"] == {"None": 4}  # one env (one sandbox) per rollout slot, reused
+    check_recorded(tmp_path / "run", result["calls"])  # the reward's recording option
 
     # the trainer process has exited: none of its sandboxes, shells or mounts is left
     assert _leftovers(str(private_tmp)) == []
