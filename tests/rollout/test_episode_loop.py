@@ -22,10 +22,10 @@ from proofgym import (
     UniversalVerifiableEnv,
 )
 from proofgym.env import VerificationJob
+from proofgym.errors import ErrorBudgetExceeded, RolloutError
 from proofgym.eval import evaluate, make_env, plan_episodes
 from proofgym.record import Trajectory
 from proofgym.rollout import ControlPolicy, Orchestrator, RandomPolicy, ReferencePolicy, run_episode
-from proofgym.rollout.orchestrator import RolloutError
 from proofgym.verify.pool import VerifierPool
 
 
@@ -96,10 +96,12 @@ gymnasium.register("prooftest/Sleepy-v0", entry_point=sleepy_env)
 
 
 def test_the_pool_timeout_holds_at_concurrency_one() -> None:
-    with VerifierPool("process", processes=1, timeout_s=1.0) as pool:
-        trajectories, summary = evaluate("prooftest/Sleepy-v0", ReferencePolicy(), episodes=2,
-                                         verifier=pool, concurrency=1)
-    assert summary["mean_reward"] != 1.0
+    # every grading ran past the timeout: error verdicts, and evaluate() fails the run on them
+    with VerifierPool("process", processes=1, timeout_s=1.0) as pool, \
+            pytest.raises(ErrorBudgetExceeded) as failed:
+        evaluate("prooftest/Sleepy-v0", ReferencePolicy(), episodes=2, verifier=pool, concurrency=1)
+    trajectories, summary = failed.value.trajectories, failed.value.summary
+    assert len(trajectories) == 2 and summary["mean_reward"] != 1.0
     assert all(t.verdict.status == "error" and "timeout" in t.verdict.error for t in trajectories)
 
 
