@@ -496,15 +496,26 @@ def test_a_second_backend_default_is_caught(second_road: str):
     assert found.startswith(f"{module}:")
 
 
-def test_proofgym_eval_builds_no_pool():
-    """``proofgym eval`` parses, calls ``evaluate()`` and prints: the pool, the failed run and
-    the error budget are the library's (a library caller gets the same run)."""
-    tree = ast.parse(MODULES["proofgym.cli.eval_cmd"].read_text())
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+def _names(module: str) -> tuple[set[str], set[str]]:
+    """The names a module uses and the names and modules it imports."""
+    tree = ast.parse(MODULES[module].read_text())
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
         {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     imported = {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
                 for a in n.names}
-    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert not {"VerifierPool", "pool_for", "Orchestrator", "judge_run"} & (names | imported)
-    assert not any(m and m.startswith("proofgym.verify") for m in modules)
-    assert "evaluate" in imported and "max_error_rate" in MODULES["proofgym.cli.eval_cmd"].read_text()
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    return used, imported
+
+
+def test_the_cli_builds_no_pool():
+    """``proofgym eval`` parses, calls ``evaluate()`` and prints: the pool, the failed run and
+    the error budget are the library's (a library caller gets the same run); no command makes
+    a verifier pool of its own."""
+    commands = [m for m in MODULES if m.startswith("proofgym.cli.")]
+    assert "proofgym.cli.eval_cmd" in commands and len(commands) > 10
+    for module in commands:
+        used, imported = _names(module)
+        assert not {"VerifierPool", "pool_for"} & (used | imported), module
+    used, imported = _names("proofgym.cli.eval_cmd")
+    assert not {"Orchestrator", "judge_run", "proofgym.verify.pool"} & (used | imported)
+    assert "evaluate" in imported and "max_error_rate" in used

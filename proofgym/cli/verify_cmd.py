@@ -32,7 +32,6 @@ def verify_command(
 ) -> None:
     """Re-grade every finished trajectory of RUN into RUN/verdicts.jsonl (one per episode and version)."""
     from proofgym.core import ConfigError, ProofgymError
-    from proofgym.verify.pool import VerifierPool
     from proofgym.verify.regrade import regrade_run
 
     if not grader_timeout > 0:
@@ -40,9 +39,9 @@ def verify_command(
     if verifier not in ("process", "inline"):
         raise typer.BadParameter(f"{verifier!r}; use 'process' or 'inline'", param_hint="--verifier")
     try:
-        with VerifierPool(verifier, processes=grader_processes, timeout_s=grader_timeout) as pool:  # type: ignore[arg-type]
-            report = regrade_run(run, verifier_version=verifier_version, verifier=pool,
-                                 allow_mixed_versions=allow_mixed_versions)
+        report = regrade_run(run, verifier_version=verifier_version, verifier=verifier,
+                             grader_timeout_s=grader_timeout, grader_processes=grader_processes,
+                             allow_mixed_versions=allow_mixed_versions)
     except ProofgymError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None

@@ -129,7 +129,8 @@ def regrade_job(record: Trajectory, tasks: TaskSet, version: str | None,
 
 def regrade_run(run: str | Path, *, verifier_version: str | None = None,
                 tasks: TaskSet | None = None, verifier: str | VerifierPool | None = None,
-                grader_timeout_s: float | None = None, allow_mixed_versions: bool = False) -> RegradeReport:
+                grader_timeout_s: float | None = None, grader_processes: int | None = None,
+                allow_mixed_versions: bool = False) -> RegradeReport:
     """Re-grade every finished trajectory of the run in ``run``; append the verdicts to its
     ``verdicts.jsonl`` (replacing earlier re-grades of the same version) and return what changed.
 
@@ -139,7 +140,8 @@ def regrade_run(run: str | Path, *, verifier_version: str | None = None,
     so a grader that segfaults or calls ``os._exit`` is an error verdict and this process carries
     on) or ``"inline"`` (threads here; a grader past its timeout is abandoned).
     ``grader_timeout_s``: seconds one grading may take (default: the given pool's timeout, else
-    :data:`GRADER_TIMEOUT_S`). ``allow_mixed_versions``: see the module docstring.
+    :data:`GRADER_TIMEOUT_S`); ``grader_processes``: the worker processes of a pool made here
+    (default: the CPU count). ``allow_mixed_versions``: see the module docstring.
     """
     if grader_timeout_s is not None and not grader_timeout_s > 0:
         raise RegradeError(f"the grader timeout must be a number of seconds > 0 (got {grader_timeout_s:g})")
@@ -160,7 +162,7 @@ def regrade_run(run: str | Path, *, verifier_version: str | None = None,
                            "--allow-mixed-versions to report each version apart")
     jobs = [(i, item) for i, (_, _, item) in enumerate(planned) if isinstance(item, VerificationJob)]
     timeout = GRADER_TIMEOUT_S if grader_timeout_s is None else grader_timeout_s
-    with pool_for(verifier, timeout_s=timeout) as pool:
+    with pool_for(verifier, timeout_s=timeout, processes=grader_processes) as pool:
         # every job is submitted before any is awaited: they grade concurrently, within the
         # pool's in-flight limit
         futures = {i: pool.submit(job, f"regrade/{planned[i][0].trajectory_id}", timeout_s=grader_timeout_s)
