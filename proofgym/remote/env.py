@@ -49,8 +49,8 @@ from proofgym.remote.served import (
     request_headers,
 )
 from proofgym.runtimes import Artifact
-from proofgym.serve.protocol import Code, action_payload
 from proofgym.tasks import HeldOutError, SplitManifest, TaskSet
+from proofgym.wire import Code, encode_action
 
 
 class RemoteEnv(UniversalVerifiableEnv):
@@ -154,7 +154,7 @@ class RemoteEnv(UniversalVerifiableEnv):
         if not isinstance(action, (ToolCallAction, TurnCompleteAction)):
             raise TypeError("action must be a ToolCallAction or TurnCompleteAction, got "
                             f"{type(action).__name__}")
-        payload = action_payload(action)
+        payload = encode_action(action)
         if self._pending_tokens:
             payload["charge"] = {"tokens": self._pending_tokens}
             self._pending_tokens = 0

@@ -1,6 +1,6 @@
 """The ASGI app of ``proofgym serve`` (Starlette): routes, authentication, error mapping.
 
-* ``WS /ws``: one session per connection, OpenEnv's messages (:mod:`proofgym.serve.protocol`).
+* ``WS /ws``: one session per connection, OpenEnv's messages (:mod:`proofgym.wire`).
   The session, and its env's sandbox, ends with the connection, however the connection ends. A
   malformed frame gets OpenEnv's error frame (a binary one ends the session, as OpenEnv's does).
 * HTTP, NeMo-Gym style: ``POST /reset`` (opens a session when no ``X-Proofgym-Session`` header
@@ -38,18 +38,19 @@ from proofgym.serve.describe import (
     splits_payload,
     tasks_payload,
 )
-from proofgym.serve.protocol import (
+from proofgym.serve.protocol import public_error
+from proofgym.serve.sessions import SessionManager
+from proofgym.wire import (
     HTTP_STATUS,
     SESSION_HEADER,
     Code,
     ServeError,
     dumps,
+    error_body,
     error_frame,
     loads,
     parse_frame,
-    public_error,
 )
-from proofgym.serve.sessions import SessionManager
 
 
 def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -58,7 +59,7 @@ def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None
 
 def _error(error: ServeError) -> Response:
     headers = {"Retry-After": "1"} if error.code in (Code.CAPACITY_REACHED, Code.DRAINING) else None
-    return _json({"error": error.payload()}, HTTP_STATUS.get(error.code, 500), headers)
+    return _json(error_body(error), HTTP_STATUS.get(error.code, 500), headers)
 
 
 def build_app(manager: SessionManager, *, token: str | None = None,

@@ -27,9 +27,10 @@ from starlette.responses import Response
 
 from proofgym.rollout import Orchestrator
 from proofgym.rollout.openai_policy import OpenAIPolicy
-from proofgym.serve.protocol import Code, ServeError, dumps, loads, public_error
+from proofgym.serve.protocol import public_error
 from proofgym.serve.session import EnvSource, held_out_guard
 from proofgym.serve.verdicts import VerdictRecord, VerdictStore
+from proofgym.wire import Code, ServeError, dumps, loads
 
 
 @dataclass(frozen=True)
