@@ -150,6 +150,9 @@ def test_the_remote_road_is_straight():
     """The client (``remote/``) imports nothing of the server (``serve/``), anywhere in its code;
     both speak the one wire module, which imports neither; ``RemoteEnv`` is a peer of the local env
     under the env protocol, not a subclass replacing its state machine."""
+    from proofgym.env import UniversalVerifiableEnv, VerifiableEnv
+    from proofgym.remote import RemoteEnv
+
     remote = [m for m in MODULES if m.startswith("proofgym.remote")]
     serve = [m for m in MODULES if m.startswith("proofgym.serve")]
     assert remote and serve
@@ -161,6 +164,9 @@ def test_the_remote_road_is_straight():
     wire = _all_imports("proofgym.wire")
     assert "proofgym.core" in wire
     assert not {t for t in wire if t.startswith(("proofgym.serve", "proofgym.remote"))}
+    assert not issubclass(RemoteEnv, UniversalVerifiableEnv)
+    assert {"reset", "step", "verification_job", "charge", "close", "grades_itself"} <= \
+        set(dir(VerifiableEnv)) | set(VerifiableEnv.__annotations__)
 
 
 #: packages with a face: code outside one imports only the names in its ``__all__``

@@ -97,8 +97,8 @@ def eval_command(
         help="openai:MODEL: ask the server for token ids and log-probabilities (vLLM's "
              "return_token_ids, logprobs) and record them per call (export --format rl).")] = False,
     env_url: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
-        help="Run ENV as served by `proofgym serve` at this URL (ws://HOST:PORT): one session per "
-             "slot, verdicts from the server.")] = None,
+        help="Run ENV as served by `proofgym serve` at this URL (http://HOST:PORT): one session per "
+             "slot, each episode's verdict from the server with its last step.")] = None,
     env_token: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         envvar="PROOFGYM_SERVE_TOKEN", show_envvar=True, help="Bearer token for --env-url.")] = None,
 ) -> None:
@@ -161,8 +161,10 @@ def eval_command(
     # One loop at every concurrency: the pool's timeout and isolation hold at -c 1 too. Errors
     # (ProofgymError) are printed once, by the CLI's entry point.
     try:
+        # a served env's verdicts come from its server: a pool that never boots a worker here
         with VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
-                          timeout_s=grader_timeout, ray_address=ray_address) as pool:
+                          timeout_s=grader_timeout, ray_address=ray_address,
+                          boot=False if env_url is not None else None) as pool:
             trajectories, summary = evaluate(env_id, pol, concurrency=concurrency, verifier=pool,
                                              progress=RunProgress(title, console=console), backend=slots,
                                              env_factory=env_factory, **common)

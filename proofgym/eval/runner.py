@@ -162,8 +162,9 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     if sample is not None and episodes is not None:
         raise ConfigError("episodes and sample both choose the tasks of a run: give one")
     env = make_env(env_factory) if env_factory is not None else make_env(env_id, **(env_kwargs or {}))
-    pool = VerifierPool(verifier) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
-    pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
+    pool = VerifierPool(verifier, boot=False) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
+    if not env.grades_itself:  # a served env's verdicts come with its episodes: no worker here
+        pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
                         seeds={"seed": seed, "episodes": episodes, "repeats": repeats,
