@@ -16,11 +16,12 @@ import sys
 import tarfile
 import tempfile
 import urllib.parse
-import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
+
+import httpx
 
 from proofgym.core import ProofgymError
 from proofgym.runtimes.private_dirs import cache_home
@@ -53,13 +54,12 @@ class Release(NamedTuple):
 def index_releases(name: str) -> dict[str, Release | None]:
     """Every release of ``name`` the index lists: version -> its sdist (``None``: no sdist),
     from the JSON API."""
-    import json
-
     api = f"{index_url()}/pypi/{name}/json"  # (some mirrors serve only the project-wide document)
     try:
-        with urllib.request.urlopen(api, timeout=30) as resp:
-            data = json.load(resp)
-    except OSError as exc:
+        resp = httpx.get(api, timeout=30, follow_redirects=True)
+        resp.raise_for_status()
+        data = resp.json()
+    except (httpx.HTTPError, ValueError) as exc:
         raise FetchError(f"cannot read {api} ({exc}); check the network or set PROOFGYM_PYPI "
                          "to a reachable index") from exc
     out: dict[str, Release | None] = {}
@@ -112,10 +112,11 @@ def fetch_sdist(name: str, version: str, sha256: str, url: str | None = None, *,
     fd, tmp = tempfile.mkstemp(dir=store, prefix=".part-")
     digest = hashlib.sha256()
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
+        with os.fdopen(fd, "wb") as out, httpx.stream("GET", url, timeout=60, follow_redirects=True) as resp:
+            resp.raise_for_status()
             total = int(resp.headers.get("Content-Length") or 0)
             done = 0
-            while chunk := resp.read(1 << 16):
+            for chunk in resp.iter_bytes(1 << 16):
                 out.write(chunk)
                 digest.update(chunk)
                 done += len(chunk)
@@ -127,7 +128,7 @@ def fetch_sdist(name: str, version: str, sha256: str, url: str | None = None, *,
             raise FetchError(f"{url}: sha256 {digest.hexdigest()} differs from the pinned "
                              f"{sha256}; the file on the index changed or the pin is wrong")
         os.replace(tmp, target)
-    except OSError as exc:
+    except (OSError, httpx.HTTPError) as exc:
         raise FetchError(f"cannot download {url} ({exc})") from exc
     finally:
         if os.path.exists(tmp):
