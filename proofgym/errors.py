@@ -19,7 +19,7 @@ its subclass: 1, a run that failed)::
     ├── tasks: HeldOutError, SplitManifestError; synthesis: FetchError, PatchError, RecipeError,
     │         StatementError, HistoryError
     ├── tools: ToolError, SearchError; integrations: MultiTurnNotSupported; testing: UnknownPrompt
-    ├── serving: ServeError > CapacityError; RemoteError
+    ├── serving (the wire): ServeError > CapacityError, WireError (ValueError); RemoteError
     ├── sandbox: SandboxSetupError > IdBusyError, ImageError;  LayerError (ValueError);
     │            LeaseTimeout (RuntimeError);
     │            UnsafeStateDirError (RuntimeError): state another user could change
@@ -64,7 +64,6 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
         SnapshotSourceError,
         UnknownToolError,
     )
-    from proofgym.serve import CapacityError, ServeError
     from proofgym.tasks.loaders import MissingExtraError, TaskRecordError
     from proofgym.tasks.splits import HeldOutError, SplitManifestError
     from proofgym.tasks.synth import FetchError, PatchError, RecipeError
@@ -83,6 +82,7 @@ if TYPE_CHECKING:  # for readers and type checkers; at run time each is imported
     from proofgym.verify.pool import PoolClosedError
     from proofgym.verify.regrade import RegradeError
     from proofgym.verify.sandboxed import ArtifactRejected, TestSourceError
+    from proofgym.wire import CapacityError, ServeError, WireError
 
 
 #: where each class is defined (imported on first use: some layers take seconds to load)
@@ -95,8 +95,9 @@ _WHERE = {
     "ContractError": "proofgym.record.contract",
     "RunStoreError": "proofgym.record.rundir",
     "RemoteError": "proofgym.remote",
-    "ServeError": "proofgym.serve",
-    "CapacityError": "proofgym.serve",
+    "ServeError": "proofgym.wire",
+    "CapacityError": "proofgym.wire",
+    "WireError": "proofgym.wire",
     "TransportError": "proofgym.chat_client",
     "RetriesExhausted": "proofgym.chat_client",
     "PolicyInfrastructureError": "proofgym.rollout.openai_policy",
@@ -193,4 +194,5 @@ __all__ = [
     "UnknownPrompt",
     "UnknownToolError",
     "UnsafeStateDirError",
+    "WireError",
 ]
