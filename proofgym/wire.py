@@ -236,18 +236,12 @@ class StepResult:
 
     @classmethod
     def from_dict(cls, data: Any) -> StepResult:
-        if not isinstance(data, dict):
-            raise WireError(f"a step result is an object, got {type(data).__name__}")
-        kinds = {"observation": dict, "terminated": bool, "truncated": bool, "info": dict, "metadata": dict}
-        wrong = [f"{name} ({kind.__name__})" for name, kind in kinds.items()
-                 if not isinstance(data.get(name), kind)]
+        got = _fields("a step result", data, {"observation": dict, "terminated": bool, "truncated": bool,
+                                               "info": dict, "metadata": dict})
         verdict = data.get("verdict")
         if verdict is not None and not isinstance(verdict, dict):
-            wrong.append("verdict (dict or absent)")
-        if wrong:
-            raise WireError(f"a step result lacks or mistypes {', '.join(wrong)}: {str(data)[:200]!r}")
-        return cls(data["observation"], data["terminated"], data["truncated"], data["info"],
-                   data["metadata"], verdict)
+            raise WireError(f"a step result's verdict is an object or absent, got {type(verdict).__name__}")
+        return cls(**got, verdict=verdict)
 
     @property
     def gym(self) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
@@ -256,6 +250,74 @@ class StepResult:
 
     def decoded_verdict(self) -> Verdict | None:
         return None if self.verdict is None else Verdict.from_dict(self.verdict)
+
+
+def _fields(what: str, data: Any, kinds: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
+    """``data``'s fields named in ``kinds``, each checked, or a WireError naming every bad one."""
+    if not isinstance(data, dict):
+        raise WireError(f"{what} is an object, got {type(data).__name__}")
+    wrong = [name for name, kind in kinds.items() if not isinstance(data.get(name), kind)]
+    if wrong:
+        raise WireError(f"{what} lacks or mistypes {', '.join(wrong)}: {str(data)[:200]!r}")
+    return {name: data[name] for name in kinds}
+
+
+@dataclass(frozen=True)
+class ServedTask:
+    """A served task as the server describes it: id, content hash, grader (class and version),
+    whether it is multi-turn, its rubric's description. Never its content."""
+
+    id: str
+    content_hash: str
+    grader_type: str
+    verifier_version: str
+    multi_turn: bool = False
+    rubric: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "content_hash": self.content_hash, "grader_type": self.grader_type,
+                "verifier_version": self.verifier_version, "multi_turn": self.multi_turn,
+                "rubric": self.rubric}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ServedTask:
+        got = _fields("a served task", data, {"id": str, "content_hash": str, "grader_type": str,
+                                               "verifier_version": str})
+        return cls(**got, multi_turn=bool(data.get("multi_turn", False)), rubric=data.get("rubric"))
+
+
+@dataclass(frozen=True)
+class Described:
+    """``GET /describe``: what a client needs to stand in for the served env (the same rollout
+    contract as the env built locally): its id and arguments, tools, runtime settings, limits,
+    render modes, and its task set (name, content hash, split manifest) with its tasks."""
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    proofgym_version: str
+    tools: list[dict[str, Any]]
+    runtime_config: dict[str, Any]
+    limits: dict[str, Any]
+    render_modes: list[str] = field(default_factory=list)
+    taskset: dict[str, Any] | None = None
+    tasks: list[ServedTask] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env_id": self.env_id, "env_kwargs": self.env_kwargs,
+                "proofgym_version": self.proofgym_version, "tools": self.tools,
+                "runtime_config": self.runtime_config, "limits": self.limits,
+                "render_modes": self.render_modes, "taskset": self.taskset,
+                "tasks": [t.to_dict() for t in self.tasks]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Described:
+        got = _fields("a /describe answer", data, {
+            "env_id": str, "env_kwargs": dict, "proofgym_version": str, "tools": list,
+            "runtime_config": dict, "limits": dict, "taskset": (dict, type(None)), "tasks": list})
+        if got["taskset"] is not None:
+            _fields("a /describe answer's taskset", got["taskset"], {"name": str, "manifest": dict})
+        tasks = [ServedTask.from_dict(t) for t in got.pop("tasks")]
+        return cls(**got, render_modes=list(data.get("render_modes") or []), tasks=tasks)
 
 
 def public_verdict(verdict: Verdict, *, detail: bool = False) -> dict[str, Any]:

@@ -11,7 +11,9 @@ from proofgym import ToolCallAction, TurnCompleteAction
 from proofgym.core import Verdict
 from proofgym.wire import (
     Code,
+    Described,
     Reset,
+    ServedTask,
     ServeError,
     Step,
     StepResult,
@@ -37,6 +39,10 @@ def test_messages_round_trip():
     assert wire["reward"] == 0.5 and wire["done"] is True and "hidden words" not in str(wire)
     assert StepResult.from_dict(wire) == result
     assert result.decoded_verdict() == Verdict.from_dict(verdict)
+    described = Described("proofgym/Arith-v0", {"n": 2}, "1.0", [{"type": "function"}], {"kind": "x"},
+                          {"max_turns": 3}, ["ansi"], {"name": "arith", "manifest": {}},
+                          [ServedTask("t1", "h1", "m.Task", "v1", True, {"components": []})])
+    assert Described.from_dict(described.to_dict()) == described
     refused = ServeError(Code.HELD_OUT, "held out", kind="x")
     back = decode_error_body(error_body(refused))
     assert (back.code, str(back), back.fields) == (Code.HELD_OUT, "held out", {"kind": "x"})
@@ -51,7 +57,11 @@ def test_messages_round_trip():
     (Step.from_dict, {"tool_input": {}}, Code.VALIDATION_ERROR, "a step's action must be"),
     (Step.from_dict, {"message": "m", "charge": {"tokens": -2}}, Code.VALIDATION_ERROR, "bad charge"),
     (StepResult.from_dict, {"observation": {}, "terminated": "no"}, Code.VALIDATION_ERROR,
-     "terminated (bool)"),
+     "lacks or mistypes terminated, truncated, info, metadata"),
+    (Described.from_dict, {"env_id": "x"}, Code.VALIDATION_ERROR,
+     "a /describe answer lacks or mistypes env_kwargs"),
+    (ServedTask.from_dict, {"id": "t", "content_hash": 3}, Code.VALIDATION_ERROR,
+     "a served task lacks or mistypes content_hash, grader_type, verifier_version"),
     (parse_frame, '{"type": "jump"}', Code.UNKNOWN_TYPE, "unknown message type"),
     (parse_frame, '{"type": "state", "data": {}}', Code.VALIDATION_ERROR, "takes no field 'data'"),
 ])

@@ -162,8 +162,13 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     if sample is not None and episodes is not None:
         raise ConfigError("episodes and sample both choose the tasks of a run: give one")
     env = make_env(env_factory) if env_factory is not None else make_env(env_id, **(env_kwargs or {}))
-    pool = VerifierPool(verifier, boot=False) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
-    if not env.grades_itself:  # a served env's verdicts come with its episodes: no worker here
+    # A served env's verdicts come with its episodes (settled jobs): an inline pool answers them,
+    # and no grader worker starts here, whatever pool the caller has.
+    own_pool = isinstance(verifier, str) or env.grades_itself
+    if env.grades_itself:
+        pool = VerifierPool("inline")
+    else:
+        pool = VerifierPool(verifier, boot=False) if isinstance(verifier, str) else verifier  # type: ignore[arg-type]
         pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
@@ -183,7 +188,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
             run.close()
     finally:
         env.close()
-        if isinstance(verifier, str):
+        if own_pool:
             pool.close()
     # the pool's start-up, apart: it is no episode's grading time (verify_s books only jobs' runs)
     return run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed,

@@ -55,7 +55,16 @@ from proofgym.remote.served import (
 from proofgym.runtimes import Artifact
 from proofgym.spaces import ToolCallSpace, observation_space
 from proofgym.tasks import HeldOutError, SplitManifest, TaskSet
-from proofgym.wire import SESSION_HEADER, Code, Reset, Step, StepResult, WireError, decode_error_body
+from proofgym.wire import (
+    SESSION_HEADER,
+    Code,
+    Described,
+    Reset,
+    Step,
+    StepResult,
+    WireError,
+    decode_error_body,
+)
 
 
 class RemoteEnv(gymnasium.Env[dict[str, Any], AgentAction]):
@@ -91,17 +100,21 @@ class RemoteEnv(gymnasium.Env[dict[str, Any], AgentAction]):
             self._http.close()
             raise RemoteError(f"the env server at {self.url} refused /describe "
                               f"({response.status_code}): {response.text[:300]}")
-        self.described: dict[str, Any] = response.json()
-        self.served_env_id: str = self.described["env_id"]
-        self.served_env_kwargs: dict[str, Any] = self.described.get("env_kwargs", {})
+        try:
+            self.described = Described.from_dict(response.json())
+        except (ValueError, WireError) as exc:
+            self._http.close()
+            raise RemoteError(f"the env server at {self.url} sent a malformed /describe: {exc}") from None
+        self.served_env_id: str = self.described.env_id
+        self.served_env_kwargs: dict[str, Any] = self.described.env_kwargs
         self.tasks: TaskSet | None = None
-        if self.described.get("taskset"):
-            info = self.described["taskset"]
+        if self.described.taskset is not None:
+            info = self.described.taskset
             specs = ServedSpecs(self.url, token)
-            self.tasks = TaskSet([RemoteTask(t, self.url, token, specs) for t in self.described["tasks"]],
+            self.tasks = TaskSet([RemoteTask(t, self.url, token, specs) for t in self.described.tasks],
                                  name=info["name"], manifest=SplitManifest.from_dict(info["manifest"]))
         self.runtime = RemoteRuntime(self.described)
-        self.limits = Limits(**self.described["limits"])
+        self.limits = Limits(**self.described.limits)
         self.max_turns = self.limits.max_turns
         self.observation_space = observation_space(self.max_turns, max_chars=1 << 22)
         self.action_space = ToolCallSpace(self.runtime.tools.schemas())
