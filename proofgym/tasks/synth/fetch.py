@@ -9,7 +9,9 @@ pristine source stays on the host (see ``docs/real-repositories.md``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -17,7 +19,7 @@ import tarfile
 import tempfile
 import urllib.parse
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -56,10 +58,9 @@ def index_releases(name: str) -> dict[str, Release | None]:
     from the JSON API."""
     api = f"{index_url()}/pypi/{name}/json"  # (some mirrors serve only the project-wide document)
     try:
-        resp = httpx.get(api, timeout=30, follow_redirects=True)
-        resp.raise_for_status()
-        data = resp.json()
-    except (httpx.HTTPError, ValueError) as exc:
+        with _download(api, timeout_s=30) as (_, chunks):
+            data = json.loads(b"".join(chunks))
+    except (OSError, httpx.HTTPError, ValueError) as exc:
         raise FetchError(f"cannot read {api} ({exc}); check the network or set PROOFGYM_PYPI "
                          "to a reachable index") from exc
     out: dict[str, Release | None] = {}
@@ -112,11 +113,9 @@ def fetch_sdist(name: str, version: str, sha256: str, url: str | None = None, *,
     fd, tmp = tempfile.mkstemp(dir=store, prefix=".part-")
     digest = hashlib.sha256()
     try:
-        with os.fdopen(fd, "wb") as out, httpx.stream("GET", url, timeout=60, follow_redirects=True) as resp:
-            resp.raise_for_status()
-            total = int(resp.headers.get("Content-Length") or 0)
+        with os.fdopen(fd, "wb") as out, _download(url, timeout_s=60) as (total, chunks):
             done = 0
-            for chunk in resp.iter_bytes(1 << 16):
+            for chunk in chunks:
                 out.write(chunk)
                 digest.update(chunk)
                 done += len(chunk)
@@ -134,6 +133,20 @@ def fetch_sdist(name: str, version: str, sha256: str, url: str | None = None, *,
         if os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+@contextlib.contextmanager
+def _download(url: str, *, timeout_s: float) -> Iterator[tuple[int, Iterator[bytes]]]:
+    """``url``'s size (0: unknown) and its bytes in chunks: over HTTP(S) with httpx, or read from
+    disk for a ``file://`` URL (a local mirror, a release kept on disk)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "file":
+        with open(urllib.parse.unquote(parts.path), "rb") as f:
+            yield os.fstat(f.fileno()).st_size, iter(lambda: f.read(1 << 16), b"")
+        return
+    with httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as resp:
+        resp.raise_for_status()
+        yield int(resp.headers.get("Content-Length") or 0), resp.iter_bytes(1 << 16)
 
 
 def _sha256(path: Path) -> str:
