@@ -78,7 +78,7 @@ def test_errors_names_nothing_else():
 def test_old_import_locations_name_the_same_class():
     from proofgym.record.contract import ContractError
     from proofgym.runtimes.sandbox import SandboxSetupError
-    from proofgym.serve.protocol import Code, ServeError
+    from proofgym.wire import Code, ServeError
 
     assert ContractError is errors.ContractError and SandboxSetupError is errors.SandboxSetupError
     assert ServeError is errors.ServeError and Code is core_errors.Code

@@ -24,6 +24,7 @@ from proofgym import (
 )
 from proofgym.core import ProofgymError
 from proofgym.envs.arith import ArithTask, arith_tasks, calculator
+from proofgym.errors import RunFailedError
 from proofgym.eval import evaluate, make_env, plan_episodes
 from proofgym.record import Trajectory
 from proofgym.rollout import OpenAIPolicy, Orchestrator
@@ -37,9 +38,9 @@ def arith_server(**kwargs: Any) -> ScriptedServer:
     return ScriptedServer(ReferenceScript(make_env(ARITH).tasks), **kwargs)
 
 
-@pytest.fixture(params=["openai", "aiohttp"])
+@pytest.fixture(params=["openai", "httpx"])
 def transport(request: pytest.FixtureRequest) -> str:
-    """Both ways a request reaches the server: the openai SDK and the lean aiohttp client."""
+    """Both ways a request reaches the server: the openai SDK and the lean httpx client."""
     return request.param
 
 
@@ -48,6 +49,14 @@ def run_openai(server: ScriptedServer, transport: str, *, episodes: int = 8, con
     options = {"timeout_s": 5.0, "backoff_s": 0.01, "transport": transport, **policy_options}
     policy = OpenAIPolicy("scripted", base_url=server.base_url, **options)
     return evaluate(ARITH, policy, episodes=episodes, concurrency=concurrency, verifier="inline")
+
+
+def run_failed_openai(server: ScriptedServer, transport: str, **options: Any
+                      ) -> tuple[list[Trajectory], dict[str, Any]]:
+    """A run whose every episode fails: evaluate() fails it as a whole, with the records."""
+    with pytest.raises(RunFailedError, match="every episode") as failed:
+        run_openai(server, transport, **options)
+    return failed.value.trajectories, failed.value.summary
 
 
 def orchestrate(env_factory: Any, policy: OpenAIPolicy, plan: Any, pool: VerifierPool,
@@ -105,7 +114,7 @@ def test_timeouts_are_retried(transport: str) -> None:
 
 def test_persistent_server_errors_are_infrastructure_errors_never_zero(transport: str) -> None:
     with arith_server(faults=[Fault("500", rate=1.0, attempts=None)]) as server:
-        trajectories, summary = run_openai(server, transport, max_retries=2)
+        trajectories, summary = run_failed_openai(server, transport, max_retries=2)
         assert server.stats["fault_500"] == 8 * 3  # every episode: first try + 2 retries
     assert summary["episode_errors"] == 8 and summary["scored"] == 0 and summary["mean_reward"] is None
     for traj in trajectories:
@@ -117,7 +126,7 @@ def test_persistent_server_errors_are_infrastructure_errors_never_zero(transport
 def test_a_rejected_request_is_not_retried(transport: str) -> None:
     other_tasks = arith_tasks(3, seed=99)  # the server does not know Arith-v0's prompts
     with ScriptedServer(ReferenceScript(other_tasks)) as server:
-        trajectories, summary = run_openai(server, transport, episodes=2)
+        trajectories, summary = run_failed_openai(server, transport, episodes=2)
         assert server.stats["requests"] == 2
     assert summary["episode_errors"] == 2
     assert all("BadRequestError 400" in t.error and "not retried" in t.error for t in trajectories)
@@ -249,7 +258,7 @@ def test_fault_specs_parse_and_reject_nonsense() -> None:
 
 
 def test_the_default_transport_is_lean_for_a_self_hosted_server_and_the_sdk_for_openai() -> None:
-    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").describe()["transport"] == "aiohttp"
+    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").describe()["transport"] == "httpx"
     assert OpenAIPolicy("m", base_url="https://api.openai.com/v1").describe()["transport"] == "openai"
     assert OpenAIPolicy("m").describe()["transport"] == "openai"
     assert OpenAIPolicy("m", base_url="http://h/v1", transport="openai").describe()["transport"] == "openai"
