@@ -106,7 +106,10 @@ class RepoRepairTask(Task):
         return run_pytest(inner.repo, changes, tests=inner.test_ids, hidden=inner.hidden_files,
                           protected=inner.protected, timeout_s=self.grading_timeout_s,
                           test_timeout_s=self.test_timeout_s, image=self.image,
-                          max_artifact_bytes=inner.max_artifact_bytes)
+                          max_artifact_bytes=inner.max_artifact_bytes,
+                          # the visible pass-to-pass tests (the project's stable suite) in one
+                          # process; the hidden fail-to-pass tests each in their own
+                          batch=self.record.pass_to_pass)
 
     def verify(self, trace: Trace, runtime: Any) -> Verdict:
         artifact = getattr(runtime, "artifact", None)

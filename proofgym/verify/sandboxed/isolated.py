@@ -154,7 +154,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                        packages: Sequence[str] = PYTEST_PACKAGES, mutants: bool = True,
                        max_artifact_bytes: int | None = None,
                        rng: random.Random | None = None,
-                       image: SandboxSystem | None = None) -> TestRun:
+                       image: SandboxSystem | None = None,
+                       batch: Sequence[str] = ()) -> TestRun:
     """Run the tests ``tests`` (node ids ``file::[Class::]name``, or whole files) and a mutant
     of each in a fresh sandbox holding ``snapshot`` plus the allowed ``changes`` plus ``hidden``
     files; ``timeout_s`` bounds the whole run, ``test_timeout_s`` each test, both in the tests'
@@ -162,6 +163,12 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     may take up to ``BACKSTOP`` times ``timeout_s`` (plus the sandbox's start) on a busy host.
     With ``image`` the sandbox runs on that environment image (its interpreter runs the tests)
     instead of the minimal system with ``packages``.
+
+    ``batch``: test ids (of ``tests``) that run together in one test process, from their own
+    files, after the others (:func:`batch_plan`: the visible tests; a test of a hidden file
+    keeps its own process), with up to :data:`CANARIES` mutants of them (canaries): a batch
+    process that reports passes it did not earn, for all its tests alike, passes a canary with
+    its test, which is tampering. Its time limit is what is left of ``timeout_s``.
 
     Raises :class:`SandboxSetupError` only for host problems (no bwrap, no overlay, a runner
     that could not start); anything the artifact or the code under test does ends in a
@@ -189,6 +196,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # a test the files (as the agent left them) do not define does not run either
     wanted = [w for t in tests for w in (listed.get(t, []) if "::" not in t else [t])
               if w in listed.get(w.split("::", 1)[0], [])]
+    together = batch_plan(wanted, batch, hidden)
+    wanted = [w for w in wanted if w not in set(together)]
     # mutants fixed per task (seeded by its hidden tests), unless the caller draws its own
     seed = None if rng is not None else mutant_seed_of(hidden)
     layout = build_layout(sources, wanted, taken=[*allowed, *hidden, *_snapshot_paths(snapshot)],
@@ -200,11 +209,15 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # computed, and the host compares (proofgym.verify.sandboxed.withheld)
     # (not in a parametrized test: its process runs each check once per case)
     withheld = withhold_layout(one_case_view(layout), [f for f in sources if f in hidden])
+    canaries = _canaries(sources, together, layout, [*allowed, *hidden, *_snapshot_paths(snapshot)],
+                         rng, seed)
+    run_batch = [*together, *canaries.run]
+    (rng or random.SystemRandom()).shuffle(run_batch)
     extra = {p: c for p, c in hidden.items() if p not in sources and p not in layout.files}
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
     manifest = {"run": layout.run, "several": layout.several, "budget_s": timeout_s,
-                "test_timeout_s": test_timeout_s or timeout_s}
-    job = encode_job(manifest, [*allowed.items(), *extra.items()], layout.files)
+                "test_timeout_s": test_timeout_s or timeout_s, "batch": run_batch}
+    job = encode_job(manifest, [*allowed.items(), *extra.items()], {**layout.files, **canaries.files})
     key = (_identity(snapshot), config, limits, tuple(packages),
            image.digest if image is not None else None)
     # before the hidden tests enter a sandbox (a spare was booted without them): no episode
@@ -248,14 +261,15 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                                 f"{outcome['setup_error']}")
     if "rejected" in outcome:
         return _rejected(str(outcome["rejected"]), dropped, t0)
-    raw, error, messages = parse_report(report[len(_READY):], layout.run)
+    raw, error, messages = parse_report(report[len(_READY):], [*layout.run, *run_batch])
     unobserved: list[str] = []
     if error is None and withheld:
         raw, messages, unobserved = _judge_withheld(raw, messages, withheld,
                                                     _observed(report[len(_READY):], layout.run))
     timings.update(_phases(report[len(_READY):]) if error is None else {})
     changed = _state_changed(report[len(_READY):]) if error is None else None
-    run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings,
+    whole = _with_batch(layout, together, canaries)
+    run = _summarise(whole, raw, error, proc.returncode, host_timeout, output, dropped, timings,
                      changed, unobserved, withheld)
     limit = test_timeout_s or timeout_s
     unmeasured = _cpu_unmeasured(report[len(_READY):]) if run.starved else None
@@ -278,8 +292,51 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                                     "its test waited (its own processes kept it waiting)"))
     if run.results:
         run = replace(run, messages={real: _real_names(messages[gen], gen, real)
-                                     for gen, real in layout.real.items() if gen in messages})
+                                     for gen, real in whole.real.items() if gen in messages})
     return run
+
+
+#: Canaries of a batch: mutants of some of its tests (drawn from up to twice as many), run with it.
+CANARIES = 3
+
+
+def batch_plan(wanted: Sequence[str], batch: Sequence[str], hidden: Mapping[str, bytes]) -> list[str]:
+    """The tests of ``batch`` that run together: those wanted whose file is not hidden (the
+    agent can read them; a hidden file's tests keep a process of their own each, with their
+    mutants and withheld checks), in ``wanted`` order."""
+    chosen = set(batch)
+    return [w for w in wanted if w in chosen and w.split("::", 1)[0] not in hidden]
+
+
+def _canaries(sources: Mapping[str, bytes], together: Sequence[str], layout: Layout,
+              taken: Sequence[str], rng: random.Random | None, seed: bytes | None) -> Layout:
+    """Up to :data:`CANARIES` mutants of the batch's tests, as freshly named files beside
+    theirs (what a mutant is: :func:`~proofgym.verify.sandboxed.mutants.build_layout`)."""
+    if not together:
+        return Layout()
+    pick = random.Random(seed) if rng is None else rng
+    chosen = pick.sample(list(together), min(len(together), 2 * CANARIES))
+    files = {t.split("::", 1)[0] for t in chosen}
+    built = build_layout({f: sources[f] for f in files}, chosen,
+                         taken=[*taken, *layout.files], rng=rng, with_mutants=True,
+                         mutant_seed=seed)
+    out = Layout()
+    for gen in built.run:
+        if gen in built.mutant and len(out.run) < CANARIES:
+            out.run.append(gen)
+            out.mutant[gen] = built.mutant[gen]
+            out.files[gen.split("::", 1)[0]] = built.files[gen.split("::", 1)[0]]
+            if gen in built.witnesses:
+                out.witnesses[gen] = built.witnesses[gen]
+    return out
+
+
+def _with_batch(layout: Layout, together: Sequence[str], canaries: Layout) -> Layout:
+    """``layout`` with the batch's tests (each its own id) and its canaries."""
+    return replace(layout, real={**layout.real, **{t: t for t in together}},
+                   mutant={**layout.mutant, **canaries.mutant},
+                   witnesses={**layout.witnesses, **canaries.witnesses},
+                   run=[*layout.run, *together, *canaries.run])
 
 
 def mutant_seed_of(hidden: Mapping[str, bytes]) -> bytes:
