@@ -196,7 +196,14 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # a test the files (as the agent left them) do not define does not run either
     wanted = [w for t in tests for w in (listed.get(t, []) if "::" not in t else [t])
               if w in listed.get(w.split("::", 1)[0], [])]
-    together = batch_plan(wanted, batch, hidden)
+    # the batch runs the files as the agent sees them (a hidden file's visible part)
+    visible = {}
+    for path, source in test_sources(snapshot, allowed, {}, {t.split("::", 1)[0] for t in batch}).items():
+        try:
+            visible[path] = (source, {i.node_id for i in list_tests(path, source)})
+        except TestSourceError:
+            continue  # a test file the agent broke: its tests run (and fail) on their own
+    together = batch_plan(wanted, batch, visible)
     wanted = [w for w in wanted if w not in set(together)]
     # mutants fixed per task (seeded by its hidden tests), unless the caller draws its own
     seed = None if rng is not None else mutant_seed_of(hidden)
@@ -209,8 +216,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # computed, and the host compares (proofgym.verify.sandboxed.withheld)
     # (not in a parametrized test: its process runs each check once per case)
     withheld = withhold_layout(one_case_view(layout), [f for f in sources if f in hidden])
-    canaries = _canaries(sources, together, layout, [*allowed, *hidden, *_snapshot_paths(snapshot)],
-                         rng, seed)
+    canaries = _canaries({p: v[0] for p, v in visible.items()}, together, layout,
+                         [*allowed, *hidden, *_snapshot_paths(snapshot)], rng, seed)
     run_batch = [*together, *canaries.run]
     (rng or random.SystemRandom()).shuffle(run_batch)
     extra = {p: c for p, c in hidden.items() if p not in sources and p not in layout.files}
@@ -300,12 +307,14 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
 CANARIES = 3
 
 
-def batch_plan(wanted: Sequence[str], batch: Sequence[str], hidden: Mapping[str, bytes]) -> list[str]:
-    """The tests of ``batch`` that run together: those wanted whose file is not hidden (the
-    agent can read them; a hidden file's tests keep a process of their own each, with their
-    mutants and withheld checks), in ``wanted`` order."""
+def batch_plan(wanted: Sequence[str], batch: Sequence[str],
+               visible: Mapping[str, tuple[bytes, set[str]]]) -> list[str]:
+    """The tests of ``batch`` that run together, in ``wanted`` order: those the files as the
+    agent sees them (``visible``: path -> source and the test ids it defines) define, run from
+    those files. A hidden test (hidden files' own tests, stripped from what the agent sees)
+    keeps a process of its own, with its mutant and withheld checks."""
     chosen = set(batch)
-    return [w for w in wanted if w in chosen and w.split("::", 1)[0] not in hidden]
+    return [w for w in wanted if w in chosen and w in visible.get(w.split("::", 1)[0], ((), set()))[1]]
 
 
 def _canaries(sources: Mapping[str, bytes], together: Sequence[str], layout: Layout,
