@@ -192,8 +192,30 @@ def test_the_batch_passes_an_honest_fix_and_names_the_visible_test_a_fix_breaks(
     require_tool("bwrap")
     run, verdict = _grade(snap, _FIXED)
     assert verdict.reward == 1.0, verdict.reason
-    assert run.mutants >= 2  # the hidden test's, and at least one canary
+    assert run.mutants == 1 and run.canaries >= 1  # the hidden test's, and the batch's
     run, verdict = _grade(snap, _BREAKS)
     assert verdict.reward == 0.0 and run.failure is None, (run.failure, run.report_error)
     assert "tests/test_visible.py::test_mul_small (PASS_TO_PASS): failed" in verdict.reason
     assert "assert" in verdict.reason  # the failure's own message
+
+
+def test_an_honest_fix_is_not_tampering_where_a_visible_test_s_mutant_passes_honestly(tmp_path: Path):
+    """A mutant of a visible test is not vetted like a hidden test's: a parametrized test that
+    sets a value and reads it back passes a mutant with another case honestly (h2's
+    ``test_header_encoding_is_reflected_attr`` did, flagging the bundled task's bug as
+    tampering). No canary is drawn from a parametrized test, and only a batch that passed every
+    canary is tampering."""
+    require_tool("bwrap")
+    (tmp_path / "app.py").write_text(_FIXED + "\n\nclass Config:\n    encoding = None\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_visible.py").write_text(
+        "import pytest\n\nfrom app import Config\n\n\n"
+        "@pytest.mark.parametrize('value', ['ascii', 'utf-8', None])\n"
+        "def test_reflected(value):\n    config = Config()\n    config.encoding = value\n"
+        "    assert config.encoding == value\n")
+    p2p = ["tests/test_visible.py::test_reflected"]
+    run = run_pytest(tmp_path, {}, tests=[*F2P, *p2p], batch=p2p, hidden={"tests/test_hidden.py": _HIDDEN},
+                     timeout_s=60, test_timeout_s=20)
+    verdict = swebench_verdict(run, F2P, p2p)
+    assert verdict.reward == 1.0 and run.failure is None, (run.failure, run.report_error)
+    assert run.canaries == 0

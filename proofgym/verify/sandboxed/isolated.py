@@ -108,6 +108,8 @@ class TestRun:
     #: that did not pass; informative only (the code under test can write it), bounded in size.
     messages: Mapping[str, str] = field(default_factory=dict)
     starved: bool = False
+    #: mutants of batch tests run in the batch's process (``run_tests_isolated(batch=...)``)
+    canaries: int = 0
 
 
     @property
@@ -165,10 +167,10 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     instead of the minimal system with ``packages``.
 
     ``batch``: test ids (of ``tests``) that run together in one test process, from their own
-    files, after the others (:func:`batch_plan`: the visible tests; a test of a hidden file
+    files, after the others (:func:`batch_plan`: the tests the agent can read; a hidden test
     keeps its own process), with up to :data:`CANARIES` mutants of them (canaries): a batch
-    process that reports passes it did not earn, for all its tests alike, passes a canary with
-    its test, which is tampering. Its time limit is what is left of ``timeout_s``.
+    process that reports passes it did not earn, for all its tests alike, passes every canary
+    with its test, which is tampering. Its time limit is what is left of ``timeout_s``.
 
     Raises :class:`SandboxSetupError` only for host problems (no bwrap, no overlay, a runner
     that could not start); anything the artifact or the code under test does ends in a
@@ -277,7 +279,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     changed = _state_changed(report[len(_READY):]) if error is None else None
     whole = _with_batch(layout, together, canaries)
     run = _summarise(whole, raw, error, proc.returncode, host_timeout, output, dropped, timings,
-                     changed, unobserved, withheld)
+                     changed, unobserved, withheld, canaries)
     limit = test_timeout_s or timeout_s
     unmeasured = _cpu_unmeasured(report[len(_READY):]) if run.starved else None
     if run.starved and cpu is None and unmeasured is not None:
@@ -303,7 +305,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     return run
 
 
-#: Canaries of a batch: mutants of some of its tests (drawn from up to twice as many), run with it.
+#: Canaries of a batch: mutants of some of its tests (drawn from up to 4 times as many), run with it.
 CANARIES = 3
 
 
@@ -319,19 +321,23 @@ def batch_plan(wanted: Sequence[str], batch: Sequence[str],
 
 def _canaries(sources: Mapping[str, bytes], together: Sequence[str], layout: Layout,
               taken: Sequence[str], rng: random.Random | None, seed: bytes | None) -> Layout:
-    """Up to :data:`CANARIES` mutants of the batch's tests, as freshly named files beside
-    theirs (what a mutant is: :func:`~proofgym.verify.sandboxed.mutants.build_layout`)."""
+    """Up to :data:`CANARIES` mutants of the batch's tests (not parametrized ones), as freshly
+    named files beside theirs (what a mutant is:
+    :func:`~proofgym.verify.sandboxed.mutants.build_layout`). Where every one of them passes
+    with its test, the batch process reported passes it did not earn: tampering."""
     if not together:
         return Layout()
     pick = random.Random(seed) if rng is None else rng
-    chosen = pick.sample(list(together), min(len(together), 2 * CANARIES))
+    chosen = pick.sample(list(together), min(len(together), 4 * CANARIES))
     files = {t.split("::", 1)[0] for t in chosen}
     built = build_layout({f: sources[f] for f in files}, chosen,
                          taken=[*taken, *layout.files], rng=rng, with_mutants=True,
                          mutant_seed=seed)
     out = Layout()
     for gen in built.run:
-        if gen in built.mutant and len(out.run) < CANARIES:
+        # not a parametrized test's: its mutant may change a case's input, which honest code
+        # can pass (a value set and read back)
+        if gen in built.mutant and gen not in built.several and len(out.run) < CANARIES:
             out.run.append(gen)
             out.mutant[gen] = built.mutant[gen]
             out.files[gen.split("::", 1)[0]] = built.files[gen.split("::", 1)[0]]
@@ -341,10 +347,9 @@ def _canaries(sources: Mapping[str, bytes], together: Sequence[str], layout: Lay
 
 
 def _with_batch(layout: Layout, together: Sequence[str], canaries: Layout) -> Layout:
-    """``layout`` with the batch's tests (each its own id) and its canaries."""
+    """``layout`` with the batch's tests (each its own id) and its canaries (judged apart:
+    :func:`_summarise`)."""
     return replace(layout, real={**layout.real, **{t: t for t in together}},
-                   mutant={**layout.mutant, **canaries.mutant},
-                   witnesses={**layout.witnesses, **canaries.witnesses},
                    run=[*layout.run, *together, *canaries.run])
 
 
@@ -482,12 +487,13 @@ def _real_names(message: str, generated: str, real: str) -> str:
 def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_code: int | None,
                host_timeout: bool, output: str, dropped: Sequence[str],
                timings: Mapping[str, float], changed: str | None = None,
-               unobserved: Sequence[str] = (), withheld: Mapping[str, list] | None = None
-               ) -> TestRun:
+               unobserved: Sequence[str] = (), withheld: Mapping[str, list] | None = None,
+               canaries: Layout | None = None) -> TestRun:
     common = dict(exit_code=exit_code, output=output, dropped=tuple(sorted(dropped)),
                   timings=dict(timings), mutants=len(layout.mutant),
                   unmutable=tuple(layout.unmutable),
-                  withheld=tuple(sorted({layout.real[g] for g in withheld or {} if g in layout.real})))
+                  withheld=tuple(sorted({layout.real[g] for g in withheld or {} if g in layout.real})),
+                  canaries=len(canaries.mutant) if canaries else 0)
     if error is not None:
         why = (f"the test run did not finish within its time limit: {error}" if host_timeout
                else f"the test run was cut short by the code under test: {error}")
@@ -501,6 +507,13 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
     passed = sorted(of for g, of in layout.mutant.items()
                     if raw[g] == "passed" and results.get(of) == "passed"
                     and all(results.get(w) == "passed" for w in layout.witnesses.get(g, ())))
+    # the batch's canaries: a process that reports passes for all its tests passes every one
+    # (an honest one may pass a weak mutant of a visible test, never checked like a hidden one's)
+    sung = sorted(of for g, of in (canaries.mutant if canaries else {}).items()
+                  if raw[g] == "passed" and results.get(of) == "passed"
+                  and all(results.get(w) == "passed" for w in canaries.witnesses.get(g, ())))
+    if canaries and canaries.mutant and len(sung) == len(canaries.mutant):
+        passed = sorted({*passed, *sung})
     timed_out = any(s == "timeout" for s in raw.values())
     if changed is not None:
         return TestRun({}, timed_out=False, tampered=True, failure="tampering_detected",
@@ -615,7 +628,7 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
         "tampering_detected": float(run.tampered), "protected_changes_dropped": float(len(run.dropped)),
         "artifact_rejected": float(run.failure == "artifact_rejected"),
         "mutants": float(run.mutants), "mutants_passed": float(run.mutants_passed),
-        "tests_without_mutant": float(len(run.unmutable)),
+        "tests_without_mutant": float(len(run.unmutable)), "canaries": float(run.canaries),
         "tests_unguarded": float(len(run.unguarded)),
         "grading_overhead_s": run.timings.get("total_s", 0.0) - run.timings.get("run_s", 0.0),
         "test_run_s": run.timings.get("run_s", 0.0),
