@@ -82,10 +82,10 @@ def native(task: RepoRepairTask) -> tuple[float, float, int]:
             (work / path).write_bytes(content)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        image = task.image
-        if image is not None and getattr(image, "root", None) is not None:
+        if task.image is not None:
             # the image's own packages (the sandbox sees them as its site-packages)
-            extra = [str(p) for p in Path(image.root).rglob("site-packages") if p.is_dir()]
+            root = task.image.build().root
+            extra = [str(p) for p in sorted(Path(root).glob("l*/opt/python/lib/python*/site-packages"))]
             env["PYTHONPATH"] = os.pathsep.join([*extra, env.get("PYTHONPATH", "")])
         tests = [*task.record.fail_to_pass, *task.record.pass_to_pass]
         c0, w0 = _children_cpu(), time.perf_counter()
@@ -110,7 +110,8 @@ def main() -> None:
     table = Table(title=f"grading CPU vs one native pytest run (reference fix), {len(chosen)} tasks")
     for column in ("task", "tests", "grading CPU s", "native CPU s", "ratio", "reward",
                    "native exit"):
-        table.add_column(column, justify="right" if column != "task" else "left")
+        table.add_column(column, justify="right" if column != "task" else "left",
+                         no_wrap=column == "task")
     ratios, grading_all, native_all = [], [], []
     for record in chosen:
         task = RepoRepairTask(record, pins.project(record.project))
