@@ -3,8 +3,9 @@
 Built from one manifest record and its project's pin; its directory (``repo/``, ``hidden/``,
 ``solution/``) is materialized under the cache on first use, so loading the task set reads only
 the manifest. The agent's sandbox gets ``repo/`` (the project with the bug, the failing tests
-removed); the grader adds ``hidden/`` in a fresh sandbox and runs the fail-to-pass and
-pass-to-pass tests with the CodeRepair grader (one process per test, mutants, protected paths).
+removed); the grader adds ``hidden/`` in a fresh sandbox and runs the fail-to-pass tests with the
+CodeRepair grader (one process per test, mutants, protected paths) and the pass-to-pass tests,
+the project's whole stable suite, together in one process (``run_pytest(batch=...)``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ test process sends what it computed, the host compares). The runner
 (:mod:`proofgym.verify.sandboxed.runner`, booted ahead when a spare is ready:
 :mod:`proofgym.verify.sandboxed.warm_runners`) receives the files on a pipe, writes them, runs each test in
 its own forked process (which sees its own generated test file only) and writes the results, by
-generated id, to a descriptor no test process holds; the host maps them back.
+generated id, to a descriptor no test process holds; the host maps them back. Tests the agent
+can read may instead run together in one such process (``batch``, with canaries: see
+:func:`run_tests_isolated`).
 
 Who caused a failure decides what it is: an artifact that cannot be applied (an unsafe or
 inconsistent path, too large, no space left), tests that run out of time, a test process that

@@ -74,6 +74,13 @@ It uses the standard library and pytest only, and never imports code from the wo
 
 The proof handshake is forgeable by code that implements it; that is what the mutants are for.
 
+**The batch** (``manifest["batch"]``: tests the agent can read, the pass-to-pass suite) runs
+after the per-test processes in *one* test process, forked and hardened as every other (the
+same guard, descriptors, limits and restore), from the files as the agent sees them; its
+per-test outcomes travel with its proof (a process that ends without one: every batch test
+``crashed``), and the host mixes in canaries (mutants of batch tests) that a process reporting
+passes it did not earn passes too (``tests/security/test_attack_forged_batch.py``).
+
 Why one process per test, mutants included (not one process per set of mutants, which would
 save a fork, a capture and a collection per mutant): a mutant catches a forger only if its
 process cannot be told from a real test's. A process running several tests can (its session's
