@@ -110,8 +110,10 @@ class TestRun:
     #: that did not pass; informative only (the code under test can write it), bounded in size.
     messages: Mapping[str, str] = field(default_factory=dict)
     starved: bool = False
-    #: mutants of batch tests run in the batch's process (``run_tests_isolated(batch=...)``)
+    #: mutants of batch tests (``run_tests_isolated(batch=...)``) run in the batch's process
     canaries: int = 0
+    #: mutants of batch tests run in processes of their own, among the other tests'
+    decoys: int = 0
 
 
     @property
@@ -125,9 +127,10 @@ class TestRun:
 
     @property
     def guarded(self) -> bool:
-        """Whether any test is guarded (a mutant, or a withheld check): a task none of whose
-        tests is cannot detect tampering, a grader error (``CodeRepairTask.verify``)."""
-        return self.mutants > 0 or bool(self.withheld)
+        """Whether any test is guarded (a mutant, or a withheld check, or, against a forger of
+        every process of its own, the decoys): a task none of whose tests is cannot detect
+        tampering, a grader error (``CodeRepairTask.verify``)."""
+        return self.mutants > 0 or bool(self.withheld) or self.decoys > 0
 
 
 def _rejected(reason: str, dropped: Sequence[str], t0: float) -> TestRun:
@@ -220,10 +223,20 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # computed, and the host compares (proofgym.verify.sandboxed.withheld)
     # (not in a parametrized test: its process runs each check once per case)
     withheld = withhold_layout(one_case_view(layout), [f for f in sources if f in hidden])
-    canaries = _canaries({p: v[0] for p, v in visible.items()}, together, layout,
-                         [*allowed, *hidden, *_snapshot_paths(snapshot)], rng, seed)
+    taken = [*allowed, *hidden, *_snapshot_paths(snapshot)]
+    canaries = _canaries({p: v[0] for p, v in visible.items()}, together, [*taken, *layout.files],
+                         rng, seed, CANARIES)
     run_batch = [*together, *canaries.run]
     (rng or random.SystemRandom()).shuffle(run_batch)
+    # the per-test processes lost the mutants of the visible tests that ran there before the
+    # batch (a hidden file's): decoys, processes of their own, guard them against a forger of
+    # every such process (of a hidden file's tests first: they look like the hidden ones)
+    near = [t for t in together if t.split("::", 1)[0] in hidden] or list(together)
+    decoys = _canaries(sources, near, [*taken, *layout.files, *canaries.files], rng,
+                       seed + b"decoys" if seed is not None else None, DECOYS)
+    for gen in decoys.run:
+        layout.run.insert((rng or random.SystemRandom()).randint(0, len(layout.run)), gen)
+    layout.files.update(decoys.files)
     extra = {p: c for p, c in hidden.items() if p not in sources and p not in layout.files}
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
     manifest = {"run": layout.run, "several": layout.several, "budget_s": timeout_s,
@@ -281,7 +294,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     changed = _state_changed(report[len(_READY):]) if error is None else None
     whole = _with_batch(layout, together, canaries)
     run = _summarise(whole, raw, error, proc.returncode, host_timeout, output, dropped, timings,
-                     changed, unobserved, withheld, canaries)
+                     changed, unobserved, withheld, (canaries, decoys))
     limit = test_timeout_s or timeout_s
     unmeasured = _cpu_unmeasured(report[len(_READY):]) if run.starved else None
     if run.starved and cpu is None and unmeasured is not None:
@@ -321,25 +334,30 @@ def batch_plan(wanted: Sequence[str], batch: Sequence[str],
     return [w for w in wanted if w in chosen and w in visible.get(w.split("::", 1)[0], ((), set()))[1]]
 
 
-def _canaries(sources: Mapping[str, bytes], together: Sequence[str], layout: Layout,
-              taken: Sequence[str], rng: random.Random | None, seed: bytes | None) -> Layout:
-    """Up to :data:`CANARIES` mutants of the batch's tests (not parametrized ones), as freshly
-    named files beside theirs (what a mutant is:
-    :func:`~proofgym.verify.sandboxed.mutants.build_layout`). Where every one of them passes
-    with its test, the batch process reported passes it did not earn: tampering."""
+#: Decoys: mutants of batch tests run as processes of their own among the hidden tests'.
+DECOYS = 2
+
+
+def _canaries(sources: Mapping[str, bytes], together: Sequence[str], taken: Sequence[str],
+              rng: random.Random | None, seed: bytes | None, count: int) -> Layout:
+    """Up to ``count`` mutants of the batch's tests ``together`` (not parametrized ones), as
+    freshly named files beside theirs (what a mutant is:
+    :func:`~proofgym.verify.sandboxed.mutants.build_layout`), from ``sources``. Where every one
+    of them passes with its test, the processes they ran in reported passes they did not earn:
+    tampering (a single one may be a weak mutant honest code passes: mutants of visible tests
+    are not vetted like the hidden tests')."""
     if not together:
         return Layout()
     pick = random.Random(seed) if rng is None else rng
-    chosen = pick.sample(list(together), min(len(together), 4 * CANARIES))
+    chosen = pick.sample(list(together), min(len(together), 4 * count))
     files = {t.split("::", 1)[0] for t in chosen}
-    built = build_layout({f: sources[f] for f in files}, chosen,
-                         taken=[*taken, *layout.files], rng=rng, with_mutants=True,
-                         mutant_seed=seed)
+    built = build_layout({f: sources[f] for f in files}, chosen, taken=taken, rng=rng,
+                         with_mutants=True, mutant_seed=seed)
     out = Layout()
     for gen in built.run:
         # not a parametrized test's: its mutant may change a case's input, which honest code
         # can pass (a value set and read back)
-        if gen in built.mutant and gen not in built.several and len(out.run) < CANARIES:
+        if gen in built.mutant and gen not in built.several and len(out.run) < count:
             out.run.append(gen)
             out.mutant[gen] = built.mutant[gen]
             out.files[gen.split("::", 1)[0]] = built.files[gen.split("::", 1)[0]]
@@ -490,12 +508,13 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
                host_timeout: bool, output: str, dropped: Sequence[str],
                timings: Mapping[str, float], changed: str | None = None,
                unobserved: Sequence[str] = (), withheld: Mapping[str, list] | None = None,
-               canaries: Layout | None = None) -> TestRun:
+               groups: Sequence[Layout] = ()) -> TestRun:
     common = dict(exit_code=exit_code, output=output, dropped=tuple(sorted(dropped)),
                   timings=dict(timings), mutants=len(layout.mutant),
                   unmutable=tuple(layout.unmutable),
                   withheld=tuple(sorted({layout.real[g] for g in withheld or {} if g in layout.real})),
-                  canaries=len(canaries.mutant) if canaries else 0)
+                  canaries=len(groups[0].mutant) if groups else 0,
+                  decoys=len(groups[1].mutant) if len(groups) > 1 else 0)
     if error is not None:
         why = (f"the test run did not finish within its time limit: {error}" if host_timeout
                else f"the test run was cut short by the code under test: {error}")
@@ -509,13 +528,14 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
     passed = sorted(of for g, of in layout.mutant.items()
                     if raw[g] == "passed" and results.get(of) == "passed"
                     and all(results.get(w) == "passed" for w in layout.witnesses.get(g, ())))
-    # the batch's canaries: a process that reports passes for all its tests passes every one
+    # the batch's canaries, the decoys: a forger of every process they ran in passes every one
     # (an honest one may pass a weak mutant of a visible test, never checked like a hidden one's)
-    sung = sorted(of for g, of in (canaries.mutant if canaries else {}).items()
-                  if raw[g] == "passed" and results.get(of) == "passed"
-                  and all(results.get(w) == "passed" for w in canaries.witnesses.get(g, ())))
-    if canaries and canaries.mutant and len(sung) == len(canaries.mutant):
-        passed = sorted({*passed, *sung})
+    for group in groups:
+        sung = sorted(of for g, of in group.mutant.items()
+                      if raw[g] == "passed" and results.get(of) == "passed"
+                      and all(results.get(w) == "passed" for w in group.witnesses.get(g, ())))
+        if group.mutant and len(sung) == len(group.mutant):
+            passed = sorted({*passed, *sung})
     timed_out = any(s == "timeout" for s in raw.values())
     if changed is not None:
         return TestRun({}, timed_out=False, tampered=True, failure="tampering_detected",
@@ -631,6 +651,7 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
         "artifact_rejected": float(run.failure == "artifact_rejected"),
         "mutants": float(run.mutants), "mutants_passed": float(run.mutants_passed),
         "tests_without_mutant": float(len(run.unmutable)), "canaries": float(run.canaries),
+        "decoys": float(run.decoys),
         "tests_unguarded": float(len(run.unguarded)),
         "grading_overhead_s": run.timings.get("total_s", 0.0) - run.timings.get("run_s", 0.0),
         "test_run_s": run.timings.get("run_s", 0.0),
