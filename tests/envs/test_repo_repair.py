@@ -7,17 +7,21 @@ import random
 import re
 
 import gymnasium
+import orjson
 import pytest
 
 import proofgym  # noqa: F401 - registers the bundled environments
+from proofgym.core import ToolCallAction
 from proofgym.envs.repo_repair import MANIFEST, RECIPE, make_env, repo_repair_tasks, split_of
 from proofgym.eval.validate import validate_env
 from proofgym.tasks import TaskSet
 from proofgym.tasks.synth import Recipe, read_manifest
+from proofgym.tasks.synth.manifest import WHOLE_SUITE, read_suites
 from proofgym.tasks.synth.operators import OPERATORS
 from proofgym.tasks.synth.patch import patched_paths
 from proofgym.tasks.synth.statements import only_names_and_exceptions, where_the_bug_is
 from proofgym.tasks.synth.tells import project_source, tell_rates
+from proofgym.verify.sandboxed import swebench_verdict
 from tests.conftest import require_tool
 from tests.envs.repo_repair_helpers import offline_cache, task_of
 
@@ -130,9 +134,46 @@ def test_acceptance_1_validate_a_sample_across_projects(tmp_path, monkeypatch):
         env.close()
     assert report.ok, report.failures()
     names = {c.name for c in report.checks}
-    assert {"reference", "control:no_op", "control:wrong_fix",
-            "control:delete_failing_tests", "control:copy_from_image"} <= names, names
-    assert all(c.tasks == len(tasks) for c in report.checks if c.name in names)
+    every = {"reference", "control:no_op", "control:wrong_fix", "control:delete_failing_tests",
+             "control:copy_from_image"}
+    assert every | {"control:breaks_another_test"} <= names, names
+    assert all(c.tasks == len(tasks) for c in report.checks if c.name in every)
+    # where another bundled task's bug can break this one's pass-to-pass (not first's 3 tests)
+    breakers = sum("breaks_another_test" in t.controls() for t in tasks)
+    assert next(c.tasks for c in report.checks if c.name == "control:breaks_another_test") == breakers
+
+
+def test_every_bundled_task_checks_its_projects_whole_stable_suite():
+    """Pass-to-pass is the project's whole stable suite (less the task's fail-to-pass), listed
+    once per project at its pinned version: the manifest names it, records do not copy it."""
+    recipe = Recipe.load(RECIPE)
+    suites = read_suites(MANIFEST)
+    raw = [orjson.loads(line) for line in MANIFEST.read_bytes().splitlines() if line.strip()]
+    assert all(r["pass_to_pass"] == WHOLE_SUITE for r in raw), \
+        sorted({r["project"] for r in raw if r["pass_to_pass"] != WHOLE_SUITE})
+    for record in read_manifest(MANIFEST):
+        suite = suites[record.project]
+        assert suite.version == record.version == recipe.project(record.project).version
+        assert set(record.fail_to_pass) <= set(suite.tests), record.id
+        assert record.pass_to_pass == suite.pass_to_pass(record.fail_to_pass)
+        assert len(record.pass_to_pass) == len(suite.tests) - len(record.fail_to_pass)
+
+
+def test_the_reference_fix_that_breaks_another_stable_test_scores_0(tmp_path, monkeypatch):
+    """The control ``breaks_another_test`` (run by ``validate``): the fix, plus another task's
+    bug in another function; the hidden tests pass, a pass-to-pass test fails, reward 0."""
+    require_tool("bwrap")
+    cache = tmp_path / "cache"
+    record = sorted(offline_cache(cache, monkeypatch)["six"], key=lambda r: r.id)[0]
+    task = task_of(record, cache)
+    script = task.controls()["breaks_another_test"]
+    files = {a.tool_input["path"]: a.tool_input["content"].encode() for a in script
+             if isinstance(a, ToolCallAction)}
+    run = task.grade_files(files)
+    verdict = swebench_verdict(run, record.fail_to_pass, record.pass_to_pass)
+    assert verdict.reward == 0.0 and run.failure is None, (run.failure, verdict.reason)
+    assert all(run.results[t] == "passed" for t in record.fail_to_pass), verdict.reason
+    assert "(PASS_TO_PASS): failed" in verdict.reason, verdict.reason
 
 
 @pytest.mark.parametrize("split", ["train", "dev", "heldout"])

@@ -60,6 +60,8 @@ def test_synthesis_keeps_only_valid_tasks_and_is_deterministic(tmp_path, cache):
     for record in records:
         assert 1 <= len(record.fail_to_pass) <= 5 and record.pass_to_pass
         assert not set(record.fail_to_pass) & set(record.pass_to_pass)
+        # pass-to-pass: the whole stable suite less the failing tests
+        assert len(record.pass_to_pass) + len(record.fail_to_pass) == report.stable_tests
         assert record.stats["grading_s"] > 0
         # the patch is the bug: applied to the pristine module it gives the task's module
         root = materialize(record, pin)

@@ -3,8 +3,9 @@
 Built from one manifest record and its project's pin; its directory (``repo/``, ``hidden/``,
 ``solution/``) is materialized under the cache on first use, so loading the task set reads only
 the manifest. The agent's sandbox gets ``repo/`` (the project with the bug, the failing tests
-removed); the grader adds ``hidden/`` in a fresh sandbox and runs the fail-to-pass and
-pass-to-pass tests with the CodeRepair grader (one process per test, mutants, protected paths).
+removed); the grader adds ``hidden/`` in a fresh sandbox and runs the fail-to-pass tests with the
+CodeRepair grader (one process per test, mutants, protected paths) and the pass-to-pass tests,
+the project's whole stable suite, together in one process (``run_pytest(batch=...)``).
 """
 
 from __future__ import annotations
@@ -107,7 +108,10 @@ class RepoRepairTask(Task):
         return run_pytest(inner.repo, changes, tests=inner.test_ids, hidden=inner.hidden_files,
                           protected=inner.protected, timeout_s=self.grading_timeout_s,
                           test_timeout_s=self.test_timeout_s, image=self.image,
-                          max_artifact_bytes=inner.max_artifact_bytes)
+                          max_artifact_bytes=inner.max_artifact_bytes,
+                          # the visible pass-to-pass tests (the project's stable suite) in one
+                          # process; the hidden fail-to-pass tests each in their own
+                          batch=self.record.pass_to_pass)
 
     def verify(self, trace: Trace, runtime: Any) -> Verdict:
         artifact = getattr(runtime, "artifact", None)

@@ -88,29 +88,94 @@ class TaskRecord:
         return sorted({n.split("::", 1)[0] for n in self.fail_to_pass})
 
 
+#: A record's ``pass_to_pass`` as the manifest file writes it when it is its project's whole
+#: stable suite (less its fail-to-pass tests): the suite is listed once, in the manifest's
+#: sibling ``<name>.stable.json`` (:func:`suites_path`), not copied into every record.
+WHOLE_SUITE = "stable suite"
+
+
+@dataclass(frozen=True)
+class StableSuite:
+    """A project's stable tests (those that pass in every run of synthesis' baseline on the
+    pristine source) at one version: every task's pass-to-pass is this less its fail-to-pass."""
+
+    version: str
+    tests: tuple[str, ...]
+
+    def pass_to_pass(self, fail_to_pass: Sequence[str]) -> tuple[str, ...]:
+        failing = set(fail_to_pass)
+        return tuple(t for t in self.tests if t not in failing)
+
+
+def suites_path(manifest: str | Path) -> Path:
+    """Where the stable suites of ``manifest``'s projects are listed (``tasks.jsonl``:
+    ``tasks.stable.json``)."""
+    return Path(manifest).with_suffix(".stable.json")
+
+
+def read_suites(manifest: str | Path) -> dict[str, StableSuite]:
+    """The stable suite of each project of ``manifest`` (none without the file)."""
+    path = suites_path(manifest)
+    if not path.is_file():
+        return {}
+    data = orjson.loads(path.read_bytes())
+    return {name: StableSuite(str(entry["version"]), tuple(entry["tests"]))
+            for name, entry in data["projects"].items()}
+
+
+def write_suites(manifest: str | Path, suites: Mapping[str, StableSuite]) -> None:
+    data = {"projects": {name: {"version": s.version, "tests": list(s.tests)}
+                         for name, s in sorted(suites.items())}}
+    write_atomic(suites_path(manifest), orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+
+
 def task_id(project: str, patch: str) -> str:
     return f"{project}-{hashlib.sha256(patch.encode()).hexdigest()[:10]}"
 
 
 def read_manifest(path: str | Path) -> list[TaskRecord]:
+    """The records of ``path``; a record whose ``pass_to_pass`` is :data:`WHOLE_SUITE` gets
+    its project's stable suite (:func:`read_suites`) less its fail-to-pass tests."""
     path = Path(path)
     records = []
+    suites: dict[str, StableSuite] | None = None
     with open(path, "rb") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
-                records.append(TaskRecord.from_dict(orjson.loads(line)))
+                data = orjson.loads(line)
+                if data.get("pass_to_pass") == WHOLE_SUITE:
+                    suites = read_suites(path) if suites is None else suites
+                    suite = suites.get(data["project"])
+                    if suite is None or suite.version != data["version"]:
+                        raise TaskRecordError(f"{suites_path(path).name} lists no stable suite of "
+                                         f"{data['project']} {data['version']}")
+                    data["pass_to_pass"] = suite.pass_to_pass(data["fail_to_pass"])
+                records.append(TaskRecord.from_dict(data))
             except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
                 raise TaskRecordError(f"{path}:{number}: not a task record ({exc})") from exc
+            except ValueError as exc:
+                raise TaskRecordError(f"{path}:{number}: {exc}") from exc
     return records
 
 
 def write_manifest(path: str | Path, records: Iterable[TaskRecord]) -> None:
+    """Write ``records`` to ``path``; a record whose pass-to-pass is its project's whole stable
+    suite (as listed beside ``path``, :func:`read_suites`) says so (:data:`WHOLE_SUITE`)
+    instead of repeating it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, b"".join(orjson.dumps(record.to_dict(), option=orjson.OPT_SORT_KEYS) + b"\n"
-                                for record in records))
+    suites = read_suites(path)
+    lines = []
+    for record in records:
+        data = record.to_dict()
+        suite = suites.get(record.project)
+        if suite is not None and suite.version == record.version and \
+                record.pass_to_pass == suite.pass_to_pass(record.fail_to_pass):
+            data["pass_to_pass"] = WHOLE_SUITE
+        lines.append(orjson.dumps(data, option=orjson.OPT_SORT_KEYS) + b"\n")
+    write_atomic(path, b"".join(lines))
 
 
 def pristine_tree(pin: ProjectPin, *, quiet: bool = False) -> Path:

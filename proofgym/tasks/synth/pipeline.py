@@ -364,16 +364,19 @@ class ProjectSynth:
         return None, record
 
     def _pass_to_pass(self, cand: Candidate, failing: set[str]) -> list[str]:
-        """The selected tests that still pass, then other stable tests of the failing tests'
-        files, up to ``p2p_max`` (grading time grows with every test; see the docs)."""
-        same_file = {t.split("::", 1)[0] for t in failing}
-        first = [t for t in cand.tests if t not in failing]
-        rest = [t for t in self.stable if t.split("::", 1)[0] in same_file and t not in failing
-                and t not in set(first)]
-        rng = random.Random(f"{self.pin.seed}:p2p:{sorted(failing)}")
-        rng.shuffle(first)
-        rng.shuffle(rest)
-        return sorted([*first, *rest][:self.pin.p2p_max])
+        """The whole stable suite less the failing tests, as SWE-bench checks a fix (the gate,
+        :func:`~proofgym.envs.repo_repair.check_record`, runs it all on the bug: a test the
+        candidate broke without the screening's selection seeing it rejects the task)."""
+        return [t for t in self.stable if t not in failing]
+
+    def stable_suite(self) -> list[str]:
+        """The project's stable tests (3 of 3 baseline runs pass), computed alone: what every
+        task's pass-to-pass is made of (:class:`~proofgym.tasks.synth.manifest.StableSuite`)."""
+        self._list()
+        with SuiteRunner(self.top, test_roots=self.pin.tests, python_path=self.pin.python_path,
+                         image=self.image) as runner:
+            self._baseline(runner)
+        return list(self.stable)
 
     def _tier2(self, runner: SuiteRunner, tier1: list[tuple[TaskRecord, Candidate]],
                deadline: float | None) -> None:

@@ -46,6 +46,8 @@ class ProjectPin:
     max_candidates: int = 300
     max_tasks: int = 60
     tier2: int = 10
+    #: ignored (recipes that set it still load): a task's pass-to-pass is the project's whole
+    #: stable suite (it was capped at this many tests)
     p2p_max: int = 10
     #: tasks kept per set of fail-to-pass tests (more would be near copies of one task)
     max_per_failing_set: int = 3

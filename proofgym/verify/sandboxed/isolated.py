@@ -10,7 +10,9 @@ test process sends what it computed, the host compares). The runner
 (:mod:`proofgym.verify.sandboxed.runner`, booted ahead when a spare is ready:
 :mod:`proofgym.verify.sandboxed.warm_runners`) receives the files on a pipe, writes them, runs each test in
 its own forked process (which sees its own generated test file only) and writes the results, by
-generated id, to a descriptor no test process holds; the host maps them back.
+generated id, to a descriptor no test process holds; the host maps them back. Tests the agent
+can read may instead run together in one such process (``batch``, with canaries: see
+:func:`run_tests_isolated`).
 
 Who caused a failure decides what it is: an artifact that cannot be applied (an unsafe or
 inconsistent path, too large, no space left), tests that run out of time, a test process that
@@ -108,6 +110,10 @@ class TestRun:
     #: that did not pass; informative only (the code under test can write it), bounded in size.
     messages: Mapping[str, str] = field(default_factory=dict)
     starved: bool = False
+    #: mutants of batch tests (``run_tests_isolated(batch=...)``) run in the batch's process
+    canaries: int = 0
+    #: mutants of batch tests run in processes of their own, among the other tests'
+    decoys: int = 0
 
 
     @property
@@ -121,9 +127,10 @@ class TestRun:
 
     @property
     def guarded(self) -> bool:
-        """Whether any test is guarded (a mutant, or a withheld check): a task none of whose
-        tests is cannot detect tampering, a grader error (``CodeRepairTask.verify``)."""
-        return self.mutants > 0 or bool(self.withheld)
+        """Whether any test is guarded (a mutant, or a withheld check, or, against a forger of
+        every process of its own, the decoys): a task none of whose tests is cannot detect
+        tampering, a grader error (``CodeRepairTask.verify``)."""
+        return self.mutants > 0 or bool(self.withheld) or self.decoys > 0
 
 
 def _rejected(reason: str, dropped: Sequence[str], t0: float) -> TestRun:
@@ -154,7 +161,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                        packages: Sequence[str] = PYTEST_PACKAGES, mutants: bool = True,
                        max_artifact_bytes: int | None = None,
                        rng: random.Random | None = None,
-                       image: SandboxSystem | None = None) -> TestRun:
+                       image: SandboxSystem | None = None,
+                       batch: Sequence[str] = ()) -> TestRun:
     """Run the tests ``tests`` (node ids ``file::[Class::]name``, or whole files) and a mutant
     of each in a fresh sandbox holding ``snapshot`` plus the allowed ``changes`` plus ``hidden``
     files; ``timeout_s`` bounds the whole run, ``test_timeout_s`` each test, both in the tests'
@@ -162,6 +170,12 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     may take up to ``BACKSTOP`` times ``timeout_s`` (plus the sandbox's start) on a busy host.
     With ``image`` the sandbox runs on that environment image (its interpreter runs the tests)
     instead of the minimal system with ``packages``.
+
+    ``batch``: test ids (of ``tests``) that run together in one test process, from their own
+    files, after the others (:func:`batch_plan`: the tests the agent can read; a hidden test
+    keeps its own process), with up to :data:`CANARIES` mutants of them (canaries): a batch
+    process that reports passes it did not earn, for all its tests alike, passes every canary
+    with its test, which is tampering. Its time limit is what is left of ``timeout_s``.
 
     Raises :class:`SandboxSetupError` only for host problems (no bwrap, no overlay, a runner
     that could not start); anything the artifact or the code under test does ends in a
@@ -189,6 +203,15 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # a test the files (as the agent left them) do not define does not run either
     wanted = [w for t in tests for w in (listed.get(t, []) if "::" not in t else [t])
               if w in listed.get(w.split("::", 1)[0], [])]
+    # the batch runs the files as the agent sees them (a hidden file's visible part)
+    visible = {}
+    for path, source in test_sources(snapshot, allowed, {}, {t.split("::", 1)[0] for t in batch}).items():
+        try:
+            visible[path] = (source, {i.node_id for i in list_tests(path, source)})
+        except TestSourceError:
+            continue  # a test file the agent broke: its tests run (and fail) on their own
+    together = batch_plan(wanted, batch, visible)
+    wanted = [w for w in wanted if w not in set(together)]
     # mutants fixed per task (seeded by its hidden tests), unless the caller draws its own
     seed = None if rng is not None else mutant_seed_of(hidden)
     layout = build_layout(sources, wanted, taken=[*allowed, *hidden, *_snapshot_paths(snapshot)],
@@ -200,11 +223,25 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # computed, and the host compares (proofgym.verify.sandboxed.withheld)
     # (not in a parametrized test: its process runs each check once per case)
     withheld = withhold_layout(one_case_view(layout), [f for f in sources if f in hidden])
+    taken = [*allowed, *hidden, *_snapshot_paths(snapshot)]
+    canaries = _canaries({p: v[0] for p, v in visible.items()}, together, [*taken, *layout.files],
+                         rng, seed, CANARIES)
+    run_batch = [*together, *canaries.run]
+    (rng or random.SystemRandom()).shuffle(run_batch)
+    # the per-test processes lost the mutants of the visible tests that ran there before the
+    # batch (a hidden file's): decoys, processes of their own, guard them against a forger of
+    # every such process (of a hidden file's tests first: they look like the hidden ones)
+    near = [t for t in together if t.split("::", 1)[0] in hidden] or list(together)
+    decoys = _canaries(sources, near, [*taken, *layout.files, *canaries.files], rng,
+                       seed + b"decoys" if seed is not None else None, DECOYS)
+    for gen in decoys.run:
+        layout.run.insert((rng or random.SystemRandom()).randint(0, len(layout.run)), gen)
+    layout.files.update(decoys.files)
     extra = {p: c for p, c in hidden.items() if p not in sources and p not in layout.files}
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
     manifest = {"run": layout.run, "several": layout.several, "budget_s": timeout_s,
-                "test_timeout_s": test_timeout_s or timeout_s}
-    job = encode_job(manifest, [*allowed.items(), *extra.items()], layout.files)
+                "test_timeout_s": test_timeout_s or timeout_s, "batch": run_batch}
+    job = encode_job(manifest, [*allowed.items(), *extra.items()], {**layout.files, **canaries.files})
     key = (_identity(snapshot), config, limits, tuple(packages),
            image.digest if image is not None else None)
     # before the hidden tests enter a sandbox (a spare was booted without them): no episode
@@ -248,15 +285,16 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                                 f"{outcome['setup_error']}")
     if "rejected" in outcome:
         return _rejected(str(outcome["rejected"]), dropped, t0)
-    raw, error, messages = parse_report(report[len(_READY):], layout.run)
+    raw, error, messages = parse_report(report[len(_READY):], [*layout.run, *run_batch])
     unobserved: list[str] = []
     if error is None and withheld:
         raw, messages, unobserved = _judge_withheld(raw, messages, withheld,
                                                     _observed(report[len(_READY):], layout.run))
     timings.update(_phases(report[len(_READY):]) if error is None else {})
     changed = _state_changed(report[len(_READY):]) if error is None else None
-    run = _summarise(layout, raw, error, proc.returncode, host_timeout, output, dropped, timings,
-                     changed, unobserved, withheld)
+    whole = _with_batch(layout, together, canaries)
+    run = _summarise(whole, raw, error, proc.returncode, host_timeout, output, dropped, timings,
+                     changed, unobserved, withheld, (canaries, decoys))
     limit = test_timeout_s or timeout_s
     unmeasured = _cpu_unmeasured(report[len(_READY):]) if run.starved else None
     if run.starved and cpu is None and unmeasured is not None:
@@ -278,8 +316,61 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                                     "its test waited (its own processes kept it waiting)"))
     if run.results:
         run = replace(run, messages={real: _real_names(messages[gen], gen, real)
-                                     for gen, real in layout.real.items() if gen in messages})
+                                     for gen, real in whole.real.items() if gen in messages})
     return run
+
+
+#: Canaries of a batch: mutants of some of its tests (drawn from up to 4 times as many), run with it.
+CANARIES = 3
+
+
+def batch_plan(wanted: Sequence[str], batch: Sequence[str],
+               visible: Mapping[str, tuple[bytes, set[str]]]) -> list[str]:
+    """The tests of ``batch`` that run together, in ``wanted`` order: those the files as the
+    agent sees them (``visible``: path -> source and the test ids it defines) define, run from
+    those files. A hidden test (hidden files' own tests, stripped from what the agent sees)
+    keeps a process of its own, with its mutant and withheld checks."""
+    chosen = set(batch)
+    return [w for w in wanted if w in chosen and w in visible.get(w.split("::", 1)[0], ((), set()))[1]]
+
+
+#: Decoys: mutants of batch tests run as processes of their own among the hidden tests'.
+DECOYS = 2
+
+
+def _canaries(sources: Mapping[str, bytes], together: Sequence[str], taken: Sequence[str],
+              rng: random.Random | None, seed: bytes | None, count: int) -> Layout:
+    """Up to ``count`` mutants of the batch's tests ``together`` (not parametrized ones), as
+    freshly named files beside theirs (what a mutant is:
+    :func:`~proofgym.verify.sandboxed.mutants.build_layout`), from ``sources``. Where every one
+    of them passes with its test, the processes they ran in reported passes they did not earn:
+    tampering (a single one may be a weak mutant honest code passes: mutants of visible tests
+    are not vetted like the hidden tests')."""
+    if not together:
+        return Layout()
+    pick = random.Random(seed) if rng is None else rng
+    chosen = pick.sample(list(together), min(len(together), 4 * count))
+    files = {t.split("::", 1)[0] for t in chosen}
+    built = build_layout({f: sources[f] for f in files}, chosen, taken=taken, rng=rng,
+                         with_mutants=True, mutant_seed=seed)
+    out = Layout()
+    for gen in built.run:
+        # not a parametrized test's: its mutant may change a case's input, which honest code
+        # can pass (a value set and read back)
+        if gen in built.mutant and gen not in built.several and len(out.run) < count:
+            out.run.append(gen)
+            out.mutant[gen] = built.mutant[gen]
+            out.files[gen.split("::", 1)[0]] = built.files[gen.split("::", 1)[0]]
+            if gen in built.witnesses:
+                out.witnesses[gen] = built.witnesses[gen]
+    return out
+
+
+def _with_batch(layout: Layout, together: Sequence[str], canaries: Layout) -> Layout:
+    """``layout`` with the batch's tests (each its own id) and its canaries (judged apart:
+    :func:`_summarise`)."""
+    return replace(layout, real={**layout.real, **{t: t for t in together}},
+                   run=[*layout.run, *together, *canaries.run])
 
 
 def mutant_seed_of(hidden: Mapping[str, bytes]) -> bytes:
@@ -416,12 +507,14 @@ def _real_names(message: str, generated: str, real: str) -> str:
 def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_code: int | None,
                host_timeout: bool, output: str, dropped: Sequence[str],
                timings: Mapping[str, float], changed: str | None = None,
-               unobserved: Sequence[str] = (), withheld: Mapping[str, list] | None = None
-               ) -> TestRun:
+               unobserved: Sequence[str] = (), withheld: Mapping[str, list] | None = None,
+               groups: Sequence[Layout] = ()) -> TestRun:
     common = dict(exit_code=exit_code, output=output, dropped=tuple(sorted(dropped)),
                   timings=dict(timings), mutants=len(layout.mutant),
                   unmutable=tuple(layout.unmutable),
-                  withheld=tuple(sorted({layout.real[g] for g in withheld or {} if g in layout.real})))
+                  withheld=tuple(sorted({layout.real[g] for g in withheld or {} if g in layout.real})),
+                  canaries=len(groups[0].mutant) if groups else 0,
+                  decoys=len(groups[1].mutant) if len(groups) > 1 else 0)
     if error is not None:
         why = (f"the test run did not finish within its time limit: {error}" if host_timeout
                else f"the test run was cut short by the code under test: {error}")
@@ -435,6 +528,14 @@ def _summarise(layout: Layout, raw: Mapping[str, str], error: str | None, exit_c
     passed = sorted(of for g, of in layout.mutant.items()
                     if raw[g] == "passed" and results.get(of) == "passed"
                     and all(results.get(w) == "passed" for w in layout.witnesses.get(g, ())))
+    # the batch's canaries, the decoys: a forger of every process they ran in passes every one
+    # (an honest one may pass a weak mutant of a visible test, never checked like a hidden one's)
+    for group in groups:
+        sung = sorted(of for g, of in group.mutant.items()
+                      if raw[g] == "passed" and results.get(of) == "passed"
+                      and all(results.get(w) == "passed" for w in group.witnesses.get(g, ())))
+        if group.mutant and len(sung) == len(group.mutant):
+            passed = sorted({*passed, *sung})
     timed_out = any(s == "timeout" for s in raw.values())
     if changed is not None:
         return TestRun({}, timed_out=False, tampered=True, failure="tampering_detected",
@@ -549,7 +650,8 @@ def swebench_verdict(run: TestRun, fail_to_pass: Sequence[str], pass_to_pass: Se
         "tampering_detected": float(run.tampered), "protected_changes_dropped": float(len(run.dropped)),
         "artifact_rejected": float(run.failure == "artifact_rejected"),
         "mutants": float(run.mutants), "mutants_passed": float(run.mutants_passed),
-        "tests_without_mutant": float(len(run.unmutable)),
+        "tests_without_mutant": float(len(run.unmutable)), "canaries": float(run.canaries),
+        "decoys": float(run.decoys),
         "tests_unguarded": float(len(run.unguarded)),
         "grading_overhead_s": run.timings.get("total_s", 0.0) - run.timings.get("run_s", 0.0),
         "test_run_s": run.timings.get("run_s", 0.0),

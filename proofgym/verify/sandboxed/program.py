@@ -71,9 +71,10 @@ def run_pytest(snapshot: Any, changes: Mapping[str, bytes | None], *, tests: Seq
                limits: SandboxLimits | None = None,
                packages: Sequence[str] = PYTEST_PACKAGES,
                max_artifact_bytes: int | None = None,
-               image: SandboxSystem | None = None) -> TestRun:
+               image: SandboxSystem | None = None, batch: Sequence[str] = ()) -> TestRun:
     """Run the pytest tests ``tests`` (``file::[Class::]name`` or whole files) in a fresh
-    sandbox over ``snapshot`` + allowed ``changes`` + ``hidden``.
+    sandbox over ``snapshot`` + allowed ``changes`` + ``hidden``; those of ``batch`` (visible
+    ones) together in one process (see :func:`run_tests_isolated`).
 
     ``timeout_s`` bounds the whole test run, ``test_timeout_s`` each test (a test past it stops
     the run: ``failure="tests_timed_out"``). With ``mutants`` each test of a hidden file runs
@@ -86,7 +87,7 @@ def run_pytest(snapshot: Any, changes: Mapping[str, bytes | None], *, tests: Seq
                               protected=protected, timeout_s=timeout_s,
                               test_timeout_s=test_timeout_s, limits=limits, packages=packages,
                               mutants=mutants, max_artifact_bytes=max_artifact_bytes,
-                              image=image)
+                              image=image, batch=batch)
 
 
 @dataclass(frozen=True)

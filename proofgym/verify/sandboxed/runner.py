@@ -74,6 +74,13 @@ It uses the standard library and pytest only, and never imports code from the wo
 
 The proof handshake is forgeable by code that implements it; that is what the mutants are for.
 
+**The batch** (``manifest["batch"]``: tests the agent can read, the pass-to-pass suite) runs
+after the per-test processes in *one* test process, forked and hardened as every other (the
+same guard, descriptors, limits and restore), from the files as the agent sees them; its
+per-test outcomes travel with its proof (a process that ends without one: every batch test
+``crashed``), and the host mixes in canaries (mutants of batch tests) that a process reporting
+passes it did not earn passes too (``tests/security/test_attack_forged_batch.py``).
+
 Why one process per test, mutants included (not one process per set of mutants, which would
 save a fork, a capture and a collection per mutant): a mutant catches a forger only if its
 process cannot be told from a real test's. A process running several tests can (its session's
@@ -191,14 +198,17 @@ def main() -> None:
     observed = {}  # node -> what its withheld checks computed (for the host to compare)
     stopped = None
     changed = None
-    for node in manifest["run"]:
+    batch = list(manifest.get("batch", ()))
+    # the batch (the visible tests, together) runs last: one entry of the loop, its tests' own
+    # outcomes sent with its process's proof
+    for node in [*manifest["run"], *([_BATCH] if batch else [])]:
         if stopped is not None:
-            results[node] = "not_run"
+            _record(results, node, batch, "not_run")
             continue
         changed = settings.restore()
         if changed is not None:  # an earlier test changed this process: the next must not see it
-            results[node] = "not_run"
-            stopped = node
+            _record(results, node, batch, "not_run")
+            stopped = "the batch" if node is _BATCH else node
             continue
         remaining = budget - used
         backstop = BACKSTOP * budget - (time.monotonic() - started)
@@ -206,6 +216,16 @@ def main() -> None:
             status, message = "timeout", None
         elif backstop <= 0:
             status, message = "starved", None
+        elif node is _BATCH:
+            for path in dict.fromkeys(n.split("::", 1)[0] for n in batch):
+                if path in tests:  # a generated file of the batch (a canary)
+                    _write_one(path, tests[path])
+            status, message, own, seen = _run_one(batch, session, remaining,
+                                                  min(BACKSTOP * remaining, backstop), report_fd,
+                                                  secret, messages, guard)
+            used += own
+            status = _batch_results(results, messages, batch, status, seen)
+            message = None
         else:
             # this test's file exists only while its own process runs (see _run_one)
             _write_one(node.split("::", 1)[0], tests[node.split("::", 1)[0]])
@@ -218,7 +238,10 @@ def main() -> None:
             if status == "passed" and seen is not None and \
                     sum(map(len, observed.values())) + len(seen) <= _MAX_REPORTED:
                 observed[node] = seen  # past the cap, the host finds none: the test fails
-        results[node] = status
+        if node is not _BATCH:
+            results[node] = status
+        elif status in ("timeout", "starved"):
+            _record(results, node, batch, status)
         if message is not None and status != "passed":
             messages[node] = message
         phases.done("tests")
@@ -229,7 +252,7 @@ def main() -> None:
         _remove_ipc()
         phases.done("remove_ipc")
         if status in ("timeout", "starved"):  # the time limit: what is left does not run
-            stopped = node
+            stopped = "the batch" if node is _BATCH else node
     if changed is None:
         # the last test to run may have changed this process too (a runner reniced behind busy
         # children would pass the starvation witness): checked like the others, reported as such
@@ -241,6 +264,42 @@ def main() -> None:
                       "observed": observed,
                       "messages": {k: bytes(m).decode("utf-8", errors="replace")
                                    for k, m in messages.items() if m}})
+
+
+#: The loop's entry for the batch: every test of ``manifest["batch"]`` in one process.
+_BATCH = object()
+
+
+def _record(results: dict, node, batch: list, status: str) -> None:
+    """``status`` for ``node``, or for each test of the batch."""
+    for name in (batch if node is _BATCH else [node]):
+        results[name] = status
+
+
+def _batch_results(results: dict, messages: dict, batch: list, status: str,
+                   sent: str | None) -> str:
+    """Each batch test's outcome, as its process sent it with its proof (``sent``); without a
+    proof (the process ended early, ran out of time, sent what is not the outcomes), every
+    test of the batch has the process's status: ``crashed`` and the like, never passed.
+    Returns the batch's status for the loop."""
+    outcomes, texts = None, {}
+    if status in _SEVERITY and sent is not None:
+        try:
+            value = json.loads(sent)
+            outcomes, texts = value["outcomes"], value.get("messages", {})
+        except (ValueError, KeyError, TypeError):
+            outcomes = None
+    if not isinstance(outcomes, dict) or not isinstance(texts, dict):
+        _record(results, _BATCH, batch, status if status not in _SEVERITY else "crashed")
+        return status if status not in _SEVERITY else "crashed"
+    for node in batch:
+        got = outcomes.get(node)
+        # a test it did not collect (a file the code under test broke at import) did not pass
+        results[node] = got if got in _SEVERITY else "error"
+        text = texts.get(node)
+        if results[node] != "passed" and isinstance(text, str) and text:
+            messages[node] = bytearray(text.encode("utf-8", errors="replace")[-MESSAGE_BYTES:])
+    return status
 
 
 def _send(report_fd: int, report: dict) -> None:
@@ -488,7 +547,7 @@ def _empty_config() -> str:
     return path
 
 
-def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int,
+def _run_one(node: str | list[str], session, timeout: float, backstop: float, report_fd: int,
              secret: bytearray, messages: dict, guard: bytes, several: bool = False
              ) -> tuple[str, bytearray | None, float, str | None]:
     """The test's status, its failure message (its own words: informative, never trusted), the
@@ -521,8 +580,8 @@ def _run_one(node: str, session, timeout: float, backstop: float, report_fd: int
             os.setpgid(0, 0)
             _fresh_process(out_w, keep=(msg_w, ctl_child.fileno()))
             _install_guard(guard)
-            code = _child(node, session, msg_w, several)
-            _prove(ctl_child, code)
+            code, payload = _child(node, session, msg_w, several)
+            _prove(ctl_child, code, payload)
         except BaseException:  # shown in the run's output; the test counts as an error
             import traceback
 
@@ -568,10 +627,10 @@ def _fresh_process(out_w: int, keep: tuple[int, ...]) -> None:
     resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
 
 
-def _prove(sock: socket.socket, code: int) -> None:
+def _prove(sock: socket.socket, code: int, payload: bytes) -> None:
     """The child's side of the proof: ask, receive this test's nonce, answer outcome + nonce +
-    what the test's withheld checks observed (a 4-byte length, then JSON). Called only once the
-    test's pytest run has returned."""
+    ``payload`` (a 4-byte length, then JSON: what the test's withheld checks observed, or a
+    batch's outcomes per test). Called only once the test's pytest run has returned."""
     sock.setblocking(True)  # the code under test may have made the descriptor non-blocking
     sock.sendall(b"?")
     nonce = b""
@@ -580,7 +639,6 @@ def _prove(sock: socket.socket, code: int) -> None:
         if not chunk:
             return
         nonce += chunk
-    payload = json.dumps(_OBSERVED).encode()
     sock.sendall(bytes([code]) + nonce + len(payload).to_bytes(4, "big") + payload)
 
 
@@ -716,9 +774,12 @@ def _wipe(buffer: bytearray) -> None:
         ctypes.memset((ctypes.c_char * len(buffer)).from_buffer(buffer), 0, len(buffer))
 
 
-def _child(node: str, session, msg_fd: int, several: bool = False) -> int:
+def _child(node: str | list[str], session, msg_fd: int, several: bool = False
+           ) -> tuple[int, bytes]:
     """Collect and run one test in the inherited session (``_pytest.main._main`` for one node):
-    one item, or (``several``: a parametrized test) every case of it, the worst outcome counting."""
+    one item, or (``several``: a parametrized test) every case of it, the worst outcome counting.
+    A list of nodes (the batch) runs them all: the outcome of each goes with the proof.
+    Returns the outcome code and the proof's payload."""
     import builtins
 
     builtins.__proofgym_observe__ = _observe
@@ -729,7 +790,7 @@ def _child(node: str, session, msg_fd: int, several: bool = False) -> int:
     capture.suspend_global_capture()  # as pytest leaves it between its phases
     rec = _Recorder()
     config.pluginmanager.register(rec, "proofgym-recorder")
-    config.args = [node]
+    config.args = list(node) if isinstance(node, list) else [node]
     try:
         config.hook.pytest_collection(session=session)
         config.hook.pytest_runtestloop(session=session)
@@ -744,9 +805,15 @@ def _child(node: str, session, msg_fd: int, several: bool = False) -> int:
         if rec.message:  # a full pipe (the test's own doing) costs the test its message only
             with contextlib.suppress(OSError):
                 os.write(msg_fd, rec.message.encode("utf-8", errors="replace")[-MESSAGE_BYTES:])
+    codes = {"passed": PASSED, "failed": FAILED, "error": ERROR, "skipped": SKIPPED}
+    if isinstance(node, list):
+        return codes[rec.outcome or "error"], json.dumps(
+            {"outcomes": rec.by_node(node),
+             "messages": {n: m[-MESSAGE_BYTES:] for n, m in rec.messages.items()}}).encode()
+    payload = json.dumps(_OBSERVED).encode()
     if rec.items < 1 or (rec.items > 1 and not several) or rec.outcome is None:
-        return ERROR
-    return {"passed": PASSED, "failed": FAILED, "error": ERROR, "skipped": SKIPPED}[rec.outcome]
+        return ERROR, payload
+    return codes[rec.outcome], payload
 
 
 class _Recorder:
@@ -754,9 +821,13 @@ class _Recorder:
         self.items = 0
         self.outcome = None
         self.message = ""
+        self.each: dict[str, str] = {}  # item node id -> its worst outcome (for a batch)
+        self.messages: dict[str, str] = {}
+        self.collected: set[str] = set()
 
     def pytest_collection_finish(self, session) -> None:
         self.items = len(session.items)
+        self.collected = {item.nodeid for item in session.items}
 
     def pytest_collectreport(self, report) -> None:
         if report.failed:
@@ -765,11 +836,44 @@ class _Recorder:
     def pytest_runtest_logreport(self, report) -> None:
         text = report.longreprtext if report.failed else ""
         if report.when == "call":
-            self.worst("passed" if report.passed else "failed" if report.failed else "skipped", text)
+            status = "passed" if report.passed else "failed" if report.failed else "skipped"
         elif report.failed:
-            self.worst("error", text)
+            status = "error"
         elif report.skipped:
-            self.worst("skipped")
+            status = "skipped"
+        else:
+            status = "passed"  # a setup or teardown that passed: the call decides
+        if report.when != "call" and status == "passed":
+            self.each.setdefault(report.nodeid, "passed")
+        else:
+            self._item(report.nodeid, status, text)
+        if status != "passed" or report.when == "call":
+            self.worst(status, text)
+
+    def _item(self, nodeid: str, status: str, text: str) -> None:
+        was = self.each.get(nodeid)
+        if was is None or _SEVERITY[status] > _SEVERITY[was]:
+            self.each[nodeid] = status
+        if text and nodeid not in self.messages:
+            self.messages[nodeid] = text
+
+    def by_node(self, nodes: list[str]) -> dict[str, str]:
+        """The outcome of each wanted node: the worst of its items (a parametrized test's
+        cases), ``error`` for one not collected or whose item did not run to its call."""
+        worst: dict[str, str] = {}
+        for nodeid, status in self.each.items():
+            base = nodeid.split("[", 1)[0]
+            if nodeid not in self.collected:
+                continue
+            if base not in worst or _SEVERITY[status] > _SEVERITY[worst[base]]:
+                worst[base] = status
+        for nodeid in self.collected:  # collected but never reported: did not run
+            base = nodeid.split("[", 1)[0]
+            if nodeid not in self.each:
+                worst[base] = "error"
+        for nodeid, text in list(self.messages.items()):
+            self.messages.setdefault(nodeid.split("[", 1)[0], text)
+        return {n: worst.get(n, "error") for n in nodes}
 
     def worst(self, status: str, message: str = "") -> None:
         if message and not self.message:
