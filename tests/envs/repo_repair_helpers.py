@@ -39,7 +39,7 @@ def offline_records() -> list[TaskRecord]:
 
 
 def task_of(record: TaskRecord, cache: Path) -> RepoRepairTask:
-    return RepoRepairTask(record, Recipe.load(RECIPE).project(record.project), cache_root=cache / "tasks")
+    return RepoRepairTask(record, Recipe.load(RECIPE).pin_of(record), cache_root=cache / "tasks")
 
 
 def offline_cache(cache: Path, monkeypatch) -> dict[str, list[TaskRecord]]:

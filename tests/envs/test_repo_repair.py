@@ -37,7 +37,7 @@ def test_the_bundled_manifest_is_well_formed():
     released = [r for r in records if r.origin != "synthetic operator"]
     assert len(released) >= 15 and len({r.project for r in released}) >= 4
     for record in released:  # a real fix of the pinned release, reverted; its report says where from
-        pin = recipe.project(record.project)
+        pin = recipe.pin_of(record)
         assert re.fullmatch(r"release \S+->" + re.escape(pin.version), record.origin), record.origin
         assert record.provenance["statement"]["writer"] in ("changelog", "offline")
         assert {b["operator"] for b in record.bugs} == {"release_fix"}

@@ -78,12 +78,23 @@ def origin_of(before: str, after: str) -> str:
 def previous_release(name: str, version: str) -> tuple[str, Release]:
     """The release just before ``name==version`` on the index that ships an sdist (not yanked;
     pre-releases only when ``version`` is one)."""
+    ((_, _), before), = release_pairs(name, version, 1)
+    return before
+
+
+def release_pairs(name: str, version: str, count: int) -> list[tuple[tuple[str, Release | None],
+                                                                     tuple[str, Release]]]:
+    """Up to ``count`` consecutive release pairs of ``name`` walking back from ``version``:
+    ``[((b, b's sdist), (a, a's sdist)), ...]`` where the first ``b`` is ``version`` (its sdist
+    ``None`` when the index has none: the pin names it) and each later ``b`` is the ``a`` before
+    it; ``a`` as :func:`previous_release` picks it. Fewer when the index runs out of releases."""
     try:
         target = Version(version)
     except InvalidVersion as exc:
         raise HistoryError(f"{version!r} is not a version the index orders") from exc
+    listed = index_releases(name)
     earlier = []
-    for raw, release in index_releases(name).items():
+    for raw, release in listed.items():
         try:
             v = Version(raw)
         except InvalidVersion:
@@ -95,8 +106,10 @@ def previous_release(name: str, version: str) -> tuple[str, Release]:
     if not earlier:
         raise HistoryError(f"no earlier sdist: the index lists no release of {name} before "
                            f"{version} that ships one")
-    _, raw, release = max(earlier)
-    return raw, release
+    earlier.sort(reverse=True)
+    chain: list[tuple[str, Release | None]] = [(version, listed.get(version))]
+    chain += [(raw, release) for _, raw, release in earlier[:count]]
+    return [(chain[i], chain[i + 1]) for i in range(len(chain) - 1)]  # type: ignore[misc]
 
 
 def missing_name(outcome: TestOutcome, names: set[str]) -> str | None:
@@ -483,6 +496,17 @@ def release_history(pin: ProjectPin, *, validate: Validator | None = None, quiet
     return ReleaseHistory(pin, validate=validate, quiet=quiet, before=before).run()
 
 
-__all__ = ["MAX_FAILING", "HistoryError", "HistoryReport", "ReleaseHistory", "behavioural",
-           "changelog_statement", "missing_name", "origin_of", "previous_release",
-           "release_history", "written_statement"]
+__all__ = [
+    "MAX_FAILING",
+    "HistoryError",
+    "HistoryReport",
+    "ReleaseHistory",
+    "behavioural",
+    "changelog_statement",
+    "missing_name",
+    "origin_of",
+    "previous_release",
+    "release_history",
+    "release_pairs",
+    "written_statement",
+]
