@@ -184,6 +184,15 @@ def test_release_pairs_walk_back_consecutive_releases_until_the_index_runs_out(i
 
 
 @pytest.mark.pure
+def test_a_release_laid_out_otherwise_than_the_recipe_says_gives_a_one_line_reason(index):
+    # walking back, an older b may predate the recipe's layout (semver 3.0.0 -> 2.13.0 left src/)
+    report = release_history(ProjectPin(**{**_pin("1.0").__dict__, "source": ("src/pgcal",)}),
+                             quiet=True)
+    assert report.records == [] and report.reason is not None and "\n" not in report.reason
+    assert report.reason.startswith("1.0's sdist is laid out otherwise than the recipe says")
+
+
+@pytest.mark.pure
 def test_a_pin_names_earlier_releases_and_a_record_finds_its_own(tmp_path):
     pin = _pin().with_release("1.0", "a" * 64, "https://example.invalid/pgcal-1.0.tar.gz")
     recipe = tmp_path / "recipe.json"

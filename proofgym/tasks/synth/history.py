@@ -299,7 +299,11 @@ class ReleaseHistory:
         self.top = pristine_tree(pin, quiet=self.quiet)
         sdist = fetch_sdist(pin.name, version, release.sha256, release.url, quiet=self.quiet)
         old_top = unpack(sdist, cache_dir() / "src" / f"{pin.name}-{version}-{release.sha256[:12]}")
-        paths = source_files(self.top, pin.source, pin.tests)
+        try:
+            paths = source_files(self.top, pin.source, pin.tests)
+        except ValueError as exc:  # an earlier release of a walk back, laid out otherwise
+            raise HistoryError(f"{pin.version}'s sdist is laid out otherwise than the recipe "
+                               f"says ({exc})") from exc
         self.files = {p: (self.top / p).read_bytes() for p in paths}
         common = [p for p in paths if (old_top / p).is_file()]
         if not common:
