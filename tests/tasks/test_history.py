@@ -380,3 +380,25 @@ def test_a_release_whose_tests_fail_on_the_old_code_only_by_names_gives_a_one_li
     assert report.reason is not None and "\n" not in report.reason
     assert report.reason.startswith("no behavioural fail-to-pass: the 2 tests of 1.1 that fail on "
                                     "1.05's source"), report.reason
+
+
+@pytest.mark.slow
+def test_a_test_file_that_hangs_on_the_old_code_leaves_the_other_files_candidates(index, tmp_path,
+                                                                                  monkeypatch):
+    require_tool("bwrap")
+    import proofgym.tasks.synth.history as history
+
+    monkeypatch.setattr(history, "RUN_TIMEOUT_S", 4.0)  # the hang costs this, twice
+    # release "a": 1.1 with the clamp bug, and a titlecase that never returns on '' (so
+    # tests/test_text.py hangs as a whole; cachetools 8.0.1 looped so on iteration)
+    hanging = MODULE_B.replace("        return hi\n", "        return lo\n").replace(
+        "def titlecase(text):\n", "def titlecase(text):\n    while not text:\n        pass\n")
+    sdist = _sdist("1.05", {"pgcal/__init__.py": hanging})
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(sdist)
+    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    report = release_history(_pin(), quiet=True, before=before)
+    assert report.rejected.get("test_file_hangs_on_a") == 1, report.to_dict()
+    (record,) = report.records
+    assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
+    assert [(b["function"], b["line"]) for b in record.bugs] == [("clamp", 6)]
