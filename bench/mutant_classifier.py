@@ -498,7 +498,7 @@ def _repo_repair_withheld(fixtures: bool) -> tuple[Withheld, int]:
 
     def tasks():
         for record in use:
-            inner = RepoRepairTask(record, recipe.project(record.project)).inner
+            inner = RepoRepairTask(record, recipe.pin_of(record)).inner
             yield inner.hidden_files, inner.test_ids
 
     try:

@@ -57,15 +57,21 @@ def history_command(
     grade: Annotated[bool, typer.Option(help="Gate every task on the real grader.")] = True,
     cache: Annotated[Path | None, typer.Option(
         help="Task directories' cache (default: $PROOFGYM_CACHE/tasks).")] = None,
+    pairs: Annotated[int, typer.Option(min=1, help=(
+        "Consecutive release pairs per project, walking back from the pinned release (each "
+        "graded with its own release's source and suite; earlier releases that give tasks are "
+        "pinned in the recipe's `releases`)."))] = 1,
+    skip: Annotated[int, typer.Option(min=0, help="Leave out the first pairs (already synthesised).")] = 0,
 ) -> None:
     """Tasks from real bugs: the fixes the pinned release made since the release before it on
-    the index, each reverted (delta debugging over the source hunks), with the changelog entry
-    as the report when one matches; one line per project saying why it gave none."""
+    the index (and, with --pairs K, each of the K - 1 release pairs before that), each reverted
+    (delta debugging over the source hunks), with the changelog entry as the report when one
+    matches; one line per project and pair saying why it gave none."""
     from proofgym.envs.repo_repair.synth import synthesize_history
 
     default_recipe, default_manifest = _defaults()
     reports = synthesize_history(recipe or default_recipe, manifest or default_manifest,
-                                 projects=names, grade=grade, cache_root=cache)
+                                 projects=names, grade=grade, cache_root=cache, pairs=pairs, skip=skip)
     for report in reports:
         line = (f"{report.project}: {len(report.records)} tasks from release "
                 f"{report.before or '?'}->{report.after}")

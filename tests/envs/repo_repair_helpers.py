@@ -33,13 +33,14 @@ def seed_cache(cache: Path) -> None:
 
 
 def offline_records() -> list[TaskRecord]:
-    """The bundled records whose project's sdist is a fixture."""
-    have = set(fixture_projects())
-    return [r for r in read_manifest(MANIFEST) if r.project in have]
+    """The bundled records whose sdist (their project's, at their version) is a fixture."""
+    have = {hashlib.sha256(p.read_bytes()).hexdigest() for p in fixture_projects().values()}
+    recipe = Recipe.load(RECIPE)
+    return [r for r in read_manifest(MANIFEST) if recipe.pin_of(r).sha256 in have]
 
 
 def task_of(record: TaskRecord, cache: Path) -> RepoRepairTask:
-    return RepoRepairTask(record, Recipe.load(RECIPE).project(record.project), cache_root=cache / "tasks")
+    return RepoRepairTask(record, Recipe.load(RECIPE).pin_of(record), cache_root=cache / "tasks")
 
 
 def offline_cache(cache: Path, monkeypatch) -> dict[str, list[TaskRecord]]:

@@ -25,8 +25,10 @@ from proofgym.tasks.synth.history import (
     orphaned_names,
     previous_release,
     release_history,
+    release_pairs,
 )
 from proofgym.tasks.synth.manifest import SYNTHETIC, TaskRecord
+from proofgym.tasks.synth.recipe import RecipeError
 from proofgym.tasks.synth.testrun import TestOutcome as Outcome
 from tests.conftest import require_tool
 from tests.package_index import PackageIndex, serving
@@ -173,6 +175,40 @@ def test_the_release_before_is_the_highest_earlier_one_with_an_sdist_not_yanked(
 
 
 @pytest.mark.pure
+def test_release_pairs_walk_back_consecutive_releases_until_the_index_runs_out(index):
+    pairs = release_pairs("pgcal", "1.1", 5)
+    assert [(b, a) for (b, _), (a, _) in pairs] == [("1.1", "1.0"), ("1.0", "0.9")]
+    (_, b_release), _ = pairs[1]  # an earlier b comes with its sdist, to pin it
+    assert b_release.sha256 == hashlib.sha256(SDISTS["1.0"]).hexdigest()
+    assert [(b, a) for (b, _), (a, _) in release_pairs("pgcal", "1.1", 1)] == [("1.1", "1.0")]
+
+
+@pytest.mark.pure
+def test_a_release_laid_out_otherwise_than_the_recipe_says_gives_a_one_line_reason(index):
+    # walking back, an older b may predate the recipe's layout (semver 3.0.0 -> 2.13.0 left src/)
+    report = release_history(ProjectPin(**{**_pin("1.0").__dict__, "source": ("src/pgcal",)}),
+                             quiet=True)
+    assert report.records == [] and report.reason is not None and "\n" not in report.reason
+    assert report.reason.startswith("1.0's sdist is laid out otherwise than the recipe says")
+
+
+@pytest.mark.pure
+def test_a_pin_names_earlier_releases_and_a_record_finds_its_own(tmp_path):
+    pin = _pin().with_release("1.0", "a" * 64, "https://example.invalid/pgcal-1.0.tar.gz")
+    recipe = tmp_path / "recipe.json"
+    recipe.write_bytes(Recipe.of([pin]).to_json())
+    loaded = Recipe.load(recipe)
+    assert loaded.project("pgcal") == pin and "releases" not in _pin().to_dict()
+    older = TaskRecord("pgcal-x", "pgcal", "1.0", 1, (), 0, "", ("t::x",), (), "t", "r",
+                       origin="release 0.9->1.0")
+    at = loaded.pin_of(older)
+    assert (at.version, at.sha256, at.key, at.tests) == ("1.0", "a" * 64, "pgcal-1.0", ("tests",))
+    assert loaded.pin_of(TaskRecord(**{**older.__dict__, "version": "1.1"})) == pin
+    with pytest.raises(RecipeError, match=r"pins no release '0\.9'"):
+        loaded.pin_of(TaskRecord(**{**older.__dict__, "version": "0.9"}))
+
+
+@pytest.mark.pure
 def test_a_failure_on_a_name_the_release_lacks_is_not_behavioural():
     names = {"clamp", "title_words", "pgcal"}
     api = [Outcome("error", "ImportError", "cannot import name 'titlecase' from 'pgcal'"),
@@ -274,20 +310,32 @@ def test_old_records_load_as_synthetic_and_origins_round_trip():
 @pytest.mark.slow
 def test_release_history_reverts_only_the_fix_and_the_grader_agrees(index, tmp_path):
     require_tool("bwrap")
-    pin = _pin()
+    # pinned at 1.2rc1, three release pairs back: 1.1->1.2rc1 changed no source, 1.0->1.1 fixed
+    # the bug, 0.9->1.0 changed no source
     recipe = tmp_path / "recipe.json"
-    recipe.write_bytes(Recipe.of([pin]).to_json())
+    recipe.write_bytes(Recipe.of([_pin("1.2rc1")]).to_json())
     manifest = tmp_path / "tasks.jsonl"
-    synthetic = TaskRecord("pgcal-old", "pgcal", "1.1", 1, (), 0, "", ("t::x",), (), "t", "r")
+    synthetic = TaskRecord("pgcal-old", "pgcal", "1.2rc1", 1, (), 0, "", ("t::x",), (), "t", "r")
     other = TaskRecord("pgcal-rel", "pgcal", "1.1", 1, (), 0, "", ("t::y",), (), "t", "r",
                        origin="release 0.1->1.1")
     manifest.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in (synthetic, other)))
 
-    (report,) = synthesize_history(recipe, manifest, quiet=True, cache_root=tmp_path / "tasks")
-    assert report.reason is None and report.before == "1.0", report.to_dict()
+    newest, report, oldest = synthesize_history(recipe, manifest, quiet=True,
+                                                cache_root=tmp_path / "tasks", pairs=3)
+    assert [(r.before, r.after, r.reason) for r in (newest, oldest)] == [
+        ("1.1", "1.2rc1", "no source change between 1.1 and 1.2rc1"),
+        ("0.9", "1.0", "no source change between 0.9 and 1.0")]
+    assert report.reason is None and (report.before, report.after) == ("1.0", "1.1"), report.to_dict()
+    # 1.1, which gave a task, is pinned in the recipe (its task is built from its own sdist)
+    pin = Recipe.load(recipe).project("pgcal").at("1.1")
+    assert (pin.version, pin.sha256) == ("1.1", _pin("1.1").sha256)
+    assert pin.url is not None and pin.url.endswith("/files/pgcal-1.1.tar.gz")
+    assert set(json.loads((tmp_path / "tasks.history.json").read_text())) == {
+        "pgcal", "pgcal==1.1", "pgcal==1.0"}
     assert report.hunks == 3 and report.stable_tests == 7
     (record,) = report.records
-    # the manifest: the project's synthetic task stays, its earlier release task is replaced
+    assert record.version == "1.1" and Recipe.load(recipe).pin_of(record) == pin
+    # the manifest: the project's synthetic task stays, its earlier task of release 1.1 is replaced
     assert [r.id for r in read_manifest(manifest)] == ["pgcal-old", record.id]
     assert record.origin == "release 1.0->1.1"
     assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
@@ -332,3 +380,25 @@ def test_a_release_whose_tests_fail_on_the_old_code_only_by_names_gives_a_one_li
     assert report.reason is not None and "\n" not in report.reason
     assert report.reason.startswith("no behavioural fail-to-pass: the 2 tests of 1.1 that fail on "
                                     "1.05's source"), report.reason
+
+
+@pytest.mark.slow
+def test_a_test_file_that_hangs_on_the_old_code_leaves_the_other_files_candidates(index, tmp_path,
+                                                                                  monkeypatch):
+    require_tool("bwrap")
+    import proofgym.tasks.synth.history as history
+
+    monkeypatch.setattr(history, "RUN_TIMEOUT_S", 4.0)  # the hang costs this, twice
+    # release "a": 1.1 with the clamp bug, and a titlecase that never returns on '' (so
+    # tests/test_text.py hangs as a whole; cachetools 8.0.1 looped so on iteration)
+    hanging = MODULE_B.replace("        return hi\n", "        return lo\n").replace(
+        "def titlecase(text):\n", "def titlecase(text):\n    while not text:\n        pass\n")
+    sdist = _sdist("1.05", {"pgcal/__init__.py": hanging})
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(sdist)
+    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    report = release_history(_pin(), quiet=True, before=before)
+    assert report.rejected.get("test_file_hangs_on_a") == 1, report.to_dict()
+    (record,) = report.records
+    assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
+    assert [(b["function"], b["line"]) for b in record.bugs] == [("clamp", 6)]

@@ -31,7 +31,7 @@ MANIFEST = DATA / "tasks.jsonl"
 
 def split_of(record: TaskRecord, recipe: Recipe) -> str:
     """The recipe's split of ``record`` (:func:`~proofgym.envs.repo_repair.task.recipe_split`)."""
-    return recipe_split(record, recipe.project(record.project))
+    return recipe_split(record, recipe.pin_of(record))
 
 
 def repo_repair_tasks(manifest: str | Path = MANIFEST, recipe: str | Path = RECIPE, *,
@@ -45,9 +45,9 @@ def repo_repair_tasks(manifest: str | Path = MANIFEST, recipe: str | Path = RECI
         raise ConfigError(f"{manifest}: no task records; synthesise some with `proofgym tasks synth`")
     chosen = []
     kept = [r for r in records if projects is None or r.project in projects]
-    prefetch = SdistPrefetch(pins.project(r.project) for r in kept)
+    prefetch = SdistPrefetch(pins.pin_of(r) for r in kept)
     for record in kept:
-        chosen.append(RepoRepairTask(record, pins.project(record.project), prefetch=prefetch,
+        chosen.append(RepoRepairTask(record, pins.pin_of(record), prefetch=prefetch,
                                      cache_root=Path(cache_root) if cache_root else None))
     if not chosen:
         raise ConfigError(f"no RepoRepair tasks for projects={projects!r}")

@@ -21,8 +21,8 @@ from proofgym.tasks.synth import (
     synthesize_project,
     write_manifest,
 )
-from proofgym.tasks.synth.fetch import Release
-from proofgym.tasks.synth.history import HistoryReport, release_history
+from proofgym.tasks.synth.fetch import FetchError, Release
+from proofgym.tasks.synth.history import HistoryError, HistoryReport, release_history, release_pairs
 from proofgym.tasks.synth.images import check_project_image, lock_lines, project_image
 from proofgym.tasks.synth.manifest import SYNTHETIC
 from proofgym.verify.sandboxed import guarded_tests, keep_no_spares
@@ -87,44 +87,79 @@ def synthesize(recipe: str | Path | Recipe, manifest: str | Path, *, reports: st
 def synthesize_history(recipe: str | Path | Recipe, manifest: str | Path, *,
                        projects: Sequence[str] | None = None, grade: bool = True,
                        quiet: bool = False, cache_root: str | Path | None = None,
-                       before: tuple[str, Release] | None = None) -> list[HistoryReport]:
-    """Tasks from each project's last release (:mod:`proofgym.tasks.synth.history`), each gated
-    by :func:`check_record` with ``grade``, written into ``manifest`` in place of that project's
-    earlier release-history tasks (its synthetic ones and other projects' stay). Per project the
-    report, with the one-line reason when it gave none, goes to ``manifest`` with
-    ``.history.json``. ``before`` names release ``a`` instead of asking the index (one project)."""
+                       before: tuple[str, Release] | None = None, pairs: int = 1,
+                       skip: int = 0) -> list[HistoryReport]:
+    """Tasks from each project's release history (:mod:`proofgym.tasks.synth.history`), each gated
+    by :func:`check_record` with ``grade``: the fixes of the pinned release ``b`` since the release
+    before it and, with ``pairs`` K > 1, of each of the K - 1 release pairs before that (each pair
+    with its own ``b``'s source and stable suite). A pair's tasks replace that pair's earlier ones
+    in ``manifest`` (the project's synthetic tasks, its other pairs and other projects stay); an
+    earlier ``b`` that gave tasks is added to the project's ``releases`` in the recipe (written
+    back when ``recipe`` is a path), so the tasks can be built. Per project and pair the report,
+    with the one-line reason when it gave none, goes to ``manifest`` with ``.history.json``.
+    ``skip`` leaves out the first pairs (those already synthesised). ``before`` names release
+    ``a`` instead of asking the index (one project, one pair)."""
+    recipe_path = None if isinstance(recipe, Recipe) else Path(recipe)
     recipe = recipe if isinstance(recipe, Recipe) else Recipe.load(recipe)
     keep_no_spares()
     manifest = Path(manifest)
     reports = manifest.with_suffix(".history.json")
     names = list(projects) if projects else [p.name for p in recipe.projects]
-    if before is not None and len(names) != 1:
-        raise ConfigError("a release to compare with is one project's: name exactly one project")
+    if before is not None and (len(names) != 1 or pairs != 1):
+        raise ConfigError("a release to compare with is one project's: name exactly one project "
+                         "and one pair")
+    if pairs < 1 or skip < 0:
+        raise ConfigError(f"pairs must be at least 1 and skip at least 0, not {pairs} and {skip}")
     root = Path(cache_root) if cache_root else None
     done = []
     for name in names:
         pin = recipe.project(name)
+        if before is not None:
+            chain = [((pin.version, None), before)]
+        else:
+            try:
+                chain = release_pairs(name, pin.version, pairs)[skip:]
+            except (HistoryError, FetchError) as exc:
+                report = HistoryReport(name, pin.version, reason=str(exc))
+                _replace(manifest, reports, name, report, synthetic=False, version=pin.version)
+                done.append(report)
+                continue
+        for (after, after_release), older in chain:
+            if after == pin.version:
+                pair_pin = pin
+            elif after_release is None:
+                continue
+            else:
+                pair_pin = pin.with_release(after, after_release.sha256, after_release.url).at(after)
 
-        def validate(record: TaskRecord, pin=pin) -> tuple[bool, str | None, dict[str, float]]:
-            return check_record(record, pin, cache_root=root)
+            def validate(record: TaskRecord, pin=pair_pin) -> tuple[bool, str | None, dict[str, float]]:
+                return check_record(record, pin, cache_root=root)
 
-        report = release_history(pin, validate=validate if grade else None, quiet=quiet,
-                                 before=before)
-        _replace(manifest, reports, pin.name, report, synthetic=False)
-        done.append(report)
+            report = release_history(pair_pin, validate=validate if grade else None, quiet=quiet,
+                                     before=older)
+            if report.records and pair_pin is not pin:
+                recipe = recipe.with_project(recipe.project(name).with_release(
+                    after, pair_pin.sha256, pair_pin.url))
+                if recipe_path is not None:
+                    recipe_path.write_bytes(recipe.to_json())
+            _replace(manifest, reports, name, report, synthetic=False, version=after,
+                     key=name if after == pin.version else f"{name}=={after}")
+            done.append(report)
     return done
 
 
 def _replace(manifest: Path, reports: Path, project: str, report: ProjectReport | HistoryReport, *,
-             synthetic: bool) -> None:
+             synthetic: bool, version: str | None = None, key: str | None = None) -> None:
     """Write ``report``'s records into ``manifest`` in place of ``project``'s earlier tasks of the
-    same origin (synthetic, or from release history; the other origin and other projects stay),
-    and its report into ``reports``."""
+    same origin (synthetic, or from release history of release ``version``; the other origin,
+    other releases and other projects stay), and its report into ``reports`` (under ``key``,
+    default the project)."""
     records = [r for r in (read_manifest(manifest) if manifest.is_file() else [])
-               if r.project != project or (r.origin == SYNTHETIC) != synthetic]
+               if r.project != project or (r.origin == SYNTHETIC) != synthetic
+               or (version is not None and r.version != version)]
     write_manifest(manifest, [*records, *report.records])
     saved = read_reports(reports)
-    saved[project] = report.to_dict()
+    saved[key or project] = report.to_dict()
     reports.write_bytes(orjson.dumps(dict(sorted(saved.items())), option=orjson.OPT_INDENT_2))
 
 

@@ -125,7 +125,7 @@ class SdistPrefetch:
     def __init__(self, pins: Iterable[ProjectPin], *, jobs: int = FETCH_JOBS) -> None:
         import threading
 
-        self.pins = tuple({p.name: p for p in pins}.values())
+        self.pins = tuple({p.key: p for p in pins}.values())
         self.jobs = jobs
         self._lock = threading.Lock()
         self._futures: dict[str, Any] | None = None
@@ -138,18 +138,18 @@ class SdistPrefetch:
         with self._lock:
             if self._futures is None:
                 missing = [p for p in self.pins if not _cached(p)]
-                self._futures = {p.name: Future() for p in missing}
+                self._futures = {p.key: Future() for p in missing}
                 futures = self._futures
 
                 def resolve(done: ProjectPin, got: Path | FetchError) -> None:
-                    futures[done.name].set_result(got)
+                    futures[done.key].set_result(got)
 
                 import threading
 
                 threading.Thread(target=fetch_pins, args=(missing,),
                                  kwargs={"jobs": self.jobs, "on_done": resolve},
                                  name="proofgym-prefetch", daemon=True).start()
-            future = self._futures.get(pin.name)
+            future = self._futures.get(pin.key)
         if future is not None:
             future.result()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,9 @@ class ProjectPin:
     Python packages the tests need besides pytest and ``lock`` their pinned wheels (the image,
     see :mod:`.images`); ``split`` ``train`` or ``heldout``
     (held-out projects are never in train); ``seed`` and ``max_candidates`` drive the operators;
-    ``max_per_failing_set`` caps the tasks that break the very same tests.
+    ``max_per_failing_set`` caps the tasks that break the very same tests; ``releases`` pins
+    earlier releases of the project (``{"version", "sha256", "url"}``: the ``b`` of release-history
+    tasks older than ``version``, see :meth:`at`), laid out as ``version`` is.
     """
 
     name: str
@@ -51,6 +53,7 @@ class ProjectPin:
     p2p_max: int = 10
     #: tasks kept per set of fail-to-pass tests (more would be near copies of one task)
     max_per_failing_set: int = 3
+    releases: tuple[Mapping[str, str], ...] = ()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProjectPin:
@@ -68,6 +71,16 @@ class ProjectPin:
         for key in ("tests", "source", "python_path", "requirements", "lock", "deselect"):
             if key in values:
                 values[key] = tuple(values[key])
+        releases = []
+        for entry in values.get("releases") or ():
+            if (not isinstance(entry, Mapping) or not isinstance(entry.get("version"), str)
+                    or not isinstance(entry.get("sha256"), str) or len(entry["sha256"]) != 64
+                    or set(entry) - {"version", "sha256", "url"}):
+                raise RecipeError(f"project {data['name']!r}: a release is "
+                                  '{"version": ..., "sha256": <64 hex digits>, "url": ...}, '
+                                  f"not {entry!r}")
+            releases.append(dict(entry))
+        values["releases"] = tuple(releases)
         pin = cls(**values)
         if pin.split not in SPLITS:
             raise RecipeError(f"project {pin.name!r}: split must be one of {SPLITS}, not {pin.split!r}")
@@ -76,7 +89,30 @@ class ProjectPin:
         return pin
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        if not self.releases:  # recipes written before the field existed stay byte-identical
+            del out["releases"]
+        return out
+
+    def at(self, version: str) -> ProjectPin:
+        """This project pinned at ``version``: itself, or one of its :attr:`releases` (same
+        layout, image and seed)."""
+        if version == self.version:
+            return self
+        for entry in self.releases:
+            if entry["version"] == version:
+                return replace(self, version=version, sha256=entry["sha256"],
+                               url=entry.get("url"), releases=())
+        raise RecipeError(f"project {self.name!r} pins no release {version!r}: it pins "
+                          f"{[self.version] + [e['version'] for e in self.releases]}")
+
+    def with_release(self, version: str, sha256: str, url: str | None = None) -> ProjectPin:
+        """This pin with release ``version`` among its :attr:`releases` (replacing its entry)."""
+        if version == self.version:
+            return self
+        entry = {"version": version, "sha256": sha256, **({"url": url} if url else {})}
+        kept = tuple(e for e in self.releases if e["version"] != version)
+        return replace(self, releases=(*kept, entry))
 
     @property
     def key(self) -> str:
@@ -136,6 +172,11 @@ class Recipe:
                 return pin
         raise RecipeError(f"no project {name!r} in the recipe; it has "
                           f"{sorted(p.name for p in self.projects)}")
+
+    def pin_of(self, record: Any) -> ProjectPin:
+        """The pin a task record was made from: its project at its version (a release-history
+        task of an earlier pair is of an earlier release, see :meth:`ProjectPin.at`)."""
+        return self.project(record.project).at(record.version)
 
     def with_project(self, pin: ProjectPin) -> Recipe:
         """This recipe with ``pin`` in place of the project of its name, or added at the end when
