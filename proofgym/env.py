@@ -7,7 +7,7 @@ import copy
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, SupportsFloat
+from typing import Any, Protocol, SupportsFloat, runtime_checkable
 
 import gymnasium as gym
 
@@ -40,12 +40,17 @@ class VerificationJob:
 
     ``verifier_version`` picks the grader: ``None`` (the task's own ``verify``) or a version the
     task keeps in ``verifiers()`` (re-grading with an earlier or candidate grader).
+
+    ``verdict``: the job is *settled*: it was graded where the episode ran (a served env's server
+    returns the verdict with the step that ends the episode), so :meth:`run` and a
+    ``VerifierPool`` answer with it at once, and no grader runs here.
     """
 
     task: Task
     trace: Trace
     artifact: Artifact
     verifier_version: str | None = None
+    verdict: Verdict | None = None
 
     @property
     def version(self) -> str:
@@ -55,6 +60,8 @@ class VerificationJob:
     def run(self) -> Verdict:
         """Grade here, in this thread: no timeout, and a grader that kills its process kills
         this one. Callers that must survive a bad grader submit the job to a ``VerifierPool``."""
+        if self.verdict is not None:
+            return self.verdict
         return grade(self.task, self.trace, self.artifact.view(), self.verifier_version)
 
 
@@ -64,6 +71,40 @@ class JobGrader(Protocol):
 
     def submit(self, job: VerificationJob, trajectory_id: str, *, timeout_s: float | None = None,
                contract_id: str = "") -> cf.Future[Verdict]: ...
+
+
+@runtime_checkable
+class VerifiableEnv(Protocol):
+    """What the library asks of an env: :class:`UniversalVerifiableEnv` (the local engine) and
+    :class:`~proofgym.remote.RemoteEnv` (one over ``proofgym serve``) are peers under it.
+
+    ``tasks``, ``limits`` and ``runtime`` (its ``tools`` and ``config()``) describe the env for the
+    rollout contract; ``current_task``/``current_spec`` are valid after ``reset``;
+    :meth:`verification_job` freezes a finished episode for grading (a settled job, with its
+    verdict, when the env was graded where it ran).
+    """
+
+    tasks: TaskSet | None
+    limits: Limits
+    runtime: Any
+    current_task: Task | None
+    current_spec: TaskSpec | None
+    action_space: Any
+    observation_space: Any
+    #: Each finished episode is graded where it ran and its job comes settled (with its verdict):
+    #: a run then starts no grader worker of its own.
+    grades_itself: bool
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]: ...
+
+    def step(self, action: AgentAction) -> tuple[Observation, SupportsFloat, bool, bool, dict[str, Any]]: ...
+
+    def charge(self, *, tokens: int = 0, cost: float = 0.0) -> None: ...
+
+    def verification_job(self, trace: Trace | list[Any]) -> VerificationJob: ...
+
+    def close(self) -> None: ...
 
 
 class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
@@ -93,6 +134,7 @@ class UniversalVerifiableEnv(gym.Env[Observation, AgentAction]):
             episode's transcript as text (kept only in this mode).
     """
 
+    grades_itself = False  # its episodes are graded by the caller's verifier (a VerifierPool)
     # render_fps: Gymnasium's checker wants one for any render mode; a transcript has no frame rate
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012
 

@@ -72,6 +72,7 @@ from proofgym.core.errors import (
     UnknownToolError,
     UnsafeStateDirError,
     VerifyError,
+    WireError,
 )
 
 __all__ = [
@@ -137,4 +138,5 @@ __all__ = [
     "UnknownToolError",
     "UnsafeStateDirError",
     "VerifyError",
+    "WireError",
 ]

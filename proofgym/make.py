@@ -9,7 +9,8 @@ what was wrong and what to do:
 * a ``module:Env-v0`` id whose module does not import;
 * arguments the factory rejected: its own message (``TypeError``/``ValueError``/``LookupError``,
   or a :class:`~proofgym.core.ProofgymError`), and for an unknown keyword the keywords it accepts;
-* a factory that returned something other than a :class:`UniversalVerifiableEnv`.
+* a factory that returned something other than a proofgym env (:class:`~proofgym.env.VerifiableEnv`:
+  a :class:`UniversalVerifiableEnv`, or a peer such as :class:`~proofgym.remote.RemoteEnv`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import gymnasium
 from gymnasium.envs.registration import load_env_creator
 
 from proofgym.core import EnvBuildError, EnvNotFoundError, ProofgymError
-from proofgym.env import UniversalVerifiableEnv
+from proofgym.env import UniversalVerifiableEnv, VerifiableEnv
 
 #: An env id (``proofgym/Arith-v0``, ``my_module:My-v0``) or a callable returning an env.
 EnvSource = str | Callable[..., UniversalVerifiableEnv]
@@ -60,10 +61,10 @@ def make_env(source: EnvSource, /, **kwargs: Any) -> UniversalVerifiableEnv:
     else:
         raise EnvBuildError(f"expected an env id (e.g. 'proofgym/Arith-v0') or a callable returning "
                             f"an env, got {type(source).__name__}")
-    if not isinstance(env, UniversalVerifiableEnv):
+    if not (isinstance(env, gymnasium.Env) and isinstance(env, VerifiableEnv)):
         raise EnvBuildError(f"{_label(source)} built a {type(env).__name__}, not a proofgym "
                             "UniversalVerifiableEnv; register a factory that returns one")
-    return env
+    return env  # type: ignore[return-value] # a peer (RemoteEnv) keeps the same protocol
 
 
 def env_factory(env_id: str) -> Callable[..., Any]:

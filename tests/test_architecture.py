@@ -113,7 +113,7 @@ def test_no_module_level_import_circles():
 #: one below. The top row sits on the library and may import any of it.
 LAYERS = [
     ("core", "version", "errors"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",),
-    ("tasks",), ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",),
+    ("tasks",), ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",), ("wire",),
     ("cli", "serve", "remote", "envs", "integrations", "testing", "__init__", "__main__"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
@@ -132,6 +132,41 @@ def test_imports_point_downward_only():
     assert not upward, f"imports that point upward: {upward}"
     # the check sees edges: verify imports record, eval imports rollout
     assert any(_layer(t) == "record" for t in _edges("proofgym.verify.regrade"))
+
+
+def _all_imports(module: str) -> set[str]:
+    """Every ``proofgym`` module ``module`` imports, at any depth of its code (functions too)."""
+    found = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, node)
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names}
+    return {t for t in map(_resolve, found) if t and t.startswith("proofgym")}
+
+
+def test_the_remote_road_is_straight():
+    """The client (``remote/``) imports nothing of the server (``serve/``), anywhere in its code;
+    both speak the one wire module, which imports neither; ``RemoteEnv`` is a peer of the local env
+    under the env protocol, not a subclass replacing its state machine."""
+    from proofgym.env import UniversalVerifiableEnv, VerifiableEnv
+    from proofgym.remote import RemoteEnv
+
+    remote = [m for m in MODULES if m.startswith("proofgym.remote")]
+    serve = [m for m in MODULES if m.startswith("proofgym.serve")]
+    assert remote and serve
+    reaching = sorted(f"{m} -> {t}" for m in remote for t in _all_imports(m)
+                      if t.startswith("proofgym.serve"))
+    assert reaching == []
+    assert any("proofgym.wire" in _all_imports(m) for m in remote)
+    assert any("proofgym.wire" in _all_imports(m) for m in serve)
+    wire = _all_imports("proofgym.wire")
+    assert "proofgym.core" in wire
+    assert not {t for t in wire if t.startswith(("proofgym.serve", "proofgym.remote"))}
+    assert not issubclass(RemoteEnv, UniversalVerifiableEnv)
+    assert {"reset", "step", "verification_job", "charge", "close", "grades_itself"} <= \
+        set(dir(VerifiableEnv)) | set(VerifiableEnv.__annotations__)
 
 
 #: packages with a face: code outside one imports only the names in its ``__all__``

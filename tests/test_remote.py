@@ -17,6 +17,7 @@ from proofgym.eval import evaluate
 from proofgym.remote import RemoteEnv, RemoteError
 from proofgym.rollout.openai_policy import OpenAIPolicy
 from proofgym.testing import ReferenceScript, ScriptedServer
+from proofgym.verify.pool import VerifierPool
 from tests.serve_helpers import Served
 
 ENV = "proofgym/Arith-v0"
@@ -119,6 +120,22 @@ def test_eval_env_url_runs_the_served_env_with_the_local_ids(served, model, tmp_
         [(r["trajectory_id"], r["verdict"]) for r in remote]
     wrong = cli("eval", "proofgym/Guess-v0", *base, "--env-url", served.ws_url, check=False)
     assert wrong.returncode == 2 and "serves proofgym/Arith-v0, not proofgym/Guess-v0" in wrong.stderr
+
+
+def test_a_remote_run_starts_no_grader_worker_and_takes_the_servers_verdicts(served, model, tmp_path):
+    """The server returns each verdict with the episode's last step: the client's pool grades
+    nothing and starts no worker (red before: evaluate booted the pool, whose workers fetched
+    each verdict from /verdicts)."""
+    with VerifierPool("process", boot=False) as pool:
+        _, summary = evaluate(ENV, OpenAIPolicy("scripted", base_url=model.base_url), episodes=4,
+                              split="dev", concurrency=2, verifier=pool, out=tmp_path,
+                              env_factory=functools.partial(RemoteEnv, served.url))
+        assert pool.stats["workers_started"] == 0 and pool.stats["submitted"] == 0
+        assert pool.startup_s is None and "verifier_startup_s" not in summary.get("time", {})
+    records = _records(tmp_path)
+    assert len(records) == 4
+    assert all(r["verdict"]["status"] == "scored" and r["reward"] == 1.0 for r in records)
+    assert {r["artifact"]["runtime"] for r in records} == {"remote"}
 
 
 def test_make_vec_builds_remote_envs(served):

@@ -97,8 +97,8 @@ def eval_command(
         help="openai:MODEL: ask the server for token ids and log-probabilities (vLLM's "
              "return_token_ids, logprobs) and record them per call (export --format rl).")] = False,
     env_url: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
-        help="Run ENV as served by `proofgym serve` at this URL (ws://HOST:PORT): one session per "
-             "slot, verdicts from the server.")] = None,
+        help="Run ENV as served by `proofgym serve` at this URL (http://HOST:PORT): one session per "
+             "slot, each episode's verdict from the server with its last step.")] = None,
     env_token: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer
         envvar="PROOFGYM_SERVE_TOKEN", show_envvar=True, help="Bearer token for --env-url.")] = None,
 ) -> None:

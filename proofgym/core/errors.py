@@ -28,7 +28,7 @@ and :class:`RunFailedError`: 1, a run that failed::
     ├── RecordError: ContractError, RunStoreError
     ├── RolloutError (RuntimeError): RunFailedError > ErrorBudgetExceeded (exit 3);
     │   PolicyInfrastructureError, TransportError, RetriesExhausted, SlotLostError
-    ├── ServeError: CapacityError
+    ├── ServeError: CapacityError, WireError (ValueError)
     └── RemoteError (RuntimeError)
 
 Agent mistakes are not errors: they are observations. A warning, ``TrainSplitWarning``, is not
@@ -418,3 +418,11 @@ class CapacityError(ServeError):
         super().__init__(Code.CAPACITY_REACHED,
                          f"the server is at capacity ({active} of {limit} sessions); retry later",
                          active_sessions=active, max_sessions=limit)
+
+
+class WireError(ServeError, ValueError):
+    """A message that does not decode (not JSON, a missing or mistyped field): the server answers
+    it with its code; a client gets it for a malformed reply (:mod:`proofgym.wire`)."""
+
+    def __init__(self, message: str, code: Code = Code.VALIDATION_ERROR) -> None:
+        super().__init__(code, message)

@@ -161,10 +161,17 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     if max_error_rate is not None and not 0.0 <= max_error_rate <= 1.0:
         raise ConfigError(f"max_error_rate must be in [0, 1] (got {max_error_rate:g})")
     env = make_env(env_factory) if env_factory is not None else make_env(env_id, **(env_kwargs or {}))
-    pool = (VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
-                         timeout_s=grader_timeout_s, ray_address=ray_address if verifier == "ray" else None)
-            if isinstance(verifier, str) else verifier)
-    pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
+    # A served env's verdicts come with its episodes (settled jobs): an inline pool answers them,
+    # and no grader worker starts here, whatever pool the caller has.
+    own_pool = isinstance(verifier, str) or env.grades_itself
+    if env.grades_itself:
+        pool = VerifierPool(DEFAULTS.verifier_backend(settled=True))
+    else:
+        pool = (VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
+                             timeout_s=grader_timeout_s,
+                             ray_address=ray_address if verifier == "ray" else None)
+                if isinstance(verifier, str) else verifier)
+        pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:
         run = start_run(env, policy.describe(), env_id=env_id, env_kwargs=env_kwargs, split=split,
                         seeds={"seed": seed, "episodes": episodes, "repeats": repeats,
@@ -183,7 +190,7 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
             run.close()
     finally:
         env.close()
-        if isinstance(verifier, str):
+        if own_pool:
             pool.close()
     # the pool's start-up, apart: it is no episode's grading time (verify_s books only jobs' runs)
     result = run.finish(trajectories, {"env_id": env_id, "policy": policy.describe(), "seed": seed,

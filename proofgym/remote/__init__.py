@@ -1,6 +1,6 @@
 """``proofgym.remote``: use a served env (``proofgym serve``) as if it were local.
 
-:class:`RemoteEnv` is a Gymnasium env over a server's WebSocket session (see
+:class:`RemoteEnv` is a Gymnasium env over a server's HTTP session (see
 :mod:`proofgym.remote.env`); importing this package registers it as ``Remote-v0``, so
 ``gymnasium.make_vec("proofgym.remote:Remote-v0", num_envs=N, vectorization_mode="sync", url=URL)``
 builds N sessions.

@@ -18,6 +18,7 @@ from proofgym.core import ConfigError, ProofgymError, Task, TaskSpec, Trace, Ver
 from proofgym.core.errors import RemoteError as RemoteError
 from proofgym.runtimes import Artifact
 from proofgym.tools import schema_docstring
+from proofgym.wire import Described, ServedTask
 
 
 def http_base(url: str) -> str:
@@ -39,15 +40,15 @@ class RemoteTask(Task):
     """A served task as the client knows it: id, content hash, grader version. Its grade is the
     server's verdict for the episode named in the artifact (the server grades what it saw)."""
 
-    def __init__(self, entry: dict[str, Any], server: str, token: str | None,
+    def __init__(self, entry: ServedTask, server: str, token: str | None,
                  specs: ServedSpecs | None = None) -> None:
-        self._id = entry["id"]
-        self.multi_turn: bool = bool(entry.get("multi_turn", False))
+        self._id = entry.id
+        self.multi_turn: bool = entry.multi_turn
         self._specs = specs or ServedSpecs(server, token)
-        self._hash = entry["content_hash"]
-        self.grader_type = entry["grader_type"]
-        self.verifier_version = entry["verifier_version"]
-        self._rubric = entry.get("rubric")
+        self._hash = entry.content_hash
+        self.grader_type = entry.grader_type
+        self.verifier_version = entry.verifier_version
+        self._rubric = entry.rubric
         self.server, self.token = server, token
 
     @property
@@ -174,9 +175,9 @@ class RemoteRuntime:
     kind = "remote"
     cheap = False
 
-    def __init__(self, described: dict[str, Any]) -> None:
-        self.tools = _Tools(described["tools"])
-        self._config = described["runtime_config"]
+    def __init__(self, described: Described) -> None:
+        self.tools = _Tools(described.tools)
+        self._config = described.runtime_config
 
     def config(self) -> dict[str, Any]:
         return orjson.loads(orjson.dumps(self._config))

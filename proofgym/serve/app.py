@@ -1,12 +1,13 @@
 """The ASGI app of ``proofgym serve`` (Starlette): routes, authentication, error mapping.
 
-* ``WS /ws``: one session per connection, OpenEnv's messages (:mod:`proofgym.serve.protocol`).
+* ``WS /ws``: one session per connection, OpenEnv's messages (:mod:`proofgym.wire`).
   The session, and its env's sandbox, ends with the connection, however the connection ends. A
   malformed frame gets OpenEnv's error frame (a binary one ends the session, as OpenEnv's does).
 * HTTP, NeMo-Gym style: ``POST /reset`` (opens a session when no ``X-Proofgym-Session`` header
   names one; the response carries the id in that header and in ``metadata.session_id``; a refused
   reset closes the session it opened, whose id the client never got),
-  ``POST /step``, ``GET /state``, ``POST /close``, with the session in the header.
+  ``POST /step``, ``GET /state``, ``POST /close``, with the session in the header; ``GET /hold``,
+  held open by a client while it lives, ties the session to it (the session ends with the request).
 * ``GET /health``; ``GET /tasks`` and ``GET /splits`` (ids, splits, content hashes: no task
   content); ``GET /prompts`` (each task's spec as the agent is shown it); ``GET /describe``
   (what :class:`~proofgym.remote.RemoteEnv` needs to stand in for the env); OpenEnv's
@@ -19,6 +20,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 from collections.abc import AsyncIterator
@@ -38,18 +40,19 @@ from proofgym.serve.describe import (
     splits_payload,
     tasks_payload,
 )
-from proofgym.serve.protocol import (
+from proofgym.serve.protocol import public_error
+from proofgym.serve.sessions import SessionManager
+from proofgym.wire import (
     HTTP_STATUS,
     SESSION_HEADER,
     Code,
     ServeError,
     dumps,
+    error_body,
     error_frame,
     loads,
     parse_frame,
-    public_error,
 )
-from proofgym.serve.sessions import SessionManager
 
 
 def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -58,7 +61,12 @@ def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None
 
 def _error(error: ServeError) -> Response:
     headers = {"Retry-After": "1"} if error.code in (Code.CAPACITY_REACHED, Code.DRAINING) else None
-    return _json({"error": error.payload()}, HTTP_STATUS.get(error.code, 500), headers)
+    return _json(error_body(error), HTTP_STATUS.get(error.code, 500), headers)
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def build_app(manager: SessionManager, *, token: str | None = None,
@@ -118,6 +126,21 @@ def build_app(manager: SessionManager, *, token: str | None = None,
     async def open_session(request: Request) -> Response:
         session = await manager.open("http")
         return _json({"session_id": session.id}, headers={SESSION_HEADER: session.id})
+
+    async def hold(request: Request) -> Response:
+        """Held open by a client (:class:`~proofgym.remote.RemoteEnv`) for as long as it lives:
+        when the request ends (the client closed, crashed or was killed), so does the session,
+        as a WebSocket session ends with its connection. Answered once the session is closed."""
+        session = manager.get(request.headers.get(SESSION_HEADER))
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            while not session.closed and not gone.done():
+                await asyncio.wait([gone], timeout=0.2)
+        finally:
+            gone.cancel()
+        if not session.closed:
+            await manager.close(session)
+        return Response(status_code=204)
 
     async def close(request: Request) -> Response:
         session = manager.get(request.headers.get(SESSION_HEADER))
@@ -219,6 +242,7 @@ def build_app(manager: SessionManager, *, token: str | None = None,
         Route("/step", guarded(step), methods=["POST"]),
         Route("/state", guarded(state), methods=["GET"]),
         Route("/close", guarded(close), methods=["POST"]),
+        Route("/hold", guarded(hold), methods=["GET"]),
         Route("/tasks", guarded(tasks)),
         Route("/splits", guarded(splits)),
         Route("/describe", guarded(describe)),

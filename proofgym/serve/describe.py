@@ -14,6 +14,7 @@ from typing import Any
 from proofgym.core import Task
 from proofgym.serve.session import EnvSource
 from proofgym.version import __version__
+from proofgym.wire import Described, ServedTask
 
 
 def _template(source: EnvSource) -> Any:
@@ -24,23 +25,19 @@ def _template(source: EnvSource) -> Any:
 
 def describe_env(source: EnvSource) -> dict[str, Any]:
     env = _template(source)
-    out: dict[str, Any] = {
-        "env_id": source.env_id, "env_kwargs": source.env_kwargs, "proofgym_version": __version__,
-        "tools": env.runtime.tools.schemas(), "runtime_config": env.runtime.config(),
-        "limits": env.limits.to_dict(), "render_modes": env.metadata.get("render_modes", []),
-        "taskset": None, "tasks": []}
+    taskset, tasks = None, []
     if env.tasks is not None:
         ts = env.tasks
-        out["taskset"] = {"name": ts.name, "content_hash": ts.content_hash, "manifest": ts.manifest.to_dict()}
+        taskset = {"name": ts.name, "content_hash": ts.content_hash, "manifest": ts.manifest.to_dict()}
         for task in ts:
             rubric = task.rubric()
-            out["tasks"].append({
-                "id": task.id, "content_hash": task.content_hash,
-                "grader_type": f"{type(task).__module__}.{type(task).__qualname__}",
-                "verifier_version": str(task.verifier_version),
-                "multi_turn": type(task).on_turn_complete is not Task.on_turn_complete,
-                "rubric": rubric.describe() if rubric is not None else None})
-    return out
+            tasks.append(ServedTask(
+                task.id, task.content_hash, f"{type(task).__module__}.{type(task).__qualname__}",
+                str(task.verifier_version), type(task).on_turn_complete is not Task.on_turn_complete,
+                rubric.describe() if rubric is not None else None))
+    return Described(source.env_id, source.env_kwargs, __version__, env.runtime.tools.schemas(),
+                     env.runtime.config(), env.limits.to_dict(), env.metadata.get("render_modes", []),
+                     taskset, tasks).to_dict()
 
 
 def tasks_payload(source: EnvSource) -> dict[str, Any]:

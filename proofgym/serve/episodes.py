@@ -28,9 +28,10 @@ from proofgym.rollout.episode import play_plan_async
 from proofgym.rollout.openai_policy import OpenAIPolicy
 from proofgym.rollout.recorder import EpisodePlan, EpisodeRecorder
 from proofgym.rollout.recording import Recording
-from proofgym.serve.protocol import Code, ServeError, dumps, loads, public_error
+from proofgym.serve.protocol import public_error
 from proofgym.serve.session import SERVED_POLICY, EnvSource, held_out_guard
 from proofgym.serve.verdicts import VerdictRecord, VerdictStore
+from proofgym.wire import Code, ServeError, dumps, loads
 
 
 class EpisodeRun:

@@ -30,9 +30,9 @@ from proofgym.env import UniversalVerifiableEnv, VerificationJob
 from proofgym.make import make_env, takes_tasks
 from proofgym.rollout.recorder import EpisodeRecorder
 from proofgym.rollout.recording import Recording
-from proofgym.serve.protocol import Code, ServeError, parse_action, step_payload
 from proofgym.serve.verdicts import VerdictStore
 from proofgym.tasks import BURNED, SplitManifest, TaskSet
+from proofgym.wire import Code, Reset, ServeError, Step, StepResult
 
 log = logging.getLogger("proofgym.serve")
 
@@ -141,10 +141,7 @@ class Session:
             self.busy = True
             try:
                 if what == "reset":
-                    if not isinstance(data, dict):  # OpenEnv's answer; never a default reset
-                        raise ServeError(Code.VALIDATION_ERROR, "a reset's data is an object such as "
-                                         f"{{'seed': 0}}, not {type(data).__name__}")
-                    return await self._reset(data)
+                    return await self._reset(Reset.from_dict(data))
                 if what == "step":
                     return await self._step(data)
                 return self.state()
@@ -153,31 +150,8 @@ class Session:
                 self.last_active = time.monotonic()
 
     # ----------------------------------------------------------------- reset
-    async def _reset(self, data: dict[str, Any]) -> dict[str, Any]:
-        seed = data.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ServeError(Code.VALIDATION_ERROR, f"seed must be a non-negative integer, got {seed!r}")
-        options = data.get("options") or {}
-        if not isinstance(options, dict):
-            raise ServeError(Code.VALIDATION_ERROR, "options must be an object")
-        if "task" in options:
-            raise ServeError(Code.VALIDATION_ERROR, "a served env picks tasks by id: use "
-                             "options={'task_id': ...} (GET /tasks lists them)")
-        task_id = options.get("task_id", data.get("task_id"))
-        if task_id is not None and not isinstance(task_id, str):
-            raise ServeError(Code.VALIDATION_ERROR, f"task_id must be a string, got {task_id!r}")
-        flags = [f.get("allow_heldout") for f in (data, options) if f.get("allow_heldout") is not None]
-        if any(not isinstance(flag, bool) for flag in flags):
-            raise ServeError(Code.VALIDATION_ERROR, "allow_heldout must be true or false")
-        allow = any(flags)
-        grading = data.get("grading", "inline")
-        if grading not in ("inline", "deferred"):
-            raise ServeError(Code.VALIDATION_ERROR, "grading must be 'inline' (the verdict comes with "
-                             "the last step) or 'deferred' (fetch it from /verdicts/ID)")
-        version = data.get("policy_version")
-        if version is not None and (isinstance(version, bool) or not isinstance(version, (int, str))):
-            raise ServeError(Code.VALIDATION_ERROR, "policy_version must be the trainer's policy version "
-                             f"(a training step), got {version!r}")
+    async def _reset(self, reset: Reset) -> dict[str, Any]:
+        seed, task_id, allow, version = reset.seed, reset.task_id, reset.allow_heldout, reset.policy_version
         if task_id is not None:
             self._guard(task_id, allow, before=True)
         self.done = True
@@ -188,8 +162,8 @@ class Session:
         self.recorder = self.recording.begin(self.env, info, seed=seed, policy_version=version)
         self.episode_id = self.recorder.trajectory_id
         self.done = False
-        self.inline_grading = grading == "inline"
-        return step_payload(obs, False, False, info, self._metadata())
+        self.inline_grading = reset.grading == "inline"
+        return StepResult(obs, False, False, info, self._metadata()).to_dict()
 
     def _start(self, seed: int | None, task_id: str | None, allow: bool) -> tuple[Any, dict[str, Any]]:
         """The env's reset; without a task id, on a task drawn among those it may serve."""
@@ -206,20 +180,16 @@ class Session:
 
     # ------------------------------------------------------------------ step
     async def _step(self, data: Any) -> dict[str, Any]:
-        action = parse_action(data)
+        step = Step.from_dict(data)
         if self.episode_id is None or self.done:
             raise ServeError(Code.EXECUTION_ERROR, "step before reset, or after the episode ended: "
                              "send a reset first", kind="episode_state")
-        charge = data.get("charge") if isinstance(data, dict) else None
-        if isinstance(charge, dict):  # what the policy spent on this action (token/cost budgets)
-            try:
-                self.env.charge(tokens=int(charge.get("tokens", 0)), cost=float(charge.get("cost", 0.0)))
-            except (TypeError, ValueError) as exc:
-                raise ServeError(Code.VALIDATION_ERROR, f"bad charge {charge!r}: {exc}") from None
-        obs, _reward, terminated, truncated, info = await self._call(self.env.step, action)
+        if step.tokens or step.cost:  # what the policy spent on this action (token/cost budgets)
+            self.env.charge(tokens=step.tokens, cost=step.cost)
+        obs, _reward, terminated, truncated, info = await self._call(self.env.step, step.action)
         recorder = self.recorder
         assert recorder is not None
-        recorder.step(action, obs, terminated, truncated, info)
+        recorder.step(step.action, obs, terminated, truncated, info)
         verdict = None
         if terminated or truncated:
             self.done = True
@@ -228,7 +198,7 @@ class Session:
             record.future.add_done_callback(lambda done: self._deliver(recorder, job, done))
             if self.inline_grading:
                 verdict = await record.wait()
-        return step_payload(obs, terminated, truncated, info, self._metadata(), verdict)
+        return StepResult(obs, terminated, truncated, info, self._metadata(), verdict).to_dict()
 
     def _deliver(self, recorder: EpisodeRecorder, job: VerificationJob, graded: cf.Future[Verdict]) -> None:
         """The graded episode into the recording (a grading thread calls this when it lands)."""

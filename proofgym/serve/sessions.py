@@ -1,6 +1,6 @@
 """The server's sessions: ids, the capacity limit, the idle reaper and the drain.
 
-* ``max_sessions``: opening one more raises :class:`~proofgym.serve.protocol.CapacityError`
+* ``max_sessions``: opening one more raises :class:`~proofgym.wire.CapacityError`
   (``CAPACITY_REACHED``; HTTP 503 with ``Retry-After``): the client backs off, nothing queues
   without bound.
 * The reaper closes a session idle for ``idle_timeout_s`` (an HTTP client that went away; a
@@ -19,9 +19,9 @@ import time
 
 from proofgym.core.errors import ConfigError
 from proofgym.rollout.recording import Recording
-from proofgym.serve.protocol import CapacityError, Code, ServeError
 from proofgym.serve.session import SERVED_POLICY, EnvSource, Session
 from proofgym.serve.verdicts import VerdictStore
+from proofgym.wire import CapacityError, Code, ServeError
 
 log = logging.getLogger("proofgym.serve")
 

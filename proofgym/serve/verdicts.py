@@ -16,8 +16,8 @@ from typing import Any
 
 from proofgym.core import Verdict, describe_exception
 from proofgym.env import VerificationJob
-from proofgym.serve.protocol import public_verdict
 from proofgym.verify.pool import VerifierPool
+from proofgym.wire import public_verdict
 
 log = logging.getLogger("proofgym.serve")
 

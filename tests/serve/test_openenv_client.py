@@ -11,8 +11,8 @@ import pytest
 
 from proofgym import make_env
 from proofgym.rollout.policies import ScriptRunner
-from proofgym.serve.protocol import action_payload
 from proofgym.serve.session import SERVED_POLICY
+from proofgym.wire import encode_action
 from tests.conftest import require_tool
 from tests.serve_helpers import Served
 from tests.training_runs import check_training_run
@@ -55,7 +55,7 @@ def _served(client, env_id: str, task_id: str, seed: int, script_of,
     runner = ScriptRunner(script_of(tasks.get(task_id)))
     seen = [result.observation]
     while not result.done:
-        result = client.step(action_payload(runner.next(result.observation)))
+        result = client.step(encode_action(runner.next(result.observation)))
         seen.append(result.observation)
     return seen, result.reward, result.metadata["episode_id"]
 

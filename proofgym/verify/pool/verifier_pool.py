@@ -210,6 +210,10 @@ class VerifierPool:
         resolved, the same job submitted again is graded again. ``trajectory_id`` names the job in
         error messages only.
         """
+        if job.verdict is not None:  # settled where the episode ran: no grader, no worker
+            future: cf.Future[Verdict] = cf.Future()
+            self._resolve_future(future, job.verdict)
+            return future
         key = job_key(job, contract_id)
         with self._keys_lock:
             if self._closed:
@@ -218,7 +222,7 @@ class VerifierPool:
             if known is not None:
                 self.stats["deduplicated"] += 1
                 return known
-            future: cf.Future[Verdict] = cf.Future()
+            future = cf.Future()
             self._futures[key] = future
             self.stats["submitted"] += 1
         try:
