@@ -46,7 +46,7 @@ N_TASKS = 200
 REPAIR_CONCURRENCY = 8  # a sandbox per slot: what 2 cores hold
 #: The lean HTTP client; the openai SDK's own CPU per call (~3 ms here) caps a 2-core box at a
 #: few hundred calls/s, which is measured separately in row 3b.
-TRANSPORT = "aiohttp"
+TRANSPORT = "httpx"
 
 
 class BlockingChatPolicy:
@@ -114,7 +114,7 @@ def seed_loop(base_url: str, episodes: int, grade_wait: float, grade_cpu: float)
 
 async def orchestrated(base_url: str, episodes: int, concurrency: int, grade_wait: float,
                        grade_cpu: float, pool: VerifierPool, inline: bool,
-                       transport: str = "aiohttp", runtime_threads: int | None = None) -> dict[str, float]:
+                       transport: str = "httpx", runtime_threads: int | None = None) -> dict[str, float]:
     tasks = ledger_tasks(N_TASKS, grade_wait_s=grade_wait, grade_cpu_s=grade_cpu)
     policy = OpenAIPolicy("scripted", base_url=base_url, timeout_s=30, transport=transport)
     try:

@@ -169,6 +169,22 @@ def test_the_remote_road_is_straight():
         set(dir(VerifiableEnv)) | set(VerifiableEnv.__annotations__)
 
 
+#: The HTTP stacks of the library: httpx (and the openai SDK, over httpx) for clients,
+#: Starlette on uvicorn for servers. Nothing of ours speaks HTTP through another.
+_OTHER_HTTP = ("aiohttp", "websockets", "urllib.request", "requests", "urllib3", "http.client",
+               "http.server", "tornado", "flask", "fastapi")
+
+
+def test_two_http_stacks_only():
+    offenders = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            offenders += [f"{module}: {n}" for n in names if n.startswith(_OTHER_HTTP)]
+    assert offenders == []
+
+
 #: packages with a face: code outside one imports only the names in its ``__all__``
 FACED = ("proofgym.runtimes.sandbox", "proofgym.verify.pool", "proofgym.verify.sandboxed",
          "proofgym.verify.graders")

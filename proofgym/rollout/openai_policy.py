@@ -45,7 +45,7 @@ def resolve_transport(transport: str, base_url: str | None) -> str:
     if transport != "auto":
         return transport
     host = urlsplit(base_url).hostname if base_url else None
-    return "openai" if host is None or host == "openai.com" or host.endswith(".openai.com") else "aiohttp"
+    return "openai" if host is None or host == "openai.com" or host.endswith(".openai.com") else "httpx"
 
 
 class OpenAIPolicy:
@@ -66,8 +66,8 @@ class OpenAIPolicy:
         record_tokens: Ask the server for token ids and log-probabilities (vLLM's
             ``return_token_ids`` and ``logprobs``) and record them per model call (see
             :func:`call_tokens`). Whatever this says, tokens a server returns are recorded.
-        transport: ``openai`` (the official SDK client), ``aiohttp`` (lean, for self-hosted
-            servers at high concurrency) or ``auto`` (the default: ``aiohttp`` for a
+        transport: ``openai`` (the official SDK client), ``httpx`` (lean, for self-hosted
+            servers at high concurrency) or ``auto`` (the default: ``httpx`` for a
             ``base_url`` other than OpenAI's own API, else ``openai``); see
             :mod:`proofgym.rollout.chat_transport`. ``describe()`` records the one used.
     """

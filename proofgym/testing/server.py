@@ -5,7 +5,8 @@ log-probabilities and the prompt's and completion's token ids (:mod:`proofgym.te
 
 It speaks ``GET /v1/models``, ``GET /v1/models/{id}`` and ``POST /v1/chat/completions`` (tool
 calls, ``usage``, ``finish_reason``, ``n`` choices, and ``stream=True`` as server-sent events with
-content and tool-call deltas, as the OpenAI API sends them) over real HTTP (aiohttp), so a policy
+content and tool-call deltas, as the OpenAI API sends them) over real HTTP (Starlette on
+uvicorn, the server stack of ``proofgym serve``), so a policy
 under test goes through the same client, sockets and JSON as against vLLM or OpenAI. A model id
 other than the one served is a 404 ``model_not_found``. Use it to test an environment offline
 (``proofgym serve-scripted ENV``) and as the model in tests and benchmarks.
@@ -18,8 +19,10 @@ with HTTP 429 and the retry normally; ``attempts=None`` fails every try.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
+import socket
 import threading
 import time
 from collections import Counter
@@ -28,7 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from aiohttp import web
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from proofgym.core import AgentAction, ToolCallAction, TurnCompleteAction
 from proofgym.core.errors import ConfigError, PolicyInfrastructureError
@@ -110,35 +117,45 @@ class ScriptedServer:
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
+        self._server: _Server | None = None
+        self._serving: asyncio.Task[None] | None = None
 
     # ----------------------------------------------------------------- serving
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_get("/v1/models/{model}", self._model)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        return app
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/models", self._models), Route("/v1/models/{model}", self._model),
+                                 Route("/v1/chat/completions", self._chat, methods=["POST"])])
+
+    def _config(self) -> uvicorn.Config:
+        # a hung request (the timeout fault) must not hold a stop: 1 s of grace, then it is cut
+        return uvicorn.Config(self.app(), host=self.host, port=self.port, log_level="warning",
+                              access_log=False, lifespan="off", backlog=1024, timeout_graceful_shutdown=1)
 
     async def start_async(self) -> None:
-        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        """Serve on the running event loop; returns once the port is open (``port`` is then the
+        real one, also for port 0)."""
+        sock = socket.create_server((self.host, self.port), backlog=1024)
+        self.port = sock.getsockname()[1]
+        self._server = _Server(self._config())
+        self._serving = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if self._serving.done():
+                await self._serving  # its failure, raised here
+                raise PolicyInfrastructureError("the scripted server stopped as it started")
+            await asyncio.sleep(0.005)
 
     async def stop_async(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._server is not None and self._serving is not None:
+            self._server.should_exit = True
+            await self._serving
+        self._server = self._serving = None
 
     def run(self) -> None:
         """Serve in the foreground until interrupted."""
-        web.run_app(self.app(), host=self.host, port=self.port, access_log=None, print=None)
+        uvicorn.Server(self._config()).run()
 
     def start(self) -> ScriptedServer:
         """Serve on a background thread; returns once the port is open."""
@@ -156,7 +173,6 @@ class ScriptedServer:
                 return
             ready.set()
             loop.run_forever()
-            loop.run_until_complete(self.stop_async())
             loop.close()
 
         self._thread = threading.Thread(target=main, name="proofgym-scripted-server", daemon=True)
@@ -169,6 +185,8 @@ class ScriptedServer:
 
     def stop(self) -> None:
         if self._loop is not None and self._thread is not None:
+            with contextlib.suppress(TimeoutError, RuntimeError):  # a stop never hangs the caller
+                asyncio.run_coroutine_threadsafe(self.stop_async(), self._loop).result(timeout=10)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
             self._thread = self._loop = None
@@ -180,22 +198,22 @@ class ScriptedServer:
         self.stop()
 
     # ---------------------------------------------------------------- handlers
-    async def _models(self, request: web.Request) -> web.Response:
+    async def _models(self, request: Request) -> Response:
         return _json({"object": "list", "data": [self._model_card()]})
 
     def _model_card(self) -> dict[str, Any]:
         return {"id": self.model, "object": "model", "created": 0, "owned_by": "proofgym-scripted"}
 
-    async def _model(self, request: web.Request) -> web.Response:
-        name = request.match_info["model"]
+    async def _model(self, request: Request) -> Response:
+        name = request.path_params["model"]
         if name != self.model:
             return _unknown_model(name, self.model)
         return _json(self._model_card())
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
+    async def _chat(self, request: Request) -> Response:
         self.stats["requests"] += 1
         try:
-            body = orjson.loads(await request.read())
+            body = orjson.loads(await request.body())
             messages = body["messages"]
             if not isinstance(messages, list) or not messages:
                 raise ConfigError("messages must be a non-empty list")
@@ -236,8 +254,7 @@ class ScriptedServer:
                 "model": body.get("model", self.model)}
         if body.get("stream"):
             options = body.get("stream_options") or {}
-            return await self._stream(request, head, choices,
-                                      usage if options.get("include_usage") else None)
+            return self._stream(head, choices, usage if options.get("include_usage") else None)
         out: dict[str, Any] = {**head, "object": "chat.completion", "usage": usage,
                                "choices": [{"index": i, "message": message, "finish_reason": finish,
                                             "logprobs": None}
@@ -266,42 +283,40 @@ class ScriptedServer:
         if self.sent is not None:
             self.sent.append(out)
 
-    async def _stream(self, request: web.Request, head: dict[str, Any],
-                      choices: list[tuple[dict[str, Any], str]],
-                      usage: dict[str, Any] | None) -> web.StreamResponse:
+    def _stream(self, head: dict[str, Any], choices: list[tuple[dict[str, Any], str]],
+                usage: dict[str, Any] | None) -> StreamingResponse:
         """Server-sent events in the OpenAI chunk format: the role, content in pieces, each tool
         call's id and name then its arguments in pieces, the finish reason, optionally usage,
         then ``[DONE]``."""
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                               "Cache-Control": "no-cache"})
-        await response.prepare(request)
         self.stats["streams"] += 1
 
-        async def send(index: int | None, delta: dict[str, Any] | None, finish: str | None = None,
-                       **extra: Any) -> None:
-            chunk: dict[str, Any] = {**head, "object": "chat.completion.chunk", **extra}
-            chunk["choices"] = [] if index is None else [
+        def chunk(index: int | None, delta: dict[str, Any] | None, finish: str | None = None,
+                  **extra: Any) -> bytes:
+            out: dict[str, Any] = {**head, "object": "chat.completion.chunk", **extra}
+            out["choices"] = [] if index is None else [
                 {"index": index, "delta": delta, "finish_reason": finish, "logprobs": None}]
-            await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+            return b"data: " + orjson.dumps(out) + b"\n\n"
 
-        for index, (message, finish) in enumerate(choices):
-            await send(index, {"role": "assistant", "content": ""})
-            if message.get("reasoning_content"):
-                await send(index, {"reasoning_content": message["reasoning_content"]})
-            for piece in _pieces(message.get("content") or ""):
-                await send(index, {"content": piece})
-            for j, call in enumerate(message.get("tool_calls") or []):
-                await send(index, {"tool_calls": [{"index": j, "id": call["id"], "type": "function",
-                                                   "function": {"name": call["function"]["name"],
-                                                                "arguments": ""}}]})
-                for piece in _pieces(call["function"]["arguments"]):
-                    await send(index, {"tool_calls": [{"index": j, "function": {"arguments": piece}}]})
-            await send(index, {}, finish)
-        if usage is not None:
-            await send(None, None, usage=usage)
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+        async def events() -> Any:
+            for index, (message, finish) in enumerate(choices):
+                yield chunk(index, {"role": "assistant", "content": ""})
+                if message.get("reasoning_content"):
+                    yield chunk(index, {"reasoning_content": message["reasoning_content"]})
+                for piece in _pieces(message.get("content") or ""):
+                    yield chunk(index, {"content": piece})
+                for j, call in enumerate(message.get("tool_calls") or []):
+                    yield chunk(index, {"tool_calls": [{"index": j, "id": call["id"], "type": "function",
+                                                        "function": {"name": call["function"]["name"],
+                                                                     "arguments": ""}}]})
+                    for piece in _pieces(call["function"]["arguments"]):
+                        yield chunk(index, {"tool_calls": [{"index": j, "function": {"arguments": piece}}]})
+                yield chunk(index, {}, finish)
+            if usage is not None:
+                yield chunk(None, None, usage=usage)
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
 
     def _message(self, actions: Sequence[AgentAction], key: str) -> tuple[dict[str, Any], str]:
         calls = [a for a in actions if isinstance(a, ToolCallAction)]
@@ -353,15 +368,24 @@ def _pieces(text: str, size: int = 16) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
 
 
-def _unknown_model(name: str, served: str) -> web.Response:
+def _unknown_model(name: str, served: str) -> Response:
     return _json({"error": {"message": f"The model {name!r} does not exist; this server serves "
                             f"{served!r}", "type": "invalid_request_error",
                             "code": "model_not_found", "param": "model"}}, 404)
 
 
-def _json(payload: Mapping[str, Any], status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(payload), status=status, content_type="application/json")
+def _json(payload: Mapping[str, Any], status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status, media_type="application/json")
 
 
-def _error(status: int, message: str, code: str) -> web.Response:
+def _error(status: int, message: str, code: str) -> Response:
     return _json({"error": {"message": message, "type": code, "code": code, "param": None}}, status)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, minus its signal handlers: the scripted server runs inside a test or a
+    benchmark, whose own process owns SIGINT and SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield

@@ -70,7 +70,7 @@ def test_policy_and_judge_share_one_retry_policy() -> None:
 
 def test_the_policy_retries_a_transient_500_through_the_same_loop() -> None:
     with ScriptedServer(GradeCorrect(), faults=[Fault("500", attempts=2)]) as server:
-        for transport in ("openai", "aiohttp"):
+        for transport in ("openai", "httpx"):
             policy = OpenAIPolicy("scripted", base_url=server.base_url, backoff_s=0.01, max_retries=2,
                                   transport=transport)
 

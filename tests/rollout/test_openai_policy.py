@@ -37,9 +37,9 @@ def arith_server(**kwargs: Any) -> ScriptedServer:
     return ScriptedServer(ReferenceScript(make_env(ARITH).tasks), **kwargs)
 
 
-@pytest.fixture(params=["openai", "aiohttp"])
+@pytest.fixture(params=["openai", "httpx"])
 def transport(request: pytest.FixtureRequest) -> str:
-    """Both ways a request reaches the server: the openai SDK and the lean aiohttp client."""
+    """Both ways a request reaches the server: the openai SDK and the lean httpx client."""
     return request.param
 
 
@@ -249,7 +249,7 @@ def test_fault_specs_parse_and_reject_nonsense() -> None:
 
 
 def test_the_default_transport_is_lean_for_a_self_hosted_server_and_the_sdk_for_openai() -> None:
-    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").describe()["transport"] == "aiohttp"
+    assert OpenAIPolicy("m", base_url="http://127.0.0.1:8000/v1").describe()["transport"] == "httpx"
     assert OpenAIPolicy("m", base_url="https://api.openai.com/v1").describe()["transport"] == "openai"
     assert OpenAIPolicy("m").describe()["transport"] == "openai"
     assert OpenAIPolicy("m", base_url="http://h/v1", transport="openai").describe()["transport"] == "openai"

@@ -9,18 +9,21 @@ pristine source stays on the host (see ``docs/real-repositories.md``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import sys
 import tarfile
 import tempfile
 import urllib.parse
-import urllib.request
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
+
+import httpx
 
 from proofgym.core.errors import FetchError as FetchError
 from proofgym.runtimes.private_dirs import cache_home
@@ -49,13 +52,11 @@ class Release(NamedTuple):
 def index_releases(name: str) -> dict[str, Release | None]:
     """Every release of ``name`` the index lists: version -> its sdist (``None``: no sdist),
     from the JSON API."""
-    import json
-
     api = f"{index_url()}/pypi/{name}/json"  # (some mirrors serve only the project-wide document)
     try:
-        with urllib.request.urlopen(api, timeout=30) as resp:
-            data = json.load(resp)
-    except OSError as exc:
+        with _download(api, timeout_s=30) as (_, chunks):
+            data = json.loads(b"".join(chunks))
+    except (OSError, httpx.HTTPError, ValueError) as exc:
         raise FetchError(f"cannot read {api} ({exc}); check the network or set PROOFGYM_PYPI "
                          "to a reachable index") from exc
     out: dict[str, Release | None] = {}
@@ -108,10 +109,9 @@ def fetch_sdist(name: str, version: str, sha256: str, url: str | None = None, *,
     fd, tmp = tempfile.mkstemp(dir=store, prefix=".part-")
     digest = hashlib.sha256()
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
-            total = int(resp.headers.get("Content-Length") or 0)
+        with os.fdopen(fd, "wb") as out, _download(url, timeout_s=60) as (total, chunks):
             done = 0
-            while chunk := resp.read(1 << 16):
+            for chunk in chunks:
                 out.write(chunk)
                 digest.update(chunk)
                 done += len(chunk)
@@ -123,12 +123,26 @@ def fetch_sdist(name: str, version: str, sha256: str, url: str | None = None, *,
             raise FetchError(f"{url}: sha256 {digest.hexdigest()} differs from the pinned "
                              f"{sha256}; the file on the index changed or the pin is wrong")
         os.replace(tmp, target)
-    except OSError as exc:
+    except (OSError, httpx.HTTPError) as exc:
         raise FetchError(f"cannot download {url} ({exc})") from exc
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+@contextlib.contextmanager
+def _download(url: str, *, timeout_s: float) -> Iterator[tuple[int, Iterator[bytes]]]:
+    """``url``'s size (0: unknown) and its bytes in chunks: over HTTP(S) with httpx, or read from
+    disk for a ``file://`` URL (a local mirror, a release kept on disk)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "file":
+        with open(urllib.parse.unquote(parts.path), "rb") as f:
+            yield os.fstat(f.fileno()).st_size, iter(lambda: f.read(1 << 16), b"")
+        return
+    with httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as resp:
+        resp.raise_for_status()
+        yield int(resp.headers.get("Content-Length") or 0), resp.iter_bytes(1 << 16)
 
 
 def _sha256(path: Path) -> str:
