@@ -1,11 +1,11 @@
-"""Step latency of a served env over WebSocket against the same env in process (bench/harness.py).
+"""Step latency of a served env (HTTP and WebSocket) against the same env in process (bench/harness.py).
 
     python bench/serve_latency.py [--quick]   # under a minute on 2 cores
 
 Rows (p50 and p99 of one Arith step, a ``calculator`` call, measured by the client):
   * in process: ``env.step`` on ``make_env("proofgym/Arith-v0")``.
-  * one session over WebSocket: ``proofgym serve`` in its own process on loopback, driven by
-    :class:`proofgym.remote.RemoteEnv` (OpenEnv's messages; the round trip, JSON both ways and
+  * one session through :class:`proofgym.remote.RemoteEnv`: ``proofgym serve`` in its own process
+    on loopback, driven over HTTP (httpx, the wire's messages; the round trip, JSON both ways and
     the server's session lock included).
   * 64 sessions at once over WebSocket (asyncio clients in one process): the server under load.
 
@@ -73,7 +73,7 @@ def probe_inprocess(args: argparse.Namespace) -> Mapping[str, Value]:
     return _row("inprocess", latencies, f"{len(latencies)} steps")
 
 
-def probe_websocket(args: argparse.Namespace) -> Mapping[str, Value]:
+def probe_remote(args: argparse.Namespace) -> Mapping[str, Value]:
     from proofgym import ToolCallAction
     from proofgym.remote import RemoteEnv
 
@@ -94,7 +94,7 @@ def probe_websocket(args: argparse.Namespace) -> Mapping[str, Value]:
     finally:
         proc.terminate()
         proc.wait(30)
-    return _row("websocket", latencies, f"{len(latencies)} steps, one session")
+    return _row("remote", latencies, f"{len(latencies)} steps, one session")
 
 
 async def _many(url: str, sessions: int, steps: int) -> list[float]:
@@ -132,16 +132,16 @@ def probe_concurrent(args: argparse.Namespace) -> Mapping[str, Value]:
     return _row("concurrent", latencies, f"{len(latencies)} steps over {sessions} sessions")
 
 
-PROBES = {"inprocess": probe_inprocess, "websocket": probe_websocket, "concurrent": probe_concurrent}
+PROBES = {"inprocess": probe_inprocess, "remote": probe_remote, "concurrent": probe_concurrent}
 ROWS = [
     Row("inprocess_p50", "Arith step in process, p50", None, "inprocess"),
     Row("inprocess_p99", "Arith step in process, p99", None, "inprocess"),
-    Row("websocket_p50", "Arith step over WebSocket, one session, p50", Target("<=", 5, "ms"), "websocket"),
-    Row("websocket_p99", "Arith step over WebSocket, one session, p99", Target("<=", 20, "ms"), "websocket"),
+    Row("remote_p50", "Arith step via RemoteEnv (HTTP), one session, p50", Target("<=", 5, "ms"), "remote"),
+    Row("remote_p99", "Arith step via RemoteEnv (HTTP), one session, p99", Target("<=", 20, "ms"), "remote"),
     Row("concurrent_p50", "Arith step over WebSocket, 64 sessions at once, p50", None, "concurrent"),
     Row("concurrent_p99", "Arith step over WebSocket, 64 sessions at once, p99", None, "concurrent"),
 ]
-BENCH = Bench("proofgym serve: step latency over WebSocket vs in process", PROBES, ROWS,
+BENCH = Bench("proofgym serve: step latency over HTTP and WebSocket vs in process", PROBES, ROWS,
               description=__doc__ or "")
 
 
