@@ -47,6 +47,19 @@ HTTP_STATUS = {Code.INVALID_JSON: 400, Code.UNKNOWN_TYPE: 400, Code.VALIDATION_E
                Code.NOT_FOUND: 404, Code.DRAINING: 503}
 
 
+def decode_error(payload: Any) -> ServeError:
+    """The refusal an error frame's ``data`` (or an HTTP error body's ``error``) carries."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("message"), str):
+        raise WireError("an error payload is {'message': str, 'code': str}, got "
+                        f"{str(payload)[:200]!r}")
+    try:
+        code = Code(payload.get("code"))
+    except ValueError:
+        code = Code.EXECUTION_ERROR  # a code this client does not know: still the server's refusal
+    fields = {k: v for k, v in payload.items() if k not in ("message", "code")}
+    return ServeError(code, payload["message"], **fields)
+
+
 def dumps(message: Any) -> str:
     return orjson.dumps(message, default=repr, option=orjson.OPT_SERIALIZE_NUMPY).decode()
 
@@ -82,6 +95,9 @@ def encode_action(action: AgentAction) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- messages
 Grading = Literal["inline", "deferred"]
+#: Where a served episode's verdict goes by default: with the step that ends it (a grading mode of
+#: the wire, not a verifier backend).
+WITH_LAST_STEP = "inline"
 
 
 @dataclass(frozen=True)
@@ -93,8 +109,8 @@ class Reset:
     seed: int | None = None
     task_id: str | None = None
     allow_heldout: bool = False
-    grading: Grading = "inline"
-    #: the trainer's policy version (a training step) that will act in this episode: recorded
+    grading: Grading = WITH_LAST_STEP  # type: ignore[assignment]
+    #: The client's policy version (a trainer's step), recorded on the served episode.
     policy_version: int | str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,7 +139,7 @@ class Reset:
         flags = [f.get("allow_heldout") for f in (data, options) if f.get("allow_heldout") is not None]
         if any(not isinstance(flag, bool) for flag in flags):
             raise WireError("allow_heldout must be true or false")
-        grading = data.get("grading", "inline")
+        grading = data.get("grading", WITH_LAST_STEP)
         if grading not in ("inline", "deferred"):
             raise WireError("grading must be 'inline' (the verdict comes with the last step) or "
                             "'deferred' (fetch it from /verdicts/ID)")
@@ -329,7 +345,7 @@ def decode_error_body(body: Any) -> ServeError | None:
     page, say)."""
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         try:
-            return ServeError.from_payload(body["error"])
+            return decode_error(body["error"])
         except WireError:
             return None
     return None

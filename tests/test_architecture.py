@@ -113,7 +113,7 @@ def test_no_module_level_import_circles():
 #: one below. The top row sits on the library and may import any of it.
 LAYERS = [
     ("core", "version", "errors"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",),
-    ("tasks",), ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",),
+    ("tasks",), ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",), ("wire",),
     ("cli", "serve", "remote", "envs", "integrations", "testing", "__init__", "__main__"),
 
 
@@ -509,8 +509,8 @@ def backend_defaults(sources: dict[str, str]) -> list[str]:
             picked: list[ast.AST | None] = []
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 picked = [*node.args.defaults, *node.args.kw_defaults]
-            elif isinstance(node, ast.AnnAssign) and ast.unparse(node.target) != "grading":
-                picked = [node.value]  # (a wire Reset's ``grading``, inline or deferred, is no backend)
+            elif isinstance(node, ast.AnnAssign):
+                picked = [node.value]
             elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
                 name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
                 if name in ("VerifierPool", "pool_for", "LazyPool"):

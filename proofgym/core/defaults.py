@@ -44,7 +44,8 @@ class RunDefaults:
     #: Tasks validated at once (``validate -c``, ``validate(concurrency=)``); ``None``: the CPU count.
     validate_concurrency: int | None = None
 
-    def verifier_backend(self, slots: str = "local", *, one_call: bool = False) -> VerifierBackend:
+    def verifier_backend(self, slots: str = "local", *, one_call: bool = False,
+                         settled: bool = False) -> VerifierBackend:
         """Where gradings run when nobody says: ``"ray"`` (grader actors on the cluster) when the
         env slots run on Ray (``slots="ray"``), else ``"process"``: crash-isolated worker
         processes, so a grader that segfaults or calls ``os._exit`` gives an error verdict and the
@@ -54,8 +55,12 @@ class RunDefaults:
 
         ``one_call``: the pool of one call that grades a single episode or batch and closes it
         (``run_episode``, ``verify_vector``): ``"inline"``, as worker processes would take
-        seconds to start for each call (pass such a call a pool to isolate its graders)."""
-        if one_call:
+        seconds to start for each call (pass such a call a pool to isolate its graders).
+
+        ``settled``: the run's envs grade their own episodes (a ``RemoteEnv``: the server returns
+        each verdict with the last step), so its jobs come settled: ``"inline"``, which answers
+        them without starting a worker process."""
+        if one_call or settled:
             return "inline"
         return "ray" if slots == "ray" else "process"
 

@@ -132,19 +132,6 @@ class ServeError(ProofgymError):
     def payload(self) -> dict[str, Any]:
         return {"message": str(self), "code": self.code.value, **self.fields}
 
-    @classmethod
-    def from_payload(cls, payload: Any) -> ServeError:
-        """The error an error frame's ``data`` (or an HTTP error body's ``error``) carries."""
-        if not isinstance(payload, dict) or not isinstance(payload.get("message"), str):
-            raise WireError("an error payload is {'message': str, 'code': str}, got "
-                            f"{str(payload)[:200]!r}")
-        try:
-            code = Code(payload.get("code"))
-        except ValueError:
-            code = Code.EXECUTION_ERROR  # a code this client does not know: still the server's refusal
-        fields = {k: v for k, v in payload.items() if k not in ("message", "code")}
-        return cls(code, payload["message"], **fields)
-
 
 class RemoteError(ProofgymError, RuntimeError):
     """The server refused a request or could not be reached; the message says which and why."""
@@ -424,14 +411,6 @@ class SlotLostError(RolloutError):
 
 
 # ------------------------------------------------------------------------------ serve
-class WireError(ServeError, ValueError):
-    """A message that does not decode (not JSON, a missing or mistyped field). The server
-    answers it with its code; a client gets it for a malformed reply."""
-
-    def __init__(self, message: str, code: Code = Code.VALIDATION_ERROR) -> None:
-        super().__init__(code, message)
-
-
 class CapacityError(ServeError):
     """The server holds ``max_sessions`` sessions: retry later (backpressure), or another server."""
 
@@ -439,3 +418,11 @@ class CapacityError(ServeError):
         super().__init__(Code.CAPACITY_REACHED,
                          f"the server is at capacity ({active} of {limit} sessions); retry later",
                          active_sessions=active, max_sessions=limit)
+
+
+class WireError(ServeError, ValueError):
+    """A message that does not decode (not JSON, a missing or mistyped field): the server answers
+    it with its code; a client gets it for a malformed reply (:mod:`proofgym.wire`)."""
+
+    def __init__(self, message: str, code: Code = Code.VALIDATION_ERROR) -> None:
+        super().__init__(code, message)

@@ -164,12 +164,12 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     # A served env's verdicts come with its episodes (settled jobs): an inline pool answers them,
     # and no grader worker starts here, whatever pool the caller has.
     own_pool = isinstance(verifier, str) or env.grades_itself
-    if env.grades_itself:  # settled jobs only: threads here answer them, nothing is graded
-        pool = VerifierPool(DEFAULTS.verifier_backend(one_call=True))
+    if env.grades_itself:
+        pool = VerifierPool(DEFAULTS.verifier_backend(settled=True))
     else:
-        ray = ray_address if verifier == "ray" else None
         pool = (VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
-                             timeout_s=grader_timeout_s, ray_address=ray)
+                             timeout_s=grader_timeout_s,
+                             ray_address=ray_address if verifier == "ray" else None)
                 if isinstance(verifier, str) else verifier)
         pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:

@@ -151,8 +151,7 @@ class Session:
 
     # ----------------------------------------------------------------- reset
     async def _reset(self, reset: Reset) -> dict[str, Any]:
-        seed, task_id, allow = reset.seed, reset.task_id, reset.allow_heldout
-        version = reset.policy_version
+        seed, task_id, allow, version = reset.seed, reset.task_id, reset.allow_heldout, reset.policy_version
         if task_id is not None:
             self._guard(task_id, allow, before=True)
         self.done = True
