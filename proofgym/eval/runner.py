@@ -169,7 +169,8 @@ def evaluate(env_id: str, policy: Policy | AsyncPolicy, *, episodes: int | None 
     else:
         pool = (VerifierPool(verifier, processes=grader_processes, max_in_flight=grader_jobs,  # type: ignore[arg-type]
                              timeout_s=grader_timeout_s,
-                             ray_address=ray_address if verifier == "ray" else None)
+                             ray_address=ray_address if verifier == "ray" else None,
+                             boot=False)  # booted below, knowing the graders' modules
                 if isinstance(verifier, str) else verifier)
         pool.start(_grader_modules(env_id))  # its workers boot while the run starts, off the verdicts' path
     try:
@@ -267,6 +268,7 @@ def _grader_modules(env_id: str) -> list[str]:
     task classes) before they take jobs, so no job's clock pays for that import."""
     with contextlib.suppress(gymnasium.error.Error):
         entry = gymnasium.spec(env_id).entry_point
+        entry = getattr(entry, "entry_point", entry)  # a bundled env's factory names its module
         module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
         return [module] if module else []
     return []

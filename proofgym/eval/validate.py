@@ -283,8 +283,11 @@ def validate_env(env: UniversalVerifiableEnv | Sequence[UniversalVerifiableEnv],
     # a task's gradings queue as its episodes end: room for a grading per core even with one env
     slots = max(len(envs), os.cpu_count() or 1)
     options = {"processes": min(slots, os.cpu_count() or 1), "max_in_flight": slots,
-               "timeout_s": GRADER_TIMEOUT_S if grader_timeout_s is None else grader_timeout_s}
+               "timeout_s": GRADER_TIMEOUT_S if grader_timeout_s is None else grader_timeout_s,
+               "boot": False}
     with pool_for(verifier, **options) as pool:
+        # its workers boot with the tasks' modules imported, while the first episodes play
+        pool.start(list(dict.fromkeys(type(task).__module__ for task in tasks)))
         return _validate_envs(envs, tasks, env_id, on_task, _Grading(pool, grader_timeout_s), only)
 
 

@@ -162,7 +162,8 @@ def regrade_run(run: str | Path, *, verifier_version: str | None = None,
                            "--allow-mixed-versions to report each version apart")
     jobs = [(i, item) for i, (_, _, item) in enumerate(planned) if isinstance(item, VerificationJob)]
     timeout = GRADER_TIMEOUT_S if grader_timeout_s is None else grader_timeout_s
-    with pool_for(verifier, timeout_s=timeout, processes=grader_processes) as pool:
+    # booted by the first job, whose task module its workers then import before they start
+    with pool_for(verifier, timeout_s=timeout, processes=grader_processes, boot=False) as pool:
         # every job is submitted before any is awaited: they grade concurrently, within the
         # pool's in-flight limit
         futures = {i: pool.submit(job, f"regrade/{planned[i][0].trajectory_id}", timeout_s=grader_timeout_s)

@@ -206,3 +206,15 @@ def test_a_process_pool_starts_under_a_temp_dir_too_long_for_a_unix_socket(tmp_p
                           env=env, cwd=REPO)
     assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "scored", done
     assert not [p for p in long_tmp.iterdir() if p.name.startswith("pymp-")]
+
+
+def test_evaluate_boots_its_pool_with_the_envs_grader_module() -> None:
+    """A pool evaluate() makes (the default backend, so every library run) starts its workers
+    with the env's module imported (and so math-verify warmed up where it is used): a bundled
+    env's factory named ``proofgym.envs`` here, and every pool paid the import and the warm-up in
+    each worker, about a second of every run."""
+    from proofgym.eval.runner import _grader_modules
+
+    assert _grader_modules("proofgym/Arith-v0") == ["proofgym.envs.arith"]
+    assert _grader_modules("proofgym/CodeRepair-v0") == ["proofgym.envs.code_repair"]
+    assert _grader_modules("no-such-env-v0") == []
