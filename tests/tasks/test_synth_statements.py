@@ -132,6 +132,23 @@ def test_observations_of_pytest_and_unittest_failures():
     assert (local.observed, local.relation) == ("{1: <function cb>}", "false")
     raised = observe(Failure("t::d", "Failed", "DID NOT RAISE <class 'ValueError'>"))
     assert (raised.relation, raised.exception) == ("raises", "ValueError")
+    # pytest shortened both sides alike: the differing item says what differs
+    alike = observe(Failure("t::e", "AssertionError", "assert {'a': {'...b': None}}} == "
+                            "{'a': {'...b': None}}}\n  \n  Differing items:\n  {'a': 1} != {'a': [1]}"))
+    assert (alike.observed, alike.expected) == ("{'a': 1}", "{'a': [1]}")
+    regex = observe(Failure("t::f", "AssertionError", "Regex pattern did not match.\n"
+                            "  Expected regex: 'bad version'\n  Actual message: 'ok'"))
+    assert (regex.observed, regex.expected, regex.relation) == ("'ok'", "'bad version'", "matches")
+    unraised = observe(Failure("t::h", "AssertionError", "KeyError not raised"))
+    assert (unraised.relation, unraised.exception) == ("raises", "KeyError")
+    named = observe(Failure("t::g", "TypeError", "test_g.<locals>.<lambda>() takes 1 argument"))
+    assert named.message == "<lambda>() takes 1 argument"
+
+
+def test_a_line_of_data_in_a_hidden_test_is_no_quote_a_line_of_code_is():
+    hidden = [b"def test_x():\n    data = {\n        'config': {\n    }}\n    assert parse(data) == 1\n"]
+    assert not quotes_hidden_test("- Observed: `{'config': {'a': 1}}`", hidden)
+    assert quotes_hidden_test("see assert parse(data) == 1", hidden)
 
 
 def test_a_sentence_that_would_quote_a_hidden_test_line_is_left_out():

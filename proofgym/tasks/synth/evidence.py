@@ -73,12 +73,19 @@ def where_the_bug_is(bugs: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]
     return list(dict.fromkeys((_module(str(b["file"])), str(b["function"])) for b in bugs))
 
 
+_STRING = re.compile(r"""[rbuf]*('[^'\\]*(?:\\.[^'\\]*)*'|"[^"\\]*(?:\\.[^"\\]*)*")""")
+
+
 def _hidden_lines(sources: Sequence[bytes]) -> set[str]:
+    """The lines of the hidden tests a report must not hold: 10+ characters of code (a line of
+    data alone, ``'config': {``, is what a reporter pastes as a value, not the test)."""
     out = set()
     for source in sources:
         for line in source.decode("utf-8", "replace").splitlines():
             line = line.strip()
-            if len(line) >= 10 and not line.startswith(("#", "def ", "class ", "@")):
+            if len(line) >= 10 and not line.startswith(("#", "def ", "class ", "@")) and \
+                    re.search(r"[A-Za-z_]", _STRING.sub("", line)) and \
+                    _STRING.sub("", line).strip() not in ("None", "True", "False"):
                 out.add(line)
     return out
 
@@ -88,15 +95,15 @@ def quotes_hidden_test(text: str, hidden_sources: Sequence[bytes]) -> bool:
     return any(line in text for line in _hidden_lines(hidden_sources))
 
 
-_LOCAL_FUNCTION = re.compile(r"<function (?:\w+\.<locals>\.)+(\w+)>")
+_LOCAL = re.compile(r"[\w.]*<locals>\.")
 _NAMES_A_TEST = re.compile(r"<[^<>]*\btest_?\w*[^<>]*>")
 
 
 def clean(text: str) -> str:
-    """A repr as a reporter would paste it: no addresses, and no name of a test (a function
-    defined in a test shows as ``<function name>``, another object naming a test as ``<...>``)."""
-    text = _ADDRESS.sub("", text)
-    text = _LOCAL_FUNCTION.sub(r"<function \1>", text)
+    """A repr as a reporter would paste it: no addresses, and no name of a test (a name defined
+    in a function, ``test_x.<locals>.cb``, shows as ``cb``, another object naming a test as
+    ``<...>``)."""
+    text = _LOCAL.sub("", _ADDRESS.sub("", text))  # ``test_x.<locals>.cb``: ``cb``
     return _NAMES_A_TEST.sub("<...>", text)
 
 
@@ -132,6 +139,10 @@ _OBJECT = re.compile(r"^<(?:[\w.]+\.)?(\w+) object(?: at 0x[0-9a-f]+)?>$")
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is",
         ast.IsNot: "is not", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_DIFFERING = re.compile(r"^\s*(?:At index \d+ diff: |Full diff:\s*)?(\{.+\}|\[.+\]|\(.+\)|'.*'|\S+) != (.+)$")
+_REGEX_LINE = re.compile(r"^\s*(Expected regex|Actual message|Regex|Input): (.+)$")
+_REGEX_KEYS = {"Expected regex": "regex", "Regex": "regex", "Actual message": "message",
+               "Input": "message"}
 _SPLIT = re.compile(r"^(.+?) (==|!=|not in|in|is not|is|<=|>=|<|>) (.+)$")
 _UNITTEST = [(re.compile(r"^(.+) != (.+)$"), "=="), (re.compile(r"^(.+) == (.+)$"), "!="),
              (re.compile(r"^(.+) not found in (.+)$"), "in"),
@@ -199,9 +210,12 @@ def observe(failure: Failure) -> Observation:
     if failure.exception == "Failed" and first.startswith("DID NOT RAISE"):
         raised = re.sub(r"^<class '(?:[\w.]+\.)?(\w+)'>$", r"\1", first[len("DID NOT RAISE"):].strip())
         return Observation(relation="raises", exception=raised or "an exception")
+    m = re.match(r"^(\w+) not raised(?: by \w+)?$", first)
+    if failure.exception == "AssertionError" and m:  # unittest's assertRaises
+        return Observation(relation="raises", exception=m.group(1))
     if failure.exception != "AssertionError":
         return Observation(exception=failure.exception or "an error",
-                           message=first[:_MESSAGE_CHARS] or None)
+                           message=clean(first)[:_MESSAGE_CHARS] or None)
     at = next((i for i, line in enumerate(lines) if line.startswith("assert ")), None)
     if at is not None:
         value, call, receiver = _where(lines[at + 1:])
@@ -209,11 +223,19 @@ def observe(failure: Failure) -> Observation:
         if found is None:
             return Observation(call=call, exception="AssertionError", receiver=receiver)
         left, right, relation = found
+        if relation == "==" and right is not None and "..." in left and short(left) == short(right):
+            diff = next((m for m in map(_DIFFERING.match, lines[at + 1:]) if m), None)
+            if diff:  # pytest shortened both sides alike: the item that differs says more
+                left, right = diff.group(1), diff.group(2)
         if right is not None and value is not None and value == right.strip() and \
                 value != left.strip() and relation in ("==", "!="):
             left, right = right, left  # ``assert expected == f(x)``: the computed side is right
         return Observation(short(left), short(right) if right is not None else None, relation,
                            call, receiver=receiver)
+    if first == "Regex pattern did not match.":  # pytest.raises(..., match=...)
+        found = {_REGEX_KEYS[m.group(1)]: m.group(2) for m in map(_REGEX_LINE.match, lines[1:]) if m}
+        if "regex" in found and "message" in found:
+            return Observation(short(found["message"]), short(found["regex"]), "matches")
     for pattern, relation in _UNITTEST:  # unittest: "first != second", "x not found in y"...
         m = pattern.match(first)
         if m:
@@ -224,7 +246,7 @@ def observe(failure: Failure) -> Observation:
                 return Observation("None", "None", "is not")
             return Observation(short(groups[0]), short(groups[1]) if len(groups) > 1 else None,
                                relation)
-    return Observation(exception="AssertionError", message=first[:_MESSAGE_CHARS] or None)
+    return Observation(exception="AssertionError", message=clean(first)[:_MESSAGE_CHARS] or None)
 
 
 __all__ = ["BugEvidence", "Failure", "Observation", "Statement", "StatementWriter", "clean", "observe",

@@ -77,6 +77,8 @@ def _call(failure: Failure) -> tuple[str, str | None] | None:
         return None
     parts = failure.path[0].split(".")
     args = [_ARG.sub(r"\1", clean(a)) for a in failure.args]
+    # the trace sees every parameter, passed or defaulted: a module is never one a user passes
+    args = args[:next((i for i, a in enumerate(args) if a.startswith("<module ")), len(args))]
     joined = ", ".join(args)
     name, owner = parts[-1], ".".join(parts[:-1])
     if owner and name == "__init__":
@@ -141,6 +143,8 @@ def _expected_observed(obs: Observation) -> tuple[str, str]:
         return f"`{o}` to be in the result", f"it is missing: the result is `{e}`"
     if obs.relation == "not in":
         return f"`{o}` not to be in the result", f"it is there: the result is `{e}`"
+    if obs.relation == "matches":
+        return f"an error whose message matches `{e}`", f"the message is `{o}`"
     if obs.relation in ("<", "<=", ">", ">="):
         return f"a value {obs.relation} `{e}`", f"`{o}`"
     if obs.relation == "true":
@@ -206,12 +210,16 @@ class OfflineWriter:
         shown = 0
         for case in cases:
             block = self._case(case, first=shown == 0)
-            if quotes_hidden_test(block, evidence.hidden_sources):
-                case = _Case(replace(case.failure, args=()), replace(
-                    case.obs, call=None, receiver=None, message=None), case.api)
+            for strip in ({"call": None, "receiver": None, "message": None},
+                          {"observed": None, "expected": None, "relation": None}):
+                if not quotes_hidden_test(block, evidence.hidden_sources):
+                    break
+                # less of it, until nothing of a hidden test is left
+                case = _Case(replace(case.failure, path=(), args=()),
+                             replace(case.obs, **strip), case.api)
                 block = self._case(case, first=shown == 0, with_call=False)
-                if quotes_hidden_test(block, evidence.hidden_sources):
-                    continue
+            if quotes_hidden_test(block, evidence.hidden_sources):
+                continue
             key = self._case(case, first=False)
             if key in seen:
                 continue
@@ -223,6 +231,11 @@ class OfflineWriter:
                 lines += ["It is not the only case:", ""]
             lines += [block, ""]
             shown += 1
+        text = "\n".join(lines).rstrip("\n") + "\n"
+        for failure in evidence.failures:  # a value's repr may name a test: never the report
+            text = text.replace(failure.test.rsplit("::", 1)[-1], "...")
+            title = title.replace(failure.test.rsplit("::", 1)[-1], "...")
+        text = f"# {title}\n" + text.split("\n", 1)[1]
         apis = list(dict.fromkeys(c.api for c in cases))
         compared = [[c.obs.observed, c.obs.expected] for c in cases if c.obs.compares]
         provenance: dict[str, object] = {
@@ -230,7 +243,7 @@ class OfflineWriter:
             "call_path": sorted({n for f in evidence.failures for n in f.path})}
         if compared:
             provenance["compared"] = compared
-        return Statement(title, "\n".join(lines).rstrip("\n") + "\n", {"statement": provenance})
+        return Statement(title, text, {"statement": provenance})
 
     @staticmethod
     def _case(case: _Case, *, first: bool, with_call: bool = True) -> str:
