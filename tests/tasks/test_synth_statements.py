@@ -99,7 +99,7 @@ def test_the_offline_report_says_what_was_expected_and_what_was_observed(tmp_pat
     assert not any(name in report for name in ("test_add", "test_pick", "small_numbers"))
     assert not only_names_and_exceptions(report)
     made = statement.provenance["statement"]
-    assert made["writer"] == "offline" and ["-1", "3"] in made["compared"]
+    assert made["writer"] == "offline" and ["`-1`", "`3`"] in made["compared"]
 
 
 def test_the_title_names_the_public_api_the_user_called_on_the_path_to_the_bug():

@@ -136,10 +136,11 @@ class Observation:
 
 _WHERE = re.compile(r"^\s*\+(\s+)where (.+?) = (.+)$")
 _OBJECT = re.compile(r"^<(?:[\w.]+\.)?(\w+) object(?: at 0x[0-9a-f]+)?>$")
-_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+_ADDRESS = re.compile(r"\s?at 0x[0-9a-f]+")
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is",
         ast.IsNot: "is not", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _DIFFERING = re.compile(r"^\s*(?:At index \d+ diff: |Full diff:\s*)?(\{.+\}|\[.+\]|\(.+\)|'.*'|\S+) != (.+)$")
+_ATTRIBUTE = re.compile(r"^\s*(\w+): (.+) != (.+)$")
 _REGEX_LINE = re.compile(r"^\s*(Expected regex|Actual message|Regex|Input): (.+)$")
 _REGEX_KEYS = {"Expected regex": "regex", "Regex": "regex", "Actual message": "message",
                "Input": "message"}
@@ -225,8 +226,13 @@ def observe(failure: Failure) -> Observation:
         left, right, relation = found
         if relation == "==" and right is not None and "..." in left and short(left) == short(right):
             diff = next((m for m in map(_DIFFERING.match, lines[at + 1:]) if m), None)
+            attr = next((m for m in map(_ATTRIBUTE.match, lines[at + 1:]) if m), None)
             if diff:  # pytest shortened both sides alike: the item that differs says more
                 left, right = diff.group(1), diff.group(2)
+            elif attr:  # a dataclass or attrs instance: the attribute that differs
+                left, right = f"{attr.group(1)}={attr.group(2)}", f"{attr.group(1)}={attr.group(3)}"
+            else:  # nothing tells them apart: no values to state
+                return Observation(call=call, exception="AssertionError", receiver=receiver)
         if right is not None and value is not None and value == right.strip() and \
                 value != left.strip() and relation in ("==", "!="):
             left, right = right, left  # ``assert expected == f(x)``: the computed side is right

@@ -64,7 +64,8 @@ _ARG = re.compile(r"^<class '([\w.]+)'>$")
 #: dunder -> how a user writes the call (``o`` is the object, ``a`` the arguments)
 _SYNTAX = {"__getitem__": "o[{0}]", "__setitem__": "o[{0}] = {1}", "__delitem__": "del o[{0}]",
            "__contains__": "{0} in o", "__len__": "len(o)", "__iter__": "list(o)",
-           "__repr__": "repr(o)", "__str__": "str(o)", "__eq__": "o == {0}", "__ne__": "o != {0}",
+           "__reversed__": "reversed(o)", "__repr__": "repr(o)", "__str__": "str(o)",
+           "__eq__": "o == {0}", "__ne__": "o != {0}",
            "__call__": "o({all})", "__bool__": "bool(o)", "__hash__": "hash(o)",
            "__lt__": "o < {0}", "__le__": "o <= {0}", "__gt__": "o > {0}", "__ge__": "o >= {0}",
            "__add__": "o + {0}", "__sub__": "o - {0}", "__or__": "o | {0}", "__and__": "o & {0}"}
@@ -207,6 +208,7 @@ class OfflineWriter:
                 lead.obs, message=None, observed=None, expected=None), lead.api))
         lines = [f"# {title}", ""]
         seen: set[str] = set()
+        shown_cases: list[_Case] = []
         shown = 0
         for case in cases:
             block = self._case(case, first=shown == 0)
@@ -227,6 +229,7 @@ class OfflineWriter:
             if shown == _CASES:
                 lines += ["Other uses of the same API misbehave in the same way.", ""]
                 break
+            shown_cases.append(case)
             if shown == 1:
                 lines += ["It is not the only case:", ""]
             lines += [block, ""]
@@ -237,7 +240,8 @@ class OfflineWriter:
             title = title.replace(failure.test.rsplit("::", 1)[-1], "...")
         text = f"# {title}\n" + text.split("\n", 1)[1]
         apis = list(dict.fromkeys(c.api for c in cases))
-        compared = [[c.obs.observed, c.obs.expected] for c in cases if c.obs.compares]
+        # what the report states of each comparison it shows: "- Expected: ..." and "- Observed: ..."
+        compared = [list(reversed(_expected_observed(c.obs))) for c in shown_cases if c.obs.compares]
         provenance: dict[str, object] = {
             "writer": self.name, "apis": apis,
             "call_path": sorted({n for f in evidence.failures for n in f.path})}
@@ -273,11 +277,10 @@ def _snippet(found: tuple[str, str | None], obs: Observation) -> str:
 
 
 def names_in_title(title: str) -> list[str]:
-    """The API names a title puts in backticks (values excluded: those with quotes, digits
-    first, brackets or spaces)."""
-    title = re.sub(r"raises `[\w.]+`", "", title)
-    return [n for n in re.findall(r"`([^`]+)`", title)
-            if re.fullmatch(r"[A-Za-z_][\w.]*", n) and n not in ("None", "True", "False")]
+    """The API a written title names: its first backticked name (what follows are values and
+    exception types, ``returns `IDLE` instead of `ERROR```)."""
+    first = re.search(r"`([^`]+)`", title)
+    return [first.group(1)] if first and re.fullmatch(r"[A-Za-z_][\w.]*", first.group(1)) else []
 
 
 def allowed_names(bugs: Sequence[dict], call_path: Sequence[str]) -> set[str]:

@@ -103,10 +103,11 @@ class OpenAIWriter:
 
 def only_names_and_exceptions(report: str, bugs: Sequence[Mapping[str, Any]] = ()) -> bool:
     """Whether a report says nothing beyond test names and exception types: no value, no
-    exception message, no call with its arguments (``bugs``: kept for callers; naming the bug's
+    exception message, no call that triggers it (``bugs``: kept for callers; naming the bug's
     function does not make a report say more)."""
-    return not re.search(r"\w(Error|Exception|Exit|Interrupt|Iteration)\b: \S|`[^`\n]*\([^`\n]*\)`|"
-                         r"(Expected|Observed): `|gives `|is expected|must not|is missing", report)
+    return not re.search(r"\w(Error|Exception|Exit|Interrupt|Iteration)\b`?: \S|`[^`\n]*\([^`\n]*\)`|"
+                         r"(Expected|Observed): [^\n]*`|Calling `|gives `|is expected|must not|"
+                         r"is missing", report)
 
 
 def failures_of(failing: Mapping[str, Any]) -> list[Failure]:

@@ -32,7 +32,7 @@ import json, os, re, reprlib, select, signal, sys, threading, time
 fd = int(sys.argv[1])
 shorten = reprlib.Repr()
 shorten.maxstring = shorten.maxother = 40
-ADDRESS = re.compile(r" (object )?at 0x[0-9a-f]+")
+ADDRESS = re.compile(r"\s?(object )?at 0x[0-9a-f]+")
 job = json.loads(sys.stdin.read())
 for extra in job["path"]:
     sys.path.insert(0, os.path.join("/workspace", extra))
@@ -86,13 +86,28 @@ def run_variant(variant, out_fd):
         names = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
         qual = getattr(code, "co_qualname", code.co_name)
         skip = 1 if names and names[0] in ("self", "cls") and "." in qual else 0
-        args = []
+        # the function object, to leave out the arguments that are its defaults
+        func = entry.f_globals.get(code.co_name)
+        if skip and names and names[0] in entry.f_locals:
+            owner = entry.f_locals[names[0]]
+            func = getattr(owner if names[0] == "cls" else type(owner), code.co_name, None)
+        func = getattr(func, "__func__", func)
+        if getattr(func, "__code__", None) is not code:
+            func = None
+        defaults = dict(zip(code.co_varnames[code.co_argcount - len(func.__defaults__ or ()):],
+                            func.__defaults__ or ())) if func is not None else {}
+        defaults.update(getattr(func, "__kwdefaults__", None) or {})
+        args, omitted = [], False
         for i, arg in enumerate(names[skip:], skip):
+            value = entry.f_locals.get(arg, None)
+            if arg in defaults and defaults[arg] is value:
+                omitted = True
+                continue
             try:
-                text = ADDRESS.sub("", shorten.repr(entry.f_locals[arg]))
+                text = ADDRESS.sub("", shorten.repr(value))
             except Exception:
                 text = "..."
-            args.append(text if i < code.co_argcount else f"{arg}={text}")
+            args.append(text if i < code.co_argcount and not omitted else f"{arg}={text}")
         return {"path": [getattr(f.f_code, "co_qualname", f.f_code.co_name) for f in reversed(chain)][:12],
                 "modules": [f.f_code.co_filename[len(ROOT):] for f in reversed(chain)][:12],
                 "args": args}
