@@ -1,5 +1,5 @@
-"""``proofgym tasks synth|history|stats``: synthesise bug-fix tasks from real PyPI projects, and report
-what the task set contains."""
+"""``proofgym tasks synth|history|stats|restate``: synthesise bug-fix tasks from real PyPI
+projects, and report what the task set contains."""
 
 from __future__ import annotations
 
@@ -188,6 +188,27 @@ def fetch_command(
                   f"{time.monotonic() - start:.1f} s", highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+@tasks_app.command("restate")
+def restate_command(
+    recipe: Annotated[Path | None, typer.Option(help="Recipe JSON (default: RepoRepair-v0's).")] = None,
+    manifest: Annotated[Path | None, typer.Option(help="Task manifest (JSONL) to restate in place.")] = None,
+    project: Annotated[list[str] | None, typer.Option(help="Only these projects (repeatable).")] = None,
+) -> None:
+    """Re-derive every written bug report (not a changelog entry) with the offline writer, from
+    the task's failing tests run on its buggy source (one sandbox per project; `nice -n 19` it
+    on a shared machine). Deterministic: re-running it writes the same reports."""
+    from proofgym.tasks.synth import Recipe, read_manifest
+    from proofgym.tasks.synth.manifest import write_manifest
+    from proofgym.tasks.synth.restate import restate
+
+    default_recipe, default_manifest = _defaults()
+    manifest = manifest or default_manifest
+    pins = Recipe.load(recipe or default_recipe)
+    result = restate(read_manifest(manifest), pins.project, projects=project or None)
+    write_manifest(manifest, result.records)
+    typer.echo(result.summary())
 
 
 @tasks_app.command("curate")

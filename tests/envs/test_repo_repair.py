@@ -17,9 +17,10 @@ from proofgym.eval.validate import validate_env
 from proofgym.tasks import TaskSet
 from proofgym.tasks.synth import Recipe, read_manifest
 from proofgym.tasks.synth.manifest import WHOLE_SUITE, read_suites
+from proofgym.tasks.synth.offline import allowed_names, names_in_title
 from proofgym.tasks.synth.operators import OPERATORS
 from proofgym.tasks.synth.patch import patched_paths
-from proofgym.tasks.synth.statements import only_names_and_exceptions, where_the_bug_is
+from proofgym.tasks.synth.statements import only_names_and_exceptions
 from proofgym.tasks.synth.tells import project_source, tell_rates
 from proofgym.verify.sandboxed import swebench_verdict
 from tests.conftest import require_tool
@@ -59,25 +60,31 @@ def test_the_bundled_manifest_is_well_formed():
         assert len(record.bugs) <= 3
         assert all(b["operator"] in OPERATORS for b in record.bugs)
         assert set(patched_paths(record.patch)) == {b["file"] for b in record.bugs}
-        for node in record.fail_to_pass:  # the report names the failing tests, quotes no assert
-            assert node.rsplit("::", 1)[1] in record.bug_report
+        for node in record.fail_to_pass:  # the report names no hidden test, quotes no assert
+            assert node.rsplit("::", 1)[1] not in record.bug_report, (record.id, node)
         assert "assert " not in record.bug_report
 
 
-def test_bundled_reports_say_more_than_test_names_and_tier2_bugs_share_a_module():
+def test_bundled_reports_say_what_was_expected_and_observed_and_tier2_bugs_share_a_module():
+    """Acceptance 2 and 4 on the manifest alone (`proofgym tasks restate` wrote the reports)."""
     records = read_manifest(MANIFEST)
-    own_words = {r.id for r in records if r.provenance.get("statement", {}).get("writer") == "changelog"}
-    template = [r.id for r in records
-                if r.id not in own_words and only_names_and_exceptions(r.bug_report, r.bugs)]
+    written = [r for r in records if r.provenance.get("statement", {}).get("writer") != "changelog"]
+    template = [r.id for r in written if only_names_and_exceptions(r.bug_report)]
     assert not template, (len(template), template[:5])
     spread = [r.id for r in records if r.tier == 2 and len({b["file"] for b in r.bugs}) > 1]
     assert not spread, (len(spread), spread[:5])
-    for record in records:  # the title names a function the bug is in, no other
-        if record.id in own_words:
-            continue  # the project's changelog entry: its own words
-        named = re.findall(r"`([^`]+)`", record.title)
-        assert named and set(named) <= {str(b["function"]) for b in record.bugs} | {
-            m for m, _ in where_the_bug_is(record.bugs)}, (record.id, record.title)
+    compared = 0
+    for record in written:
+        made = record.provenance["statement"]
+        # the title names the API the user called on the traced path to the bug, or the
+        # bug's own function or module: no other function
+        allowed = allowed_names(record.bugs, made.get("call_path", ()))
+        assert names_in_title(record.title), (record.id, record.title)
+        assert set(names_in_title(record.title)) <= allowed, (record.id, record.title, allowed)
+        for observed, expected in made.get("compared", []):  # each comparison the report shows
+            compared += 1
+            assert f"- Expected: {expected}\n- Observed: {observed}\n" in record.bug_report, record.id
+    assert compared >= len(written) // 2, (compared, len(written))
 
 
 def test_the_tell_rate_of_the_bundled_tasks_is_at_most_5_percent(tmp_path, monkeypatch):

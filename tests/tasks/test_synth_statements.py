@@ -19,6 +19,7 @@ from proofgym.tasks.synth.statements import (
     OfflineWriter,
     OpenAIWriter,
     StatementError,
+    observe,
     only_names_and_exceptions,
     quotes_hidden_test,
 )
@@ -84,17 +85,70 @@ def test_the_offline_report_says_what_was_expected_and_what_was_observed(tmp_pat
     assert len(evidence.failures) == 3
     statement = OfflineWriter().write(evidence)
     report = statement.report
-    # assert add(1, 2) == 3 failed with -1: observed, expected, and how to trigger it
-    assert "`add(1, 2)` gives `-1`, but `3` is expected" in report, report
-    assert "`'x'` is expected in `pick(['x', 'y'], 'x')`, but it is missing" in report, report
-    assert "raises `KeyError`: 'number expected'" in report, report
-    assert "To reproduce: call `add(1, 2)`" in report
-    # the title names the function the bug is in, never another one
-    assert statement.title == "calc: wrong results from `add` in `calc`"
+    # assert add(1, 2) == 3 failed with -1: expected, observed, and how to trigger it
+    assert "Calling `add(1, 2)` does not behave as it should.\n\n- Expected: `3`\n- Observed: `-1`" \
+        in report, report
+    assert "```python\n>>> add(1, 2)\n-1\n```" in report, report
+    assert "- Expected: `'x'` to be in the result\n- Observed: it is missing: the result is `['y']`" \
+        in report, report
+    assert "- Observed: `KeyError`: 'number expected'" in report, report
+    # the title names the function the bug is in (no call path traced here), never another one
+    assert statement.title == "calc: `add` returns `-1` instead of `3`"
     assert "pick" not in statement.title
     assert not quotes_hidden_test(report, [HIDDEN])
-    assert not only_names_and_exceptions(report, evidence.bugs)
-    assert statement.provenance == {"statement": {"writer": "offline"}}
+    assert not any(name in report for name in ("test_add", "test_pick", "small_numbers"))
+    assert not only_names_and_exceptions(report)
+    made = statement.provenance["statement"]
+    assert made["writer"] == "offline" and ["`-1`", "`3`"] in made["compared"]
+
+
+def test_the_title_names_the_public_api_the_user_called_on_the_path_to_the_bug():
+    bugs = [{"file": "src/shop/cart.py", "function": "_sum"}]
+    traced = Failure("tests/test_cart.py::test_total", "AssertionError",
+                     "assert 7 == 9\n +  where 7 = total()\n +    where total = "
+                     "<shop.cart.Cart object at 0x7f00>.total",
+                     path=("Cart.total", "Cart._sum"), args=())
+    setter = Failure("tests/test_cart.py::test_rename", "TypeError", "name must be str",
+                     path=("Cart.__setattr__", "Cart._sum"), args=("'owner'", "'ann'"))
+    statement = OfflineWriter().write(BugEvidence("shop", "", bugs, [traced, setter], 3))
+    assert statement.title == "shop: `Cart.total` returns `7` instead of `9`", statement.title
+    report = statement.report
+    assert ">>> o = ...  # a Cart\n>>> o.total()\n7" in report, report
+    assert "Calling `o.owner = 'ann'` (where `o` is a `Cart`)" in report, report
+    assert "0x7f00" not in report and "test_" not in report
+    # a private entry (a test calling a helper) is not named: the bug's own function is
+    helper = Failure("t.py::test_x", "ValueError", "bad", path=("_helper", "Cart._sum"))
+    assert OfflineWriter().write(BugEvidence("shop", "", bugs, [helper], 1)).title == \
+        "shop: `Cart._sum` raises `ValueError`: bad"
+
+
+def test_observations_of_pytest_and_unittest_failures():
+    swapped = observe(Failure("t::a", "AssertionError", "assert 3 == 4\n +  where 4 = f(1)"))
+    assert (swapped.observed, swapped.expected, swapped.call) == ("4", "3", "f(1)")
+    unit = observe(Failure("t::b", "AssertionError", "'ab' != 'ba'\n- ab\n+ ba"))
+    assert (unit.observed, unit.expected, unit.relation) == ("'ab'", "'ba'", "==")
+    local = observe(Failure("t::c", "AssertionError",
+                            "assert not {1: <function test_c.<locals>.cb at 0x7f11>}"))
+    assert (local.observed, local.relation) == ("{1: <function cb>}", "false")
+    raised = observe(Failure("t::d", "Failed", "DID NOT RAISE <class 'ValueError'>"))
+    assert (raised.relation, raised.exception) == ("raises", "ValueError")
+    # pytest shortened both sides alike: the differing item says what differs
+    alike = observe(Failure("t::e", "AssertionError", "assert {'a': {'...b': None}}} == "
+                            "{'a': {'...b': None}}}\n  \n  Differing items:\n  {'a': 1} != {'a': [1]}"))
+    assert (alike.observed, alike.expected) == ("{'a': 1}", "{'a': [1]}")
+    regex = observe(Failure("t::f", "AssertionError", "Regex pattern did not match.\n"
+                            "  Expected regex: 'bad version'\n  Actual message: 'ok'"))
+    assert (regex.observed, regex.expected, regex.relation) == ("'ok'", "'bad version'", "matches")
+    unraised = observe(Failure("t::h", "AssertionError", "KeyError not raised"))
+    assert (unraised.relation, unraised.exception) == ("raises", "KeyError")
+    named = observe(Failure("t::g", "TypeError", "test_g.<locals>.<lambda>() takes 1 argument"))
+    assert named.message == "<lambda>() takes 1 argument"
+
+
+def test_a_line_of_data_in_a_hidden_test_is_no_quote_a_line_of_code_is():
+    hidden = [b"def test_x():\n    data = {\n        'config': {\n    }}\n    assert parse(data) == 1\n"]
+    assert not quotes_hidden_test("- Observed: `{'config': {'a': 1}}`", hidden)
+    assert quotes_hidden_test("see assert parse(data) == 1", hidden)
 
 
 def test_a_sentence_that_would_quote_a_hidden_test_line_is_left_out():
@@ -102,7 +156,7 @@ def test_a_sentence_that_would_quote_a_hidden_test_line_is_left_out():
     failure = Failure("t.py::test_x", "ValueError", "check_lookup_table_for(7)")
     report = OfflineWriter().write(BugEvidence("p", "", [{"file": "p/m.py", "function": "f"}],
                                                [failure], 1, [hidden])).report
-    assert "raises `ValueError`." in report, report
+    assert "- Observed: `ValueError`\n" in report, report
     assert not quotes_hidden_test(report, [hidden]) and "check_lookup_table_for" not in report
 
 
@@ -161,10 +215,11 @@ def test_acceptance_4_a_writer_behind_the_scripted_server_writes_a_synthesised_t
     assert record.to_dict()["provenance"] == record.provenance  # written to the manifest
     # the offline default on the same project: observed versus expected, from the failure
     offline = ProjectSynth(pin, quiet=True).run(max_tasks=3).records
-    compared = [r for r in offline if "is expected" in r.bug_report]
+    compared = [r for r in offline if "- Expected: `" in r.bug_report]
     assert compared, [r.bug_report for r in offline]
     for r in offline:
-        assert r.provenance == {"statement": {"writer": "offline"}}
+        assert r.provenance["statement"]["writer"] == "offline"
+        assert r.provenance["statement"]["call_path"]  # traced on the buggy source
         assert not quotes_hidden_test(r.bug_report, [TESTS.encode()])
         assert not only_names_and_exceptions(r.bug_report, r.bugs)
 

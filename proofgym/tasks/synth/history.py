@@ -50,7 +50,7 @@ from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
 from proofgym.tasks.synth.patch import make_patch
 from proofgym.tasks.synth.pipeline import Validator
 from proofgym.tasks.synth.recipe import ProjectPin
-from proofgym.tasks.synth.statements import BugEvidence, Failure, OfflineWriter, StatementWriter
+from proofgym.tasks.synth.statements import BugEvidence, OfflineWriter, StatementWriter, failures_of
 from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner, TestOutcome
 
 #: fail-to-pass tests a real fix may have (a fix reverted that breaks more is a feature, not a bug)
@@ -197,7 +197,7 @@ def written_statement(pin: ProjectPin, failing: Mapping[str, TestOutcome],
     """The written statement of a fix no changelog entry describes: (title, report, provenance),
     by ``writer`` (default :class:`~proofgym.tasks.synth.statements.OfflineWriter`), as for an
     operator's bug."""
-    failures = [Failure(t, o.exception, o.message) for t, o in sorted(failing.items()) if o is not None]
+    failures = failures_of(failing)
     statement = (writer or OfflineWriter()).write(
         BugEvidence(pin.name, patch, tuple(bugs), failures, passing, tuple(hidden_sources)))
     return statement.title, statement.report, dict(statement.provenance)

@@ -45,7 +45,7 @@ from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
 from proofgym.tasks.synth.operators import Site, apply_site, sites
 from proofgym.tasks.synth.patch import make_patch
 from proofgym.tasks.synth.recipe import ProjectPin
-from proofgym.tasks.synth.statements import BugEvidence, Failure, OfflineWriter, StatementWriter
+from proofgym.tasks.synth.statements import BugEvidence, OfflineWriter, StatementWriter, failures_of
 from proofgym.tasks.synth.tells import names_a_removed_name
 from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner
 
@@ -272,8 +272,12 @@ class ProjectSynth:
         if not fresh:
             return
         t0 = time.perf_counter()
+        # watching the bugs' functions: how each failing test reached one names the API its
+        # report describes (statements.OfflineWriter)
         runs = runner.run_many([({p: new for p, (_, new) in c.changes.items()}, c.tests)
-                                for c, _ in fresh], timeout_s=max(20.0, 5 * self.base_s))
+                                for c, _ in fresh], timeout_s=max(20.0, 5 * self.base_s),
+                               watch=[[(path, site.function, site.line) for path, site in c.sites]
+                                      for c, _ in fresh])
         self.report.screen_seconds += time.perf_counter() - t0
         self.report.load.append(os.getloadavg()[0])
         inflight: deque[tuple[Candidate, TaskRecord, Future]] = deque()
@@ -342,8 +346,7 @@ class ProjectSynth:
         same = frozenset(failing)
         if self.per_failing.get(same, 0) >= self.pin.max_per_failing_set:
             return "same_failing_tests_as_others", None
-        failures = [Failure(t, o.exception, o.message) for t, o in sorted(failing.items())
-                    if o is not None]
+        failures = failures_of(failing)
         if names_a_removed_name(patch, failures):
             # "name 'seen' is not defined": the failure points at the deleted line itself
             return "name_error_of_removed_name", None

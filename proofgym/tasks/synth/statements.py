@@ -4,10 +4,10 @@ A :class:`StatementWriter` turns a :class:`BugEvidence` (the patch, where the bu
 test's exception and message) into a :class:`Statement`; the statement carries ``provenance``
 (which writer, which model, which prompt), recorded in the task's record.
 
-* :class:`OfflineWriter` (the default): the observed versus the expected behaviour read from the
-  failure itself (``assert 3 == 4`` with pytest's ``where 3 = f(x)``: "``f(x)`` gives ``3``;
-  ``4`` was expected"), the exception and its message otherwise, and where the behaviour lives
-  (the module and function the patch changed, never one it did not).
+* :class:`OfflineWriter` (the default, :mod:`.offline`): the API the user called, what was
+  expected and what was observed (the values a failed comparison saw, or the exception), and a
+  call that triggers it, read from the failing tests run on the buggy source
+  (:mod:`.evidence`).
 * :class:`OpenAIWriter`: any OpenAI-compatible endpoint writes the report from the diff and the
   failing output (SWE-smith's recipe).
 
@@ -17,200 +17,23 @@ Neither quotes the hidden tests: a sentence holding a line of a hidden test file
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from proofgym.core.errors import StatementError as StatementError
-
-_MESSAGE_CHARS = 200
-_VALUE_CHARS = 120
-
-
-@dataclass(frozen=True)
-class Failure:
-    """One failing test as the screening run saw it."""
-
-    test: str  # node id
-    exception: str | None
-    message: str | None  # the exception's text (pytest's assertion text for a failed assert)
-
-
-@dataclass(frozen=True)
-class BugEvidence:
-    """What a writer may use: the project, the patch (never shown to the agent), per bug its
-    file and function, the failing tests' output, the number of tests still passing, and the
-    hidden test files (only to check that nothing of them is quoted)."""
-
-    project: str
-    patch: str
-    bugs: Sequence[Mapping[str, Any]]
-    failures: Sequence[Failure]
-    passing: int
-    hidden_sources: Sequence[bytes] = ()
-
-
-@dataclass(frozen=True)
-class Statement:
-    title: str
-    report: str
-    provenance: Mapping[str, Any] = field(default_factory=dict)
-
-
-class StatementWriter(Protocol):
-    def write(self, evidence: BugEvidence) -> Statement: ...
-
-
-def _module(path: str) -> str:
-    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
-    if parts and parts[0] == "src":
-        parts = parts[1:]
-    if parts and parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts) or path
-
-
-def where_the_bug_is(bugs: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """(module, function) of each bug, in order, without repeats."""
-    return list(dict.fromkeys((_module(str(b["file"])), str(b["function"])) for b in bugs))
-
-
-def _hidden_lines(sources: Sequence[bytes]) -> set[str]:
-    out = set()
-    for source in sources:
-        for line in source.decode("utf-8", "replace").splitlines():
-            line = line.strip()
-            if len(line) >= 10 and not line.startswith(("#", "def ", "class ", "@")):
-                out.add(line)
-    return out
-
-
-def quotes_hidden_test(text: str, hidden_sources: Sequence[bytes]) -> bool:
-    """Whether ``text`` holds a whole line (10+ characters) of a hidden test file."""
-    return any(line in text for line in _hidden_lines(hidden_sources))
-
-
-def _short(text: str, limit: int = _VALUE_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What one failure says about the behaviour: ``observed``/``expected`` values, the
-    relation that should hold, the expression that gave the observed value (pytest's
-    ``where``), or an exception with its message."""
-
-    observed: str | None = None
-    expected: str | None = None
-    relation: str | None = None
-    call: str | None = None
-    exception: str | None = None
-    message: str | None = None
-
-
-_WHERE = re.compile(r"^\s*\+\s+where (.+?) = (.+)$")
-
-
-def observe(failure: Failure) -> Observation:
-    """Read a failure: for ``assert L op R`` the two values, otherwise the exception."""
-    text = (failure.message or "").strip()
-    first = text.splitlines()[0].strip() if text else ""
-    if failure.exception == "AssertionError" and first.startswith("assert "):
-        call = None
-        for line in text.splitlines()[1:]:
-            m = _WHERE.match(line)
-            if m and not line.lstrip().startswith("+    "):
-                call = _short(m.group(2))
-                break
-        try:
-            node = ast.parse(first).body[0]
-        except SyntaxError:
-            return Observation(call=call, exception="AssertionError")
-        test = node.test if isinstance(node, ast.Assert) else None
-        if isinstance(test, ast.Compare) and len(test.ops) == 1:
-            relation = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in",
-                        ast.Is: "is", ast.IsNot: "is not", ast.Lt: "<", ast.LtE: "<=",
-                        ast.Gt: ">", ast.GtE: ">="}.get(type(test.ops[0]))
-            left, right = ast.get_source_segment(first, test.left), \
-                ast.get_source_segment(first, test.comparators[0])
-            return Observation(_short(left or ""), _short(right or ""), relation, call)
-        if test is not None:
-            return Observation(_short(ast.get_source_segment(first, test) or ""), None, "true", call)
-        return Observation(exception="AssertionError")
-    message = first[:_MESSAGE_CHARS] if first else None
-    return Observation(exception=failure.exception or "an error", message=message)
-
-
-def _sentence(obs: Observation) -> str:
-    subject = f"`{obs.call}`" if obs.call else "the result"
-    if obs.relation in ("==", "is") and obs.observed is not None:
-        return f"{subject} gives `{obs.observed}`, but `{obs.expected}` is expected"
-    if obs.relation in ("!=", "is not"):
-        return f"{subject} gives `{obs.observed}`, which is exactly the value it must not be"
-    if obs.relation == "in":
-        return f"`{obs.observed}` is expected in {subject if obs.call else f'`{obs.expected}`'}, " \
-               "but it is missing"
-    if obs.relation == "not in":
-        return f"`{obs.observed}` shows up in {subject if obs.call else f'`{obs.expected}`'}, " \
-               "where it must not"
-    if obs.relation in ("<", "<=", ">", ">="):
-        return f"`{obs.observed} {obs.relation} {obs.expected}` is expected to hold, but does not"
-    if obs.relation == "true":
-        return f"{subject} is `{obs.observed}` where a true result is expected"
-    if obs.exception and obs.exception != "AssertionError":
-        return f"it raises `{obs.exception}`" + (f": {obs.message}" if obs.message else "")
-    return "a check of the result fails" + (f" ({obs.message})" if obs.message else "")
-
-
-def _scenario(node: str) -> str:
-    parts = node.split("::")[1:]
-    name = re.sub(r"^test_?", "", parts[-1]).replace("_", " ").strip() or parts[-1]
-    return name
-
-
-class OfflineWriter:
-    """The default writer: prose from the failure itself (see the module docstring)."""
-
-    name = "offline"
-
-    def write(self, evidence: BugEvidence) -> Statement:
-        places = where_the_bug_is(evidence.bugs)
-        modules = list(dict.fromkeys(m for m, _ in places))
-        functions = [f"`{f}`" for _, f in places]
-        observations = [(f, observe(f)) for f in evidence.failures]
-        errors = sorted({o.exception for _, o in observations
-                         if o.exception and o.exception != "AssertionError"})
-        what = f"{errors[0]} raised" if errors and len(errors) == len(observations) else \
-            "wrong results"
-        where = " and ".join(functions) + f" in `{modules[0]}`" if len(modules) == 1 else \
-            ", ".join(f"`{f}` in `{m}`" for m, f in places)
-        title = f"{evidence.project}: {what} from {where}"
-        count = len(evidence.failures)
-        lines = [f"# {title}", "",
-                 f"Since a recent change, code that goes through {where} misbehaves: "
-                 f"{count} of the project's checks now {'fails' if count == 1 else 'fail'} while "
-                 f"{evidence.passing} others still pass.", "",
-                 "What happens, against what should happen:", ""]
-        for failure, obs in observations:
-            head = f"- {_scenario(failure.test).capitalize()} (`{failure.test.rsplit('::', 1)[-1]}`): "
-            sentence = head + _sentence(obs) + "."
-            if quotes_hidden_test(sentence, evidence.hidden_sources):
-                sentence = head + _sentence(Observation(exception=obs.exception or "AssertionError")) + "."
-            lines.append(sentence)
-        calls = [o.call for _, o in observations if o.call]
-        lines += ["", "To reproduce: " + (
-            "call " + ", ".join(f"`{c}`" for c in dict.fromkeys(calls)) + " and compare with the "
-            "expected values above." if calls else
-            "exercise the behaviour named above (the project's test suite shows it once the "
-            "failing checks are back)."),
-            "", "The fix belongs in the library code; the remaining tests must keep passing."]
-        report = "\n".join(lines) + "\n"
-        return Statement(title, report, {"statement": {"writer": self.name}})
-
+from proofgym.tasks.synth.evidence import (
+    BugEvidence,
+    Failure,
+    Observation,
+    Statement,
+    StatementWriter,
+    observe,
+    quotes_hidden_test,
+    where_the_bug_is,
+)
+from proofgym.tasks.synth.offline import OfflineWriter
 
 SYSTEM_PROMPT = (
     "You are a user of a Python library filing a GitHub issue. You are given a code change "
@@ -274,10 +97,30 @@ class OpenAIWriter:
             "system_prompt": SYSTEM_PROMPT, "prompt": messages, "prompt_sha256": prompt_sha}})
 
 
-def only_names_and_exceptions(report: str, bugs: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a report says nothing beyond test names and exception types: it names no bug's
-    function, and gives no value, message or call."""
-    if any(f"`{f}`" in report for _, f in where_the_bug_is(bugs)):
-        return False
-    return not re.search(r"\w(Error|Exception|Exit|Interrupt)\b: \S|gives `|is expected|"
-                         r"must not|is missing", report)
+def only_names_and_exceptions(report: str, bugs: Sequence[Mapping[str, Any]] = ()) -> bool:
+    """Whether a report says nothing beyond test names and exception types: no value, no
+    exception message, no call that triggers it (``bugs``: kept for callers; naming the bug's
+    function does not make a report say more)."""
+    return not re.search(r"\w(Error|Exception|Exit|Interrupt|Iteration)\b`?: \S|`[^`\n]*\([^`\n]*\)`|"
+                         r"(Expected|Observed): [^\n]*`|Calling `|gives `|is expected|must not|"
+                         r"is missing", report)
+
+
+def failures_of(failing: Mapping[str, Any]) -> list[Failure]:
+    """The failures of a run's failing tests (``testrun.TestOutcome`` by test id), sorted, with
+    how each reached the bug when the run watched for it."""
+    out = []
+    for test, outcome in sorted(failing.items()):
+        if outcome is None:
+            continue
+        reached = getattr(outcome, "reached", None)
+        out.append(Failure(test, outcome.exception, outcome.message,
+                           tuple(reached.path) if reached else (),
+                           tuple(reached.args) if reached else ()))
+    return out
+
+
+__all__ = ["SYSTEM_PROMPT", "BugEvidence", "Failure", "Observation", "OfflineWriter",
+           "OpenAIWriter", "Statement", "StatementError", "StatementWriter", "build_prompt",
+           "failures_of", "observe", "only_names_and_exceptions", "quotes_hidden_test",
+           "where_the_bug_is"]

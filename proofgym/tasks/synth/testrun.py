@@ -28,8 +28,11 @@ _MAX_MESSAGE = 300
 
 #: The program run inside the sandbox: argv[1] is the result descriptor, the job is on stdin.
 _PROGRAM = r'''
-import json, os, select, signal, sys, threading, time
+import json, os, re, reprlib, select, signal, sys, threading, time
 fd = int(sys.argv[1])
+shorten = reprlib.Repr()
+shorten.maxstring = shorten.maxother = 40
+ADDRESS = re.compile(r"\s?(object )?at 0x[0-9a-f]+")
 job = json.loads(sys.stdin.read())
 for extra in job["path"]:
     sys.path.insert(0, os.path.join("/workspace", extra))
@@ -47,17 +50,67 @@ def run_variant(variant, out_fd):
     for path, text in variant["write"].items():
         with open(os.path.join(ROOT, path), "w", encoding="utf-8") as f:
             f.write(text)
-    results, calls, collect = {}, {}, set()
+    results, calls, collect, paths = {}, {}, set(), {}
     state = {"current": None}
+    watch = [(ROOT + w[0], w[1], w[2]) for w in variant.get("watch", ())]
 
     def profile(frame, event, arg):
         if event == "call":
             code = frame.f_code
             name = code.co_filename
             if name.startswith(ROOT) and not name.startswith(TESTS):
-                key = f"{name[len(ROOT):]}:{code.co_firstlineno}:{code.co_name}"
-                current = state["current"]
-                (calls.setdefault(current, set()) if current else collect).add(key)
+                if job["trace"]:
+                    key = f"{name[len(ROOT):]}:{code.co_firstlineno}:{code.co_name}"
+                    current = state["current"]
+                    (calls.setdefault(current, set()) if current else collect).add(key)
+                if watch and state["current"] and state["current"] not in paths:
+                    for file, func, line in watch:
+                        if name == file and code.co_name == func and code.co_firstlineno <= \
+                                line <= max(n or 0 for _, _, n in code.co_lines()):
+                            found = call_path(frame)
+                            if found is not None:
+                                paths[state["current"]] = found
+                            break
+
+    def call_path(frame):
+        # the project frames from the one a test (or its fixture) called down to the bug's
+        chain = []
+        while frame is not None and frame.f_code.co_filename.startswith(ROOT) and \
+                not frame.f_code.co_filename.startswith(TESTS):
+            chain.append(frame)
+            frame = frame.f_back
+        if frame is None or not frame.f_code.co_filename.startswith(TESTS):
+            return None
+        entry = chain[-1]
+        code = entry.f_code
+        names = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+        qual = getattr(code, "co_qualname", code.co_name)
+        skip = 1 if names and names[0] in ("self", "cls") and "." in qual else 0
+        # the function object, to leave out the arguments that are its defaults
+        func = entry.f_globals.get(code.co_name)
+        if skip and names and names[0] in entry.f_locals:
+            owner = entry.f_locals[names[0]]
+            func = getattr(owner if names[0] == "cls" else type(owner), code.co_name, None)
+        func = getattr(func, "__func__", func)
+        if getattr(func, "__code__", None) is not code:
+            func = None
+        defaults = dict(zip(code.co_varnames[code.co_argcount - len(func.__defaults__ or ()):],
+                            func.__defaults__ or ())) if func is not None else {}
+        defaults.update(getattr(func, "__kwdefaults__", None) or {})
+        args, omitted = [], False
+        for i, arg in enumerate(names[skip:], skip):
+            value = entry.f_locals.get(arg, None)
+            if arg in defaults and defaults[arg] is value:
+                omitted = True
+                continue
+            try:
+                text = ADDRESS.sub("", shorten.repr(value))
+            except Exception:
+                text = "..."
+            args.append(text if i < code.co_argcount and not omitted else f"{arg}={text}")
+        return {"path": [getattr(f.f_code, "co_qualname", f.f_code.co_name) for f in reversed(chain)][:12],
+                "modules": [f.f_code.co_filename[len(ROOT):] for f in reversed(chain)][:12],
+                "args": args}
 
     class Recorder:
         @pytest.hookimpl(hookwrapper=True)
@@ -79,7 +132,7 @@ def run_variant(variant, out_fd):
             elif report.skipped and entry["outcome"] == "passed":
                 entry["outcome"] = "skipped"
 
-    if job["trace"]:
+    if job["trace"] or watch:
         sys.setprofile(profile)
         threading.setprofile(profile)
     code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir=/workspace", "-c",
@@ -89,7 +142,7 @@ def run_variant(variant, out_fd):
     sys.setprofile(None)
     data = json.dumps({"exit": int(code), "results": results,
                        "calls": {k: sorted(v) for k, v in calls.items()},
-                       "collect": sorted(collect)}).encode()
+                       "collect": sorted(collect), "paths": paths}).encode()
     view = memoryview(data)
     while view:
         view = view[os.write(out_fd, view):]
@@ -144,10 +197,23 @@ os.close(fd)
 
 
 @dataclass(frozen=True)
+class CallPath:
+    """How a test reached a watched function: the qualified names of the project's frames from
+    the one the test called (``path[0]``, with the ``args`` it got, shortened reprs) down to
+    the watched one, and each frame's file."""
+
+    path: tuple[str, ...]
+    modules: tuple[str, ...]
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TestOutcome:
     outcome: str  # passed, failed, error, skipped
     exception: str | None = None
     message: str | None = None
+    #: with ``watch``: how the test first reached a watched function (``None``: it did not)
+    reached: CallPath | None = None
 
 
 @dataclass(frozen=True)
@@ -173,13 +239,17 @@ def function_id(node_id: str) -> str:
     return _PARAMS.sub("", node_id)
 
 
-def _aggregate(raw: Mapping[str, Mapping[str, str]]) -> dict[str, TestOutcome]:
+def _aggregate(raw: Mapping[str, Mapping[str, str]],
+               paths: Mapping[str, Mapping[str, Any]]) -> dict[str, TestOutcome]:
     rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
     out: dict[str, TestOutcome] = {}
     for node, entry in raw.items():
         key = function_id(node)
+        seen = paths.get(node)
+        reached = CallPath(tuple(seen["path"]), tuple(seen["modules"]), tuple(seen["args"])) \
+            if seen else None
         new = TestOutcome(entry["outcome"], entry.get("exception"),
-                          (entry.get("message") or "")[:_MAX_MESSAGE] or None)
+                          (entry.get("message") or "")[:_MAX_MESSAGE] or None, reached)
         old = out.get(key)
         if old is None or rank[new.outcome] > rank[old.outcome]:
             out[key] = new
@@ -223,15 +293,22 @@ class SuiteRunner:
         return run
 
     def run_many(self, variants: Sequence[tuple[Mapping[str, bytes], Sequence[str] | None]], *,
-                 trace: bool = False, timeout_s: float | None = None) -> list[SuiteRun | None]:
+                 trace: bool = False, timeout_s: float | None = None,
+                 watch: Sequence[Sequence[tuple[str, str, int]]] | None = None
+                 ) -> list[SuiteRun | None]:
         """Run each variant (files to write, tests to run) in one sandbox, each in a forked
         process over the pristine files (its writes are undone after it): the sandbox's start
         and pytest's import are paid once per batch. A variant past ``timeout_s`` or whose
-        process died without a report is ``None``."""
+        process died without a report is ``None``. ``watch[i]`` names functions of variant
+        ``i`` as (file, name, a line of it): each test's outcome says how it first reached one
+        (:class:`CallPath`)."""
         each = timeout_s or self.timeout_s
         self.runs += 1
+        watch = watch or [()] * len(variants)
         job = {"variants": [{"write": {p: c.decode() for p, c in w.items()},
-                             "args": list(t) if t else self.test_roots} for w, t in variants],
+                             "args": list(t) if t else self.test_roots,
+                             "watch": [list(x) for x in seen]}
+                            for (w, t), seen in zip(variants, watch, strict=True)],
                "path": self.python_path, "test_roots": self.test_roots, "trace": trace,
                "config": self.config, "timeout_s": each}
         overlay = self.home.overlay(self.checkout, f"run{self.runs}")
@@ -272,7 +349,8 @@ class SuiteRunner:
             for node, keys in data["calls"].items():
                 calls.setdefault(function_id(node), set()).update(keys)
             runs[entry["index"]] = SuiteRun(
-                _aggregate(data["results"]), {k: frozenset(v) for k, v in calls.items()},
+                _aggregate(data["results"], data.get("paths") or {}),
+                {k: frozenset(v) for k, v in calls.items()},
                 frozenset(data["collect"]), data["exit"], float(entry["seconds"]), text,
                 frozenset(function_id(n) for n in data["results"] if _PARAMS.search(n)))
         return runs
