@@ -54,7 +54,8 @@ from dataclasses import dataclass
 
 from proofgym.verify.sandboxed.counted import iterations, tables
 from proofgym.verify.sandboxed.counted import literal as _literal
-from proofgym.verify.sandboxed.mutants import _AST_LOCK, Layout
+from proofgym.verify.sandboxed.mutants import Layout
+from proofgym.verify.sandboxed.mutants.listing import _AST_LOCK
 from proofgym.verify.sandboxed.observed import (
     Choice,
     Item,
