@@ -21,126 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proofgym.runtimes import program_files
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxHome, SandboxLimits, SandboxSetupError
 
 _PARAMS = re.compile(r"\[.*\]$")
 _MAX_MESSAGE = 300
 
-#: The program run inside the sandbox: argv[1] is the result descriptor, the job is on stdin.
-_PROGRAM = r'''
-import json, os, select, signal, sys, threading, time
-fd = int(sys.argv[1])
-job = json.loads(sys.stdin.read())
-for extra in job["path"]:
-    sys.path.insert(0, os.path.join("/workspace", extra))
-sys.path.append("/workspace")
-import pytest
-ROOT = "/workspace/"
-TESTS = tuple(ROOT + t for t in job["test_roots"])
-
-def emit(obj):
-    view = memoryview((json.dumps(obj) + "\n").encode())
-    while view:
-        view = view[os.write(fd, view):]
-
-def run_variant(variant, out_fd):
-    for path, text in variant["write"].items():
-        with open(os.path.join(ROOT, path), "w", encoding="utf-8") as f:
-            f.write(text)
-    results, calls, collect = {}, {}, set()
-    state = {"current": None}
-
-    def profile(frame, event, arg):
-        if event == "call":
-            code = frame.f_code
-            name = code.co_filename
-            if name.startswith(ROOT) and not name.startswith(TESTS):
-                key = f"{name[len(ROOT):]}:{code.co_firstlineno}:{code.co_name}"
-                current = state["current"]
-                (calls.setdefault(current, set()) if current else collect).add(key)
-
-    class Recorder:
-        @pytest.hookimpl(hookwrapper=True)
-        def pytest_runtest_protocol(self, item, nextitem):
-            state["current"] = item.nodeid
-            yield
-            state["current"] = None
-
-        @pytest.hookimpl(hookwrapper=True)
-        def pytest_runtest_makereport(self, item, call):
-            outcome = yield
-            report = outcome.get_result()
-            entry = results.setdefault(item.nodeid, {"outcome": "passed"})
-            if report.failed:
-                entry["outcome"] = "failed" if report.when == "call" else "error"
-                if call.excinfo is not None and "exception" not in entry:
-                    entry["exception"] = call.excinfo.typename
-                    entry["message"] = str(call.excinfo.value)[:1000]
-            elif report.skipped and entry["outcome"] == "passed":
-                entry["outcome"] = "skipped"
-
-    if job["trace"]:
-        sys.setprofile(profile)
-        threading.setprofile(profile)
-    code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir=/workspace", "-c",
-                        job["config"], "--import-mode=append", "-o", "addopts=", "--tb=no",
-                        "--continue-on-collection-errors",
-                        "-W", "ignore", *variant["args"]], plugins=[Recorder()])
-    sys.setprofile(None)
-    data = json.dumps({"exit": int(code), "results": results,
-                       "calls": {k: sorted(v) for k, v in calls.items()},
-                       "collect": sorted(collect)}).encode()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(out_fd, view):]
-
-for index, variant in enumerate(job["variants"]):
-    originals = {}
-    for path in variant["write"]:
-        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-            originals[path] = f.read()
-    r, w = os.pipe()
-    t0 = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        os.setpgid(0, 0)
-        sys.stdout = sys.stderr = open(os.devnull, "w")
-        try:
-            run_variant(variant, w)
-        finally:
-            os._exit(0)
-    os.close(w)
-    chunks, status = [], "ok"
-    deadline = t0 + job["timeout_s"]
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            status = "timeout"
-            break
-        ready, _, _ = select.select([r], [], [], left)
-        if ready:
-            chunk = os.read(r, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    for target in (-pid, pid):
-        try:
-            os.kill(target, signal.SIGKILL)
-        except OSError:
-            pass
-    os.waitpid(pid, 0)
-    os.close(r)
-    for path, text in originals.items():
-        with open(os.path.join(ROOT, path), "w", encoding="utf-8") as f:
-            f.write(text)
-    try:
-        data = json.loads(b"".join(chunks)) if status == "ok" else None
-    except ValueError:
-        data, status = None, "crashed"
-    emit({"index": index, "status": status, "seconds": time.monotonic() - t0, "data": data})
-os.close(fd)
-'''
+#: The program run inside the sandbox (``proofgym/programs/suite_runner.py``): argv[1] is the
+#: result descriptor, the job is on stdin.
+_PROGRAM = program_files.source("suite_runner").decode()
 
 
 @dataclass(frozen=True)
