@@ -258,7 +258,7 @@ def test_no_module_imports_a_program():
     (sharing a constant goes through ``program_files.constant``), and no program imports proofgym."""
     assert not (PACKAGE / "programs" / "__init__.py").exists()
     programs = {m for m in MODULES if m.startswith(PROGRAMS + ".")}
-    names = ("supervisor", "spawner", "suite_runner", "epilogue")
+    names = ("supervisor", "spawner", "pytest_runner", "suite_runner", "epilogue")
     assert {f"{PROGRAMS}.{name}" for name in names} <= programs
     assert program_imports({m: p.read_text() for m, p in MODULES.items()}) == []
 
@@ -284,6 +284,15 @@ def test_a_program_importing_proofgym_is_caught():
     assert program_imports({module: original}) == []
     (found,) = program_imports({module: original + "\nfrom proofgym.core import errors\n"})
     assert found.startswith(f"{module}:")
+
+
+def test_the_largest_library_file_is_under_the_limit():
+    """Files over a few hundred lines are usually two concepts; none of the library's is over
+    :data:`MAX_LINES`."""
+    sizes = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()
+             if not m.startswith(PROGRAMS + ".") and ".data." not in m}
+    assert len(sizes) > 150 and max(sizes.values()) > 300  # the scan sees the library
+    assert {m: n for m, n in sizes.items() if n >= MAX_LINES} == {}
 
 
 # ------------------------------------------------------------ records: one road

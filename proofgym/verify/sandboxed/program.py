@@ -36,7 +36,7 @@ from proofgym.runtimes import program_files
 from proofgym.runtimes.grading_lease import hidden_key_of
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError, SandboxSystem
 from proofgym.verify.sandboxed.isolated import TestRun, run_tests_isolated
-from proofgym.verify.sandboxed.runner import _Proof
+from proofgym.verify.sandboxed.protocol import ProgramProof
 from proofgym.verify.sandboxed.workspace import (
     DEFAULT_PROTECTED,
     ArtifactRejected,
@@ -246,7 +246,7 @@ def _communicate(proc: subprocess.Popen[bytes], data: bytes, timeout_s: float,
     proof = None
     if ctl is not None:
         ctl.setblocking(False)
-        proof = _Proof(ctl)
+        proof = ProgramProof(ctl)
         sel.register(ctl, selectors.EVENT_READ, "proof")
     view = memoryview(data)
     if proc.stdin is not None:

@@ -7,7 +7,7 @@ changed; no code that computes a value passes both a test and its mutant. This c
 that passes every test. Every grading lays out each test, real or mutant, alone in a freshly
 named file with a freshly named function, in a random order; the mapping back to the real test
 ids stays on the host, and a test process sees only its own file
-(:mod:`proofgym.verify.sandboxed.runner`). A run in which a mutant passes together with its test
+(``proofgym/programs/pytest_runner.py``). A run in which a mutant passes together with its test
 was tampered with.
 
 Mutants are drawn to look like the task's real tests (``mutate_test`` lists the kinds in order):
