@@ -112,14 +112,10 @@ def test_no_module_level_import_circles():
 #: DESIGN.md's layers, bottom first; a module imports (at module level) only from its own layer or
 #: one below. The top row sits on the library and may import any of it.
 LAYERS = [
-    ("core", "version", "errors"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",),
-    ("tasks",), ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",), ("wire",),
+    ("core", "version", "errors"), ("daemon", "chat_client"), ("tools",), ("programs",), ("runtimes",),
+    ("spaces",), ("tasks",), ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",),
+    ("wire",),
     ("cli", "serve", "remote", "envs", "integrations", "testing", "__init__", "__main__"),
-
-
-    ("core", "version"), ("daemon", "chat_client"), ("tools",), ("runtimes",), ("spaces",), ("tasks",),
-    ("env",), ("make",), ("record",), ("verify",), ("rollout",), ("eval",), ("wire",),
-    ("cli", "serve", "remote", "envs", "integrations", "testing", "errors", "__init__", "__main__"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
@@ -216,6 +212,81 @@ def test_nothing_outside_a_package_reaches_past_its_face(package):
                 offenders += [f"{module}: import {a.name}" for a in node.names
                               if a.name.startswith(package + ".")]
     assert not offenders, offenders
+
+
+# ------------------------------------------------------------ programs apart
+#: ``proofgym/programs/``: the programs that run inside sandboxes (or as a process of their own),
+#: read as files by the host side (``proofgym.runtimes.program_files``), never imported.
+PROGRAMS = "proofgym.programs"
+#: What a library file may hold at most (the programs and the bundled tasks' data are not library).
+MAX_LINES = 600
+
+
+def program_imports(sources: dict[str, str]) -> list[str]:
+    """Every import of a program in ``sources`` (module name -> text): an ``import``/``from``
+    statement anywhere (functions and ``TYPE_CHECKING`` blocks included) naming a module under
+    :data:`PROGRAMS`, or ``importlib.import_module``/``__import__`` of one; and, in a program,
+    any import of proofgym at all (it runs on the standard library alone)."""
+    found = []
+    for module, text in sources.items():
+        program = module.startswith(PROGRAMS + ".")
+        banned = "proofgym" if program else PROGRAMS
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(module, node) if node.level else node.module or ""
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+                  and ast.unparse(node.func) in ("importlib.import_module", "import_module", "__import__")):
+                names = [str(node.args[0].value)]
+            else:
+                continue
+            if any(n == banned or n.startswith(banned + ".") for n in names):
+                found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_imports_a_program():
+    """The in-sandbox programs are files the host reads; no module of the library imports one
+    (sharing a constant goes through ``program_files.constant``), and no program imports proofgym."""
+    assert not (PACKAGE / "programs" / "__init__.py").exists()
+    programs = {m for m in MODULES if m.startswith(PROGRAMS + ".")}
+    names = ("supervisor", "spawner", "pytest_runner", "suite_runner", "epilogue")
+    assert {f"{PROGRAMS}.{name}" for name in names} <= programs
+    assert program_imports({m: p.read_text() for m, p in MODULES.items()}) == []
+
+
+@pytest.mark.parametrize("second_road", [
+    "from proofgym.programs.supervisor import MAGIC\n",
+    "from proofgym.programs import spawner\n",
+    "def f():\n    import proofgym.programs.spawner\n",
+    "import importlib\nspawner = importlib.import_module('proofgym.programs.spawner')\n",
+    "from ...programs import supervisor\n",
+])
+def test_an_import_of_a_program_is_caught(second_road: str):
+    module = "proofgym.runtimes.sandbox.shell"
+    original = MODULES[module].read_text()
+    assert program_imports({module: original}) == []
+    (found,) = program_imports({module: original + "\n\n" + second_road})
+    assert found.startswith(f"{module}:")
+
+
+def test_a_program_importing_proofgym_is_caught():
+    module = f"{PROGRAMS}.spawner"
+    original = MODULES[module].read_text()
+    assert program_imports({module: original}) == []
+    (found,) = program_imports({module: original + "\nfrom proofgym.core import errors\n"})
+    assert found.startswith(f"{module}:")
+
+
+def test_the_largest_library_file_is_under_the_limit():
+    """Files over a few hundred lines are usually two concepts; none of the library's is over
+    :data:`MAX_LINES`."""
+    sizes = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()
+             if not m.startswith(PROGRAMS + ".") and ".data." not in m}
+    assert len(sizes) > 150 and max(sizes.values()) > 300  # the scan sees the library
+    assert {m: n for m, n in sizes.items() if n >= MAX_LINES} == {}
 
 
 # ------------------------------------------------------------ records: one road

@@ -8,6 +8,7 @@ import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -41,9 +42,10 @@ class Artifact:
         """A read-only, runtime-like view for ``Task.verify``."""
         return ArtifactView(self)
 
-    @property
+    @cached_property
     def digest(self) -> str:
-        """Content hash of the artifact (state and files), for keying and de-duplication."""
+        """Content hash of the artifact (state and files), for keying and de-duplication;
+        computed once per artifact (it is frozen)."""
         return hashlib.sha256(orjson.dumps(self.to_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:

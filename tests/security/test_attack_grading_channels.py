@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from proofgym.verify.sandboxed.isolated import _MAX_MESSAGE
 from proofgym.verify.sandboxed.program import run_pytest
+from proofgym.verify.sandboxed.protocol import MAX_MESSAGE as _MAX_MESSAGE
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.sandbox
@@ -114,7 +114,7 @@ def test_killing_the_runner_from_a_test_is_a_scored_failure_not_a_grader_error(s
 
 def test_exit_zero_with_a_forged_report_passes_nothing(snap: Path):
     """``os._exit(0)`` after the forgery: no test process proves its test finished, so every
-    test is ``crashed``, with or without a mutant (``sandbox_runner._Proof``)."""
+    test is ``crashed``, with or without a mutant (``_Proof`` in ``proofgym/programs/pytest_runner.py``)."""
     require_tool("bwrap")
     for mutants in (True, False):
         run = _grade(snap, "exit", mutants=mutants)

@@ -312,7 +312,7 @@ def test_a_mutant_built_from_another_test_flags_tampering_only_where_that_test_p
     test and the mutant and fails ``test_parses``: that is a failed grading, not tampering (the
     buggy roman-numeral task did this). Passing all three is impossible for code that computes
     anything: tampering."""
-    from proofgym.verify.sandboxed.isolated import _summarise
+    from proofgym.verify.sandboxed.policy import summarise as _summarise
 
     ids = ["test_raises.py::test_parses", "test_raises.py::test_rejects_words"]
     layout = build_layout({"test_raises.py": _RAISES_ONLY.encode()}, ids, rng=random.Random(1))

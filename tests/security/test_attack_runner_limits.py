@@ -240,7 +240,7 @@ def test_no_test_process_can_signal_the_runner(tmp_path: Path):
 
 _SECOND_LINE = r"""
 import ctypes, json, sys
-from proofgym.verify.sandboxed import runner
+from proofgym.programs import pytest_runner as runner
 
 libc = ctypes.CDLL(None, use_errno=True)
 

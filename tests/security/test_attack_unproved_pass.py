@@ -5,7 +5,8 @@ stops the process with status 0 before the test's assertion fails (``os._exit(0)
 inside the test, ``os._exit`` replaced so that the runner's own exit says 0, ``sys.exit(0)``)
 passed, and with no mutant for that test (``mutants=False`` here; a ``pytest.raises``-only or
 helper-style test has none) nothing else caught it. A pass now needs the runner's per-test nonce,
-sent only after the test's pytest run returned in the child (``sandbox_runner._prove``).
+sent only after the test's pytest run returned in the child (``_prove`` in
+``proofgym/programs/pytest_runner.py``).
 
 Every test below is wrong for the buggy ``add`` (it subtracts): no ending may pass it.
 """

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-import proofgym.verify.sandboxed.isolated as isolated
+import proofgym.verify.sandboxed.protocol as protocol
 from proofgym.core import Task, TaskSpec, Trace
 from proofgym.env import VerificationJob
 from proofgym.envs.code_repair.task import CodeRepairTask
@@ -118,12 +118,12 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> dict[int, float]:
     """Thread id -> when that thread's grading sent its job (the hidden tests) to its runner."""
     require_tool("bwrap")
     seen: dict[int, float] = {}
-    real = isolated._send_job
+    real = protocol.send_job
 
     def send(fd: int, job: bytes) -> None:
         seen.setdefault(threading.get_ident(), time.time())
         real(fd, job)
-    monkeypatch.setattr(isolated, "_send_job", send)
+    monkeypatch.setattr(protocol, "send_job", send)
     return seen
 
 

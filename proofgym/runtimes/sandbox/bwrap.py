@@ -3,7 +3,7 @@
 bubblewrap 0.8 (Debian 12) has no ``--overlay``, so the overlay is mounted *around* it and
 ``bwrap`` binds the merged directory as ``/workspace``: in a mount namespace of the sandbox's
 own, set up between ``fork`` and ``exec`` by the spawner process
-(:mod:`~proofgym.runtimes.sandbox.spawner`), so it dies with the sandbox. ``bwrap`` itself
+(``proofgym/programs/spawner.py``), so it dies with the sandbox. ``bwrap`` itself
 always runs as an unprivileged host user (as root: a uid and gid leased for this sandbox alone,
 :mod:`~proofgym.runtimes.sandbox.ids`), under the
 seccomp filter of :mod:`~proofgym.runtimes.sandbox.seccomp`.
@@ -186,7 +186,7 @@ def spawn(argv: Sequence[str], *, overlay: Overlay | None, limits: SandboxLimits
     and the seccomp filter (``count_own_cpu``: see :func:`seccomp.filter_program`), as an
     unprivileged host user.
 
-    The spawner's child (:mod:`~proofgym.runtimes.sandbox.spawner`) joins the cgroup and sets
+    The spawner's child (``proofgym/programs/spawner.py``) joins the cgroup and sets
     the rlimits before ``exec``, so nothing in the sandbox ever runs unconfined. ``bwrap`` reads
     its arguments from a pipe (``--args``), so no host path shows in the sandbox's process
     list, and runs with an empty environment, so none shows in ``/proc/1/environ``.

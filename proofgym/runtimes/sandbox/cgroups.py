@@ -115,7 +115,7 @@ class SandboxCgroup:
 
     def release(self) -> None:
         """Have the spawner's helper leave (it joins a cgroup that starts several sandboxes:
-        :class:`proofgym.runtimes.sandbox.spawner.Loop`); then :meth:`pids` is the sandbox's."""
+        ``Loop`` in ``proofgym/programs/spawner.py``); then :meth:`pids` is the sandbox's."""
         release_cgroup(self.procs_files())
 
     def remove(self) -> None:

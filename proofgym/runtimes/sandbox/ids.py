@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from proofgym.runtimes import program_files
 from proofgym.runtimes.private_dirs import state_dir
 from proofgym.runtimes.sandbox.system import SandboxSetupError
 
@@ -56,9 +57,9 @@ _USER_LIMIT_FILES = {"max_inotify_instances": "/proc/sys/fs/inotify/max_user_ins
                      "max_inotify_watches": "/proc/sys/fs/inotify/max_user_watches",
                      "max_fanotify_groups": "/proc/sys/fs/fanotify/max_user_groups",
                      "max_fanotify_marks": "/proc/sys/fs/fanotify/max_user_marks"}
-#: What a sandbox's first process reports when its leased uid has a live process (the same
-#: text is in ``spawner.py``, which imports nothing of proofgym).
-ID_BUSY = "sandbox id in use by a live process:"
+#: What a sandbox's first process reports when its leased uid has a live process (written once,
+#: in the spawner program, which imports nothing of proofgym).
+ID_BUSY = program_files.constant("spawner", "ID_BUSY", str)
 #: An id found in use by a live process is not tried again for this long; one this process
 #: just released, not for a moment (the pid namespace of its sandbox may still be going).
 _BUSY_S = 10.0

@@ -2,7 +2,7 @@
 
 What a sandbox's first process does between ``fork`` and ``exec`` of ``bwrap`` (its own mount
 namespace with the overlay, the cgroup, the rlimits, the privilege drop, a fresh session
-keyring) is done by :mod:`proofgym.runtimes.sandbox.spawner`, a small single-threaded process
+keyring) is done by the spawner program (``proofgym/programs/spawner.py``), a small single-threaded process
 started once per host process: never as a ``preexec_fn`` of this (threaded, large) process. This
 module computes what the child does (:func:`plan_for`), sends it there, and returns a
 :class:`SandboxProcess`, which offers the part of :class:`subprocess.Popen` that the sandbox code
@@ -27,16 +27,16 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import IO, Any
 
 from proofgym.core.errors import ConfigError
 from proofgym.core.errors import IdBusyError as IdBusyError
+from proofgym.runtimes import program_files
 from proofgym.runtimes.sandbox import ids
 from proofgym.runtimes.sandbox.ids import SANDBOX_UID_ENV
 from proofgym.runtimes.sandbox.system import SandboxSetupError
 
-SPAWNER = Path(__file__).with_name("spawner.py")
+SPAWNER = program_files.path("spawner")
 _MAX_FDS = 64
 
 
@@ -301,7 +301,7 @@ def removed(path: str | os.PathLike[str]) -> None:
 
 def release_cgroup(cgroup_procs: Sequence[str]) -> None:
     """Before a sandbox cgroup is removed: the spawner's helper in it exits (see
-    :class:`proofgym.runtimes.sandbox.spawner.Loop`)."""
+    ``Loop`` in ``proofgym/programs/spawner.py``)."""
     _spawner.release(cgroup_procs)
 
 

@@ -1,7 +1,7 @@
 """The host side of a sandbox's control channel: requests to its trusted supervisor.
 
-The sandbox's pid 1 is :mod:`proofgym.runtimes.sandbox.supervisor`; this process talks to it over
-the sandbox's stdin and stdout, which no agent process holds. Each ``bash`` call is a fresh
+The sandbox's pid 1 is the supervisor program (``proofgym/programs/supervisor.py``); this process
+talks to it over the sandbox's stdin and stdout, which no agent process holds. Each ``bash`` call is a fresh
 ``bash -c`` in the sandbox whose output, exit status (from ``waitpid``) and flags the supervisor
 reports; the file tools are done by the supervisor itself. So nothing the agent's commands do
 (redefining ``builtin``/``printf``/traps, closing or exhausting descriptors) changes what is
@@ -24,13 +24,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from proofgym.runtimes import program_files
 from proofgym.runtimes.sandbox.cgroups import SandboxCgroup
 from proofgym.runtimes.sandbox.system import SandboxSetupError
 
 #: How long past a command's own time limit the supervisor may take to report (it kills and
 #: reaps first); past it the sandbox is taken as lost and killed.
 _GRACE_S = 5.0
-_MAGIC = b"PGSV1\n"
+_MAGIC = program_files.constant("supervisor", "MAGIC", bytes)
 
 
 #: The sandbox's pid 1: the sandbox's interpreter, reading the supervisor's compiled code from
@@ -55,9 +56,8 @@ def supervisor_command(python: str = SUPERVISOR_COMMAND[0], *, source: bool = Fa
 def supervisor_source(source: bool = False) -> bytes:
     """What the host writes first to a sandbox started with :func:`supervisor_command`: the
     length, then the supervisor's code object (or, with ``source``, its source)."""
-    path = Path(__file__).with_name("supervisor.py")
-    code = path.read_bytes() if source else marshal.dumps(compile(path.read_bytes(), str(path.name),
-                                                                  "exec"))
+    text = program_files.source("supervisor")
+    code = text if source else marshal.dumps(compile(text, "supervisor.py", "exec"))
     return b"%08d" % len(code) + code
 
 

@@ -1,8 +1,8 @@
 """The agent's tools in a sandbox: ``bash``, ``read_file``, ``write_file``, ``str_replace`` and
 ``list_dir`` (the defaults), and the :class:`Sandbox` handle through which a tool of one's own
 (``@tool``) runs in the sandbox. ``bash`` runs in a fresh shell inside the sandbox; the file
-tools are done by the sandbox's trusted supervisor (see
-:mod:`proofgym.runtimes.sandbox.supervisor`), which resolves every path inside the sandbox's
+tools are done by the sandbox's trusted supervisor (the program
+``proofgym/programs/supervisor.py``), which resolves every path inside the sandbox's
 own mount namespace, component by component without following symlinks, and never through
 the agent's shell. Their logic is here."""
 

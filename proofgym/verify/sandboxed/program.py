@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.core.errors import ConfigError
+from proofgym.runtimes import program_files
 from proofgym.runtimes.grading_lease import hidden_key_of
 from proofgym.runtimes.sandbox import PYTEST_PACKAGES, SandboxLimits, SandboxSetupError, SandboxSystem
 from proofgym.verify.sandboxed.isolated import TestRun, run_tests_isolated
-from proofgym.verify.sandboxed.runner import _Proof
+from proofgym.verify.sandboxed.protocol import ProgramProof
 from proofgym.verify.sandboxed.workspace import (
     DEFAULT_PROTECTED,
     ArtifactRejected,
@@ -206,104 +207,11 @@ def run_program(snapshot: Any, changes: Mapping[str, bytes | None], *, argv: Seq
                       finished=(finished and not timed_out) if proof else None)
 
 
-#: The grader's epilogue: runs the program (a file or ``-c`` code) as ``__main__`` and, only if
-#: its last statement ran, proves it on the socket (``sandbox_runner._prove``'s protocol).
-#: argv: fd, plain (0/1), ``-c`` or ``file``, the code or path, the program's own arguments.
-_EPILOGUE = r"""
-import ast, builtins, os, socket, sys, types
-
-def _main(_type=type, _id=id, _iter=iter, _TypeError=TypeError):
-    fd, plain, mode, target = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3], sys.argv[4]
-    sock = socket.socket(fileno=fd)
-    mro = type.__dict__["__mro__"].__get__
-    own = type.__dict__["__dict__"].__get__
-    kinds = (int, float, complex, str, bytes, bytearray, bool, type(None), list, tuple, dict,
-             set, frozenset)
-    guarded = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
-               "__bool__", "__len__", "__contains__", "__iter__", "__getitem__", "__abs__",
-               "__neg__", "__pos__", "__float__", "__int__", "__index__", "__round__",
-               "__complex__"}
-    for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
-               "xor", "lshift", "rshift"):
-        guarded |= {f"__{op}__", f"__r{op}__"}
-
-    def proofgym_plain(value):
-        stack, seen = [value], set()
-        while stack:
-            v = stack.pop()
-            if _id(v) in seen:
-                continue
-            seen.add(_id(v))
-            chain = mro(_type(v))
-            base = next((k for k in chain if k in kinds), None)
-            if base is None:
-                raise _TypeError(f"not a plain value: a {_type(v).__qualname__} object (a "
-                                 "comparison or arithmetic operand must be a builtin value)")
-            for klass in chain:
-                if klass is base:
-                    break
-                bad = sorted(guarded & set(own(klass)))
-                if bad:
-                    raise _TypeError(f"not a plain value: {_type(v).__qualname__} defines "
-                                     f"{', '.join(bad)}")
-            if base is dict:
-                stack.extend(dict.keys(v))
-                stack.extend(dict.values(v))
-            elif base in (list, tuple, set, frozenset):
-                stack.extend(base.__iter__(v))
-        return value
-
-    class Guard(ast.NodeTransformer):
-        def _wrap(self, node):
-            return ast.Call(ast.Name("proofgym_plain", ast.Load()), [node], [])
-
-        def visit_Compare(self, node):
-            self.generic_visit(node)
-            if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-                return node
-            node.left = self._wrap(node.left)
-            node.comparators = [self._wrap(c) for c in node.comparators]
-            return node
-
-        def visit_BinOp(self, node):
-            self.generic_visit(node)
-            node.left, node.right = self._wrap(node.left), self._wrap(node.right)
-            return node
-
-    if mode == "-c":
-        source, filename = target, "<string>"
-        sys.argv = ["-c", *sys.argv[5:]]
-        sys.path[0] = ""
-    else:
-        filename = target
-        with open(target, "rb") as f:
-            source = f.read()
-        sys.argv = [target, *sys.argv[5:]]
-        sys.path[0] = os.path.dirname(os.path.abspath(target))
-    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)
-    if plain:
-        tree = ast.fix_missing_locations(Guard().visit(tree))
-        builtins.proofgym_plain = proofgym_plain
-    main = types.ModuleType("__main__")
-    main.__file__ = filename
-    main.__builtins__ = builtins
-    if plain:
-        main.proofgym_plain = proofgym_plain
-    sys.modules["__main__"] = main
-    exec(compile(tree, filename, "exec"), main.__dict__)
-    sock.setblocking(True)  # the program may have made the descriptor non-blocking
-    sock.sendall(b"?")  # the program's last statement has run
-    nonce = b""
-    while len(nonce) < 16:
-        chunk = sock.recv(16 - len(nonce))
-        if not chunk:
-            return
-        nonce += chunk
-    sock.sendall(b"\0" + nonce)
-
-_main()
-del _main
-"""
+#: The grader's epilogue (``proofgym/programs/epilogue.py``): runs the program (a file or ``-c``
+#: code) as ``__main__`` and, only if its last statement ran, proves it on the socket (the
+#: pytest runner's ``_prove`` protocol). argv: fd, plain (0/1), ``-c`` or ``file``, the code or
+#: path, the program's own arguments.
+_EPILOGUE = program_files.source("epilogue").decode()
 
 
 def _with_epilogue(argv: list[str], plain: bool) -> list[str]:
@@ -338,7 +246,7 @@ def _communicate(proc: subprocess.Popen[bytes], data: bytes, timeout_s: float,
     proof = None
     if ctl is not None:
         ctl.setblocking(False)
-        proof = _Proof(ctl)
+        proof = ProgramProof(ctl)
         sel.register(ctl, selectors.EVENT_READ, "proof")
     view = memoryview(data)
     if proc.stdin is not None:

@@ -3,7 +3,7 @@ import and configuration happen ahead of a grading, off its critical path.
 
 Once a snapshot (with its limits, packages and pytest configuration file: the key) is graded a
 second time within :data:`IDLE_S`, each grading over it has a background thread boot a spare for
-the next: a *fresh* sandbox whose trusted runner (:mod:`proofgym.verify.sandboxed.runner`) has
+the next: a *fresh* sandbox whose trusted runner (``proofgym/programs/pytest_runner.py``) has
 loaded pytest and waits on a pipe for its one job. Nothing of the job's, or the agent's, has
 been in it: a spare differs from a sandbox booted on demand only in when it was booted. Each
 runner serves exactly one grading and is then torn down, so no state (a process, a file in

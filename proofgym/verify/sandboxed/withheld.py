@@ -11,7 +11,7 @@ Before a grading's test files enter the sandbox, :func:`withhold_layout` rewrite
 assert of a hidden test, on the host, into ``__proofgym_observe__(site, computed)``: the test
 process records the computed value (plain data only: builtin values, no object whose comparison
 methods are its own) and sends the record with its proof of a finished test
-(:mod:`proofgym.verify.sandboxed.runner`). The literal stays here, in an :class:`Expectation`;
+(``proofgym/programs/pytest_runner.py``). The literal stays here, in an :class:`Expectation`;
 the host compares (:mod:`proofgym.verify.sandboxed.observed`). A withheld assert does not stop
 its test (the test process cannot know whether it holds): a test passes only if its process
 passed, its checks were observed in a sequence its statements make (the *pattern*) and every
@@ -54,7 +54,8 @@ from dataclasses import dataclass
 
 from proofgym.verify.sandboxed.counted import iterations, tables
 from proofgym.verify.sandboxed.counted import literal as _literal
-from proofgym.verify.sandboxed.mutants import _AST_LOCK, Layout
+from proofgym.verify.sandboxed.mutants import Layout
+from proofgym.verify.sandboxed.mutants.listing import _AST_LOCK
 from proofgym.verify.sandboxed.observed import (
     Choice,
     Item,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from proofgym.runtimes import program_files
 from proofgym.runtimes.sandbox import SandboxRuntime, SandboxSetupError, ids
-from proofgym.runtimes.sandbox.spawner import ID_BUSY as SPAWNER_ID_BUSY
 from tests.conftest import require_tool
 from tests.sandbox_helpers import FAST_LIMITS
 
@@ -31,7 +31,10 @@ def _uids(rt: SandboxRuntime) -> tuple[int, int]:
 
 
 def test_the_spawner_reports_a_busy_id_in_the_words_the_host_looks_for():
-    assert SPAWNER_ID_BUSY == ids.ID_BUSY
+    """The text is written once, in the spawner program, and read from its source."""
+    spawner = program_files.source("spawner").decode()
+    assert f'ID_BUSY = "{ids.ID_BUSY}"\n' in spawner
+    assert spawner.count('raise OSError(f"{ID_BUSY} {uid}') == 2
 
 
 @root_only

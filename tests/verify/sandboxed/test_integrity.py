@@ -357,8 +357,8 @@ def test_a_value_that_is_also_an_input_is_never_the_one_mutated():
 def test_a_mutant_passing_alone_is_wrong_code_and_with_its_test_is_tampering():
     """Buggy code can return exactly a mutant's value (a count of 0 where the test wants 1 and
     the mutant 0): that is a failed test, not tampering. Both passing is impossible honestly."""
-    from proofgym.verify.sandboxed.isolated import _summarise
     from proofgym.verify.sandboxed.mutants import Layout
+    from proofgym.verify.sandboxed.policy import summarise as _summarise
 
     layout = Layout(run=["g1", "g2"], real={"g1": "t.py::test_a"}, mutant={"g2": "t.py::test_a"})
     alone = _summarise(layout, {"g1": "failed", "g2": "passed"}, None, 0, False, "", (), {})

@@ -13,10 +13,10 @@ from collections import Counter
 import pytest
 
 from proofgym.envs.code_repair import code_repair_tasks
+from proofgym.programs.pytest_runner import _plain
 from proofgym.verify.sandboxed import mutant_seed_of
 from proofgym.verify.sandboxed import test_sources as sources_of
 from proofgym.verify.sandboxed.mutants import build_layout
-from proofgym.verify.sandboxed.runner import _plain
 from proofgym.verify.sandboxed.withheld import (
     OBSERVE,
     Choice,
