@@ -206,7 +206,7 @@ def restate_command(
     default_recipe, default_manifest = _defaults()
     manifest = manifest or default_manifest
     pins = Recipe.load(recipe or default_recipe)
-    result = restate(read_manifest(manifest), pins.project, projects=project or None)
+    result = restate(read_manifest(manifest), pins.pin_of, projects=project or None)
     write_manifest(manifest, result.records)
     typer.echo(result.summary())
 

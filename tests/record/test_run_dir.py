@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from proofgym import Verdict
+from proofgym.errors import RunFailedError
 from proofgym.eval import evaluate, load_run, make_env
 from proofgym.record import MAX_ATTEMPTS, RolloutContract, RunStore, RunStoreError, Trajectory
 from proofgym.rollout import OpenAIPolicy, ReferencePolicy
@@ -88,7 +89,9 @@ def test_resume_reruns_infrastructure_errors_until_every_episode_is_scored(tmp_p
     def policy() -> OpenAIPolicy:
         return OpenAIPolicy("scripted", base_url=url, max_retries=0, timeout_s=5)
 
-    _, down = evaluate(ARITH, policy(), episodes=4, out=tmp_path, verifier="inline")  # nothing listening
+    with pytest.raises(RunFailedError) as failed:  # nothing listening: the run fails as a whole
+        evaluate(ARITH, policy(), episodes=4, out=tmp_path, verifier="inline")
+    down = failed.value.summary
     assert down["episodes"] == 4 and all(r["status"] == "error" for r in records(tmp_path))
     with ScriptedServer(ReferenceScript(make_env(ARITH).tasks), port=port):
         _, up = evaluate(ARITH, policy(), episodes=4, resume=tmp_path, verifier="inline")
@@ -141,8 +144,9 @@ def test_killing_the_model_server_mid_run_then_resuming_scores_every_episode(tmp
         if len(seen) == 3:
             server.stop()  # the model server dies mid-run
 
+    # the errors are the point here: no error budget fails the first run
     _, first = evaluate(ARITH, policy(), episodes=12, out=tmp_path, verifier="inline",
-                        on_episode=kill_after_three)
+                        on_episode=kill_after_three, max_error_rate=None)
     assert first["episodes"] == 12 and 0 < first["episode_errors"] < 12
     with ScriptedServer(ReferenceScript(tasks), port=port):  # restarted
         _, resumed = evaluate(ARITH, policy(), episodes=12, resume=tmp_path, verifier="inline")

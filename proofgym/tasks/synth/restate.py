@@ -82,24 +82,26 @@ def restate_project(pin: ProjectPin, records: Sequence[TaskRecord], *,
     return out
 
 
-def restate(records: Sequence[TaskRecord], pin_of: Callable[[str], ProjectPin], *,
+def restate(records: Sequence[TaskRecord], pin_of: Callable[[TaskRecord], ProjectPin], *,
             projects: Sequence[str] | None = None, writer: StatementWriter | None = None,
             quiet: bool = False) -> Restated:
     """``records`` with every written statement re-derived (see the module docstring), in the
-    manifest's order; ``projects`` limits the projects restated."""
+    manifest's order; ``projects`` limits the projects restated. ``pin_of`` gives the pin a
+    record was made from (:meth:`Recipe.pin_of`: a release-history task of an earlier release is
+    run on that release's source)."""
     result = Restated()
-    todo: dict[str, list[TaskRecord]] = {}
+    todo: dict[tuple[str, str], list[TaskRecord]] = {}
     for record in records:
         if not _written(record):
             result.own_words += 1
         elif projects is None or record.project in projects:
-            todo.setdefault(record.project, []).append(record)
+            todo.setdefault((record.project, record.version), []).append(record)
     new: dict[str, TaskRecord] = {}
-    for name, group in todo.items():
-        done = restate_project(pin_of(name), group, writer=writer)
+    for (name, version), group in todo.items():
+        done = restate_project(pin_of(group[0]), group, writer=writer)
         new.update(done)
         if not quiet:
-            sys.stderr.write(f"proofgym restate: {name}: {len(done)} of {len(group)} reports "
+            sys.stderr.write(f"proofgym restate: {name} {version}: {len(done)} of {len(group)} reports "
                              f"(load {os.getloadavg()[0]:.1f})\n")
         result.kept += [r.id for r in group if r.id not in done]
     result.records = [new.get(r.id, r) for r in records]
