@@ -4,7 +4,7 @@ process's index (``PROOFGYM_PYPI``) with a fresh cache (``PROOFGYM_CACHE``) by :
 
 With ``barrier`` set, a file download waits (up to 5 s) until a second one has been in flight,
 so ``most`` (downloads seen at once) shows whether downloads ran in parallel without timing
-anything; ``requests`` counts every request."""
+anything; ``requests`` counts every request, ``paths`` lists them in the order they came."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class PackageIndex:
         ``files``: NAME -> the file's bytes."""
         self.releases, self.files = releases, files
         self.requests = self.in_flight = self.most = 0
+        self.paths: list[str] = []
         self.barrier = False
         self.cond = threading.Condition()
         index = self
@@ -34,6 +35,7 @@ class PackageIndex:
 
             def do_GET(self) -> None:
                 index.requests += 1
+                index.paths.append(self.path)
                 parts = self.path.strip("/").split("/")
                 if parts[0] == "pypi" and len(parts) == 3 and parts[1] in index.releases:
                     self._send(json.dumps({"releases": index.releases[parts[1]]}).encode())

@@ -88,9 +88,14 @@ def test_a_task_sets_prefetch_fetches_the_missing_sdists_together_and_a_cached_o
     pins = [type(p)(**{**p.__dict__, "url": None}) for p in Recipe.load(BUNDLED).projects
             if f"{p.name}-{p.version}.tar.gz" in index.files]  # url None: asked of this index
     index.barrier = True
-    prefetch = SdistPrefetch(pins, jobs=4)
-    prefetch.wait(pins[0])  # the first one needed: every missing one starts
+    prefetch = SdistPrefetch(pins, jobs=2)
+    prefetch.wait(pins[-1])  # the first one needed: every missing one starts, that one first
     assert index.most >= 2, "the set's sdists were not fetched together"
+    # its episode waits for it: it is among the first two (jobs) asked of the index (the others start
+    # as a worker finishes one), not behind the rest of the set
+    assert len(pins) > 2
+    asked = [p for p in index.paths if p.startswith("/pypi/")]
+    assert f"/pypi/{pins[-1].name}/json" in asked[:2], asked
     for pin in pins:
         prefetch.wait(pin)
     served = index.requests

@@ -116,10 +116,10 @@ class SdistPrefetch:
 
     A run over many projects otherwise downloads each project's sdist when its first episode
     reaches it, one project after another. :meth:`wait` for a pin whose sdist is not in the cache
-    starts :func:`fetch_pins` of every pin of the set not in the cache, in the background (once),
-    then waits for that pin's own download only; a cached pin starts nothing (a warm or offline
-    cache never reaches the index). A failed prefetch is not an error here: the caller's own
-    fetch then reports it. Pickles as its pins alone.
+    starts :func:`fetch_pins` of every pin of the set not in the cache, that pin first, in the
+    background (once), then waits for that pin's own download only; a cached pin starts nothing
+    (a warm or offline cache never reaches the index). A failed prefetch is not an error here:
+    the caller's own fetch then reports it. Pickles as its pins alone.
     """
 
     def __init__(self, pins: Iterable[ProjectPin], *, jobs: int = FETCH_JOBS) -> None:
@@ -137,7 +137,8 @@ class SdistPrefetch:
             return
         with self._lock:
             if self._futures is None:
-                missing = [p for p in self.pins if not _cached(p)]
+                # the pin asked for first: its episode waits for it, the rest need not be ahead
+                missing = [pin, *(p for p in self.pins if p.key != pin.key and not _cached(p))]
                 self._futures = {p.key: Future() for p in missing}
                 futures = self._futures
 
