@@ -249,6 +249,7 @@ def test_a_forger_of_every_process_but_the_batch_passes_the_decoys_too(snap: Pat
     run = run_pytest(snap, {"app.py": _FORGE_OUTSIDE_THE_BATCH.encode()}, tests=[*F2P, *P2P],
                      batch=P2P, hidden={"tests/test_hidden.py": hidden}, mutants=False,
                      timeout_s=60, test_timeout_s=20)
-    assert run.mutants == 0 and run.decoys >= 1 and run.guarded
+    # decoys do not make the run guarded (test_attack_decoy_shapes.py), but catch this forger
+    assert run.mutants == 0 and run.decoys >= 1 and not run.guarded
     assert run.failure == "tampering_detected", (run.failure, run.results)
     assert swebench_verdict(run, F2P, P2P).reward == 0.0
