@@ -24,6 +24,7 @@ from proofgym.tasks.synth.evidence import (
     observe,
     quotes_hidden_test,
     where_the_bug_is,
+    without_hidden_names,
 )
 
 #: values this short go into the title
@@ -235,9 +236,9 @@ class OfflineWriter:
             lines += [block, ""]
             shown += 1
         text = "\n".join(lines).rstrip("\n") + "\n"
-        for failure in evidence.failures:  # a value's repr may name a test: never the report
-            text = text.replace(failure.test.rsplit("::", 1)[-1], "...")
-            title = title.replace(failure.test.rsplit("::", 1)[-1], "...")
+        # a value's repr or a message may name a test (its function or class): never the report
+        text = without_hidden_names(text, evidence.failures)
+        title = without_hidden_names(title, evidence.failures)
         text = f"# {title}\n" + text.split("\n", 1)[1]
         apis = list(dict.fromkeys(c.api for c in cases))
         # what the report states of each comparison it shows: "- Expected: ..." and "- Observed: ..."
