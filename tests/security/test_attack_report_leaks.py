@@ -90,3 +90,37 @@ def test_a_writer_model_is_given_no_hidden_test_id_and_a_report_naming_one_is_re
 
     with ScriptedServer(Namer()) as server, pytest.raises(StatementError, match="names a hidden test"):
         OpenAIWriter("scripted", base_url=server.base_url, timeout_s=10).write(_EVIDENCE)
+
+
+_EXPECTED_FIRST = b"""\
+import unittest
+
+import inflection
+
+
+def test_camelize_with_lower_downcases_the_first_letter():
+    assert 'capital' == inflection.camelize('Capital', False)
+
+
+class TestPlural(unittest.TestCase):
+    def test_empty(self):
+        self.assertEqual("", inflection.pluralize(""))
+"""
+
+
+@pytest.mark.parametrize("test, message, expected, observed", [
+    # pytest's own text of `assert 'capital' == inflection.camelize(...)`: no `where` line
+    ("test_inflection.py::test_camelize_with_lower_downcases_the_first_letter",
+     "assert 'capital' == 'papital'\n  \n  - papital\n  ? ^\n  + capital\n  ? ^", "'capital'", "'papital'"),
+    ("test_inflection.py::TestPlural::test_empty", "'' != 's'", "''", "'s'"),
+])
+def test_a_report_does_not_swap_what_was_expected_and_what_was_observed(test, message, expected, observed):
+    """An assert that puts the expected value first (inflection's style, and unittest's
+    ``assertEqual(expected, actual)``) showed the buggy value as the expected one: 5 of
+    inflection's 9 bundled reports had the two swapped (``camelize('Capital', False)`` was to
+    give ``'papital'``). The hidden test's own assert says which side is its literal."""
+    failure = Failure(test, "AssertionError", message, ("inflection.camelize",), ("'Capital'", "False"))
+    evidence = BugEvidence("inflection", "", [{"file": "inflection/__init__.py", "function": "camelize",
+                                               "line": 1}], [failure], 4, [_EXPECTED_FIRST])
+    report = OfflineWriter().write(evidence).report
+    assert f"- Expected: `{expected}`" in report and f"- Observed: `{observed}`" in report, report
