@@ -34,8 +34,9 @@ def test_the_bundled_manifest_is_well_formed():
     # 1,058 tasks from 28 projects were synthesised; dropping the tasks a grep finds (227), those
     # failing with a NameError of the deleted name (120) and tier-2 tasks across modules (100)
     # left 611 from 27 (`proofgym tasks curate`); 15 real fixes from release history were added
-    # (`proofgym tasks history`); the 1,500 from 50 needs re-synthesis
-    assert len(records) >= 600 and len(projects) >= 25, (len(records), sorted(projects))
+    # (`proofgym tasks history`); the 1,500 from 50 needs re-synthesis; 90 of the 648
+    # whose hidden tests had neither a mutant nor a withheld check were dropped (unguarded)
+    assert len(records) >= 550 and len(projects) >= 25, (len(records), sorted(projects))
     assert len({r.id for r in records}) == len(records)
     assert len({r.patch for r in records}) == len(records)  # de-duplicated by diff
     names = {p.name for p in recipe.projects}

@@ -46,9 +46,15 @@ def repo_repair_tasks(manifest: str | Path = MANIFEST, recipe: str | Path = RECI
     chosen = []
     kept = [r for r in records if projects is None or r.project in projects]
     prefetch = SdistPrefetch(pins.pin_of(r) for r in kept)
+    # a task's control pairs it with a bug of its project's release (one tuple per release)
+    siblings: dict[tuple[str, str], tuple[TaskRecord, ...]] = {}
+    for record in records:
+        siblings[record.project, record.version] = (*siblings.get((record.project, record.version), ()),
+                                                    record)
     for record in kept:
         chosen.append(RepoRepairTask(record, pins.pin_of(record), prefetch=prefetch,
-                                     cache_root=Path(cache_root) if cache_root else None))
+                                     cache_root=Path(cache_root) if cache_root else None,
+                                     siblings=siblings[record.project, record.version]))
     if not chosen:
         raise ConfigError(f"no RepoRepair tasks for projects={projects!r}")
     tasks = TaskSet(chosen, name=f"repo-repair:{Path(manifest).name}")

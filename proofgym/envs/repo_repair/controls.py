@@ -49,10 +49,12 @@ def make_controls(task: RepoRepairTask) -> Mapping[str, ActionScript]:
 def breaks_another_test(task: RepoRepairTask,
                         records: list[TaskRecord] | None = None) -> ActionScript | None:
     """The reference fix plus the bug of another task of the same project and version
-    (``records``, default the bundled manifest's), in other functions, whose failing tests are
-    all in this task's pass-to-pass: the fix makes the hidden tests pass and breaks those
-    stable tests. ``None`` where no such task exists."""
-    other = _other_bug(task.record, _bundled() if records is None else records)
+    (``records``, default those of the task's own manifest, else the bundled manifest's), in
+    other functions, whose failing tests are all in this task's pass-to-pass: the fix makes the
+    hidden tests pass and breaks those stable tests. ``None`` where no such task exists."""
+    if records is None:
+        records = list(task.siblings) if task.siblings is not None else _bundled()
+    other = _other_bug(task.record, records)
     if other is None:
         return None
     top = pristine_tree(task.pin, quiet=True)

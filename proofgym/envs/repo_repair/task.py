@@ -48,6 +48,9 @@ class RepoRepairTask(Task):
     test_timeout_s: float = 20.0
     #: the task set's sdists, fetched together when the first is needed (``None``: alone)
     prefetch: SdistPrefetch | None = field(default=None, repr=False, compare=False)
+    #: the records of its project's release in the manifest the task comes from (``None``: the
+    #: bundled manifest's), where its ``breaks_another_test`` control finds another task's bug
+    siblings: tuple[TaskRecord, ...] | None = field(default=None, repr=False, compare=False)
 
     verifier_version = "repo-repair-1"
 

@@ -95,6 +95,24 @@ def quotes_hidden_test(text: str, hidden_sources: Sequence[bytes]) -> bool:
     return any(line in text for line in _hidden_lines(hidden_sources))
 
 
+def hidden_names(failures: Sequence[Failure]) -> list[str]:
+    """The names the failing tests' ids hold (class and function, not the file), longest first."""
+    names = {part.split("[", 1)[0] for f in failures for part in f.test.split("::")[1:]}
+    return sorted((n for n in names if n), key=lambda n: (-len(n), n))
+
+
+def names_a_hidden_test(text: str, failures: Sequence[Failure]) -> bool:
+    """Whether ``text`` holds a name of a failing (hidden) test, as a whole word."""
+    return any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text) for n in hidden_names(failures))
+
+
+def without_hidden_names(text: str, failures: Sequence[Failure]) -> str:
+    """``text`` with every name of a failing test (class or function) shown as ``...``."""
+    for name in hidden_names(failures):
+        text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", "...", text)
+    return text
+
+
 _LOCAL = re.compile(r"[\w.]*<locals>\.")
 _NAMES_A_TEST = re.compile(r"<[^<>]*\btest_?\w*[^<>]*>")
 
@@ -255,5 +273,18 @@ def observe(failure: Failure) -> Observation:
     return Observation(exception="AssertionError", message=clean(first)[:_MESSAGE_CHARS] or None)
 
 
-__all__ = ["BugEvidence", "Failure", "Observation", "Statement", "StatementWriter", "clean", "observe",
-           "quotes_hidden_test", "short", "where_the_bug_is"]
+__all__ = [
+    "BugEvidence",
+    "Failure",
+    "Observation",
+    "Statement",
+    "StatementWriter",
+    "clean",
+    "hidden_names",
+    "names_a_hidden_test",
+    "observe",
+    "quotes_hidden_test",
+    "short",
+    "where_the_bug_is",
+    "without_hidden_names",
+]

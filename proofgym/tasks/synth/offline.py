@@ -10,6 +10,7 @@ lines are written (a sentence holding a line of a hidden test file is left out).
 
 from __future__ import annotations
 
+import ast
 import builtins
 import re
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from proofgym.tasks.synth.evidence import (
     observe,
     quotes_hidden_test,
     where_the_bug_is,
+    without_hidden_names,
 )
 
 #: values this short go into the title
@@ -186,6 +188,58 @@ def _own_call(obs: Observation, hidden_sources: Sequence[bytes]) -> Observation:
     return obs
 
 
+_EQUALITY = {"assertEqual", "assertEquals", "assertNotEqual", "assertNotEquals",
+             "assertListEqual", "assertTupleEqual", "assertDictEqual", "assertSetEqual",
+             "assertSequenceEqual", "assertMultiLineEqual"}
+
+
+def _compared_literals(test: str, sources: Sequence[bytes]) -> set[str]:
+    """The reprs of the literals the test's own checks compare with (``assert 'a' == f()``,
+    ``f() == 'a'``, ``self.assertEqual('a', f())``), read from the hidden test's source."""
+    names = [n.split("[", 1)[0] for n in test.split("::")[1:]]
+    found: set[str] = set()
+    for source in sources:
+        try:
+            body = ast.parse(source).body
+        except (SyntaxError, ValueError):
+            continue
+        node = None
+        for name in names:
+            node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef,
+                                                            ast.AsyncFunctionDef)) and n.name == name), None)
+            if node is None:
+                break
+            body = node.body
+        if node is None:
+            continue
+        for sub in ast.walk(node):
+            sides: list[ast.expr] = []
+            if isinstance(sub, ast.Compare) and len(sub.ops) == 1 and \
+                    isinstance(sub.ops[0], (ast.Eq, ast.NotEq)):
+                sides = [sub.left, sub.comparators[0]]
+            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                    sub.func.attr in _EQUALITY:
+                sides = list(sub.args[:2])
+            for side in sides:
+                try:
+                    found.add(repr(ast.literal_eval(side)))
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    continue
+    return found
+
+
+def _sides(failure: Failure, obs: Observation, hidden_sources: Sequence[bytes]) -> Observation:
+    """``obs`` with what was expected and what was observed the right way round where the
+    failure's text could not tell (no evaluated call: ``assert 'a' == f()`` prints as ``assert
+    'a' == 'b'``, unittest as ``'a' != 'b'``): the expected value is the test's literal."""
+    if obs.call is not None or obs.relation not in ("==", "!=") or obs.expected is None:
+        return obs
+    literals = _compared_literals(failure.test, hidden_sources)
+    if obs.observed in literals and obs.expected not in literals:
+        return replace(obs, observed=obs.expected, expected=obs.observed)
+    return obs
+
+
 class OfflineWriter:
     """The default writer: a report from the failures themselves (see the module docstring)."""
 
@@ -194,7 +248,8 @@ class OfflineWriter:
     def write(self, evidence: BugEvidence) -> Statement:
         places = where_the_bug_is(evidence.bugs)
         fallback = places[0][1] if places else evidence.project
-        cases = [_Case(f, _own_call(observe(f), evidence.hidden_sources), api_of(f, fallback))
+        cases = [_Case(f, _own_call(_sides(f, observe(f), evidence.hidden_sources),
+                                    evidence.hidden_sources), api_of(f, fallback))
                  for f in evidence.failures]
         # the most telling case first: compared values, a call to show, an exception
         cases.sort(key=lambda c: (not c.obs.compares, c.trigger is None, c.weak, c.failure.test))
@@ -235,9 +290,9 @@ class OfflineWriter:
             lines += [block, ""]
             shown += 1
         text = "\n".join(lines).rstrip("\n") + "\n"
-        for failure in evidence.failures:  # a value's repr may name a test: never the report
-            text = text.replace(failure.test.rsplit("::", 1)[-1], "...")
-            title = title.replace(failure.test.rsplit("::", 1)[-1], "...")
+        # a value's repr or a message may name a test (its function or class): never the report
+        text = without_hidden_names(text, evidence.failures)
+        title = without_hidden_names(title, evidence.failures)
         text = f"# {title}\n" + text.split("\n", 1)[1]
         apis = list(dict.fromkeys(c.api for c in cases))
         # what the report states of each comparison it shows: "- Expected: ..." and "- Observed: ..."

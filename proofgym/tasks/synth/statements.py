@@ -29,9 +29,11 @@ from proofgym.tasks.synth.evidence import (
     Observation,
     Statement,
     StatementWriter,
+    names_a_hidden_test,
     observe,
     quotes_hidden_test,
     where_the_bug_is,
+    without_hidden_names,
 )
 from proofgym.tasks.synth.offline import OfflineWriter
 
@@ -45,8 +47,10 @@ SYSTEM_PROMPT = (
 
 def build_prompt(evidence: BugEvidence) -> list[dict[str, str]]:
     """The chat messages :class:`OpenAIWriter` sends (the diff and the failing output)."""
-    output = "\n\n".join(f"{f.test}: {f.exception or 'failed'}\n{(f.message or '').strip()}"
-                         for f in evidence.failures)
+    # no test id: the model is asked not to name the tests, and is given none to name
+    output = without_hidden_names("\n\n".join(
+        f"failing check {i}: {f.exception or 'failed'}\n{(f.message or '').strip()}"
+        for i, f in enumerate(evidence.failures, 1)), evidence.failures)
     user = (f"Project: {evidence.project}\n\nThe change that introduced the bug:\n"
             f"```diff\n{evidence.patch}```\n\nThe failing output:\n```\n{output}\n```\n")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
@@ -88,6 +92,8 @@ class OpenAIWriter:
             raise StatementError(f"{self.model} wrote an empty report")
         if quotes_hidden_test(text, evidence.hidden_sources):
             raise StatementError(f"{self.model}'s report quotes a hidden test")
+        if names_a_hidden_test(text, evidence.failures):
+            raise StatementError(f"{self.model}'s report names a hidden test")
         title, _, body = text.partition("\n")
         title = title.lstrip("# ").strip()
         report = f"# {title}\n\n{body.strip()}\n"

@@ -28,6 +28,7 @@ tests started), and is a scored timeout with the reason otherwise. Only other ho
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import random
 import threading
@@ -168,7 +169,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     withheld = withhold_layout(one_case_view(layout), [f for f in sources if f in hidden])
     taken = [*allowed, *hidden, *_snapshot_paths(snapshot)]
     canaries = _canaries({p: v[0] for p, v in visible.items()}, together, [*taken, *layout.files],
-                         rng, seed, CANARIES)
+                         rng, seed, CANARIES, sure_failing=True)
     run_batch = [*together, *canaries.run]
     (rng or random.SystemRandom()).shuffle(run_batch)
     # the per-test processes lost the mutants of the visible tests that ran there before the
@@ -262,11 +263,13 @@ DECOYS = 2
 
 
 def _canaries(sources: Mapping[str, bytes], together: Sequence[str], taken: Sequence[str],
-              rng: random.Random | None, seed: bytes | None, count: int) -> Layout:
+              rng: random.Random | None, seed: bytes | None, count: int,
+              sure_failing: bool = False) -> Layout:
     """Up to ``count`` mutants of the batch's tests ``together`` (not parametrized ones), as
     freshly named files beside theirs (what a mutant is:
-    :func:`~proofgym.verify.sandboxed.mutants.build_layout`), from ``sources``. Where every one
-    of them passes with its test, the processes they ran in reported passes they did not earn:
+    :func:`~proofgym.verify.sandboxed.mutants.build_layout`), from ``sources``; where none can
+    be drawn and ``sure_failing``, one copy of a test that fails first. Where every one of them
+    passes with its test, the processes they ran in reported passes they did not earn:
     tampering (a single one may be a weak mutant honest code passes: mutants of visible tests
     are not vetted like the hidden tests')."""
     if not together:
@@ -286,7 +289,35 @@ def _canaries(sources: Mapping[str, bytes], together: Sequence[str], taken: Sequ
             out.files[gen.split("::", 1)[0]] = built.files[gen.split("::", 1)[0]]
             if gen in built.witnesses:
                 out.witnesses[gen] = built.witnesses[gen]
+    if sure_failing and not out.run:
+        # no mutant to draw from (parametrized tests only, or none a mutant fits): without a
+        # canary, code that reports every test of a many-item session passed needs no
+        # knowledge of the task; a copy of a test that fails first, which no honest process
+        # passes, catches it (tests/security/test_attack_batch_without_canary.py)
+        for gen in (g for g in built.run if g in built.real):
+            path = gen.split("::", 1)[0]
+            failing = _failing_first(built.files[path], gen.split("::")[1:])
+            if failing is not None:  # not a test its file imports from another
+                out.run.append(gen)
+                out.mutant[gen] = built.real[gen]
+                out.files[path] = failing
+                break
     return out
+
+
+def _failing_first(source: bytes, names: Sequence[str]) -> bytes | None:
+    """``source`` with the test ``names`` (``[Class, ]function``) failing before anything else,
+    or ``None`` where the file does not define it (a test imported from another module)."""
+    tree = ast.parse(source)
+    body = tree.body
+    for name in names:
+        node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef,
+                                                        ast.AsyncFunctionDef)) and n.name == name), None)
+        if node is None:
+            return None
+        body = node.body
+    body.insert(0, ast.Assert(test=ast.Constant(False)))
+    return (ast.unparse(ast.fix_missing_locations(tree)) + "\n").encode()
 
 
 def _with_batch(layout: Layout, together: Sequence[str], canaries: Layout) -> Layout:

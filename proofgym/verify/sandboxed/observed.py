@@ -134,7 +134,10 @@ def _close(actual: object, expected: object, rel: float | None, tol: float | Non
 def judge(expectation: Expectation, observed: object) -> bool:
     """Whether one observation (as sent: encoded) holds against its withheld literal."""
     if isinstance(observed, dict) and set(observed) == {"unplain"}:
-        return False  # the computed value was no plain data: it cannot be compared here
+        # the computed value was no plain data: it cannot be compared here, but it is an object
+        # that none of the plain singletons is, whatever its methods (``r is not None``)
+        singleton = any(expectation.expected is s for s in (None, True, False))
+        return singleton and expectation.op == "is not"
     try:
         value = decode(observed)
         exp = expectation

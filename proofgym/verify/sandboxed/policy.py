@@ -68,10 +68,11 @@ class TestRun:
 
     @property
     def guarded(self) -> bool:
-        """Whether any test is guarded (a mutant, or a withheld check, or, against a forger of
-        every process of its own, the decoys): a task none of whose tests is cannot detect
-        tampering, a grader error (``CodeRepairTask.verify``)."""
-        return self.mutants > 0 or bool(self.withheld) or self.decoys > 0
+        """Whether any test is guarded (a mutant, or a withheld check): a task none of whose
+        tests is cannot detect tampering, a grader error (``CodeRepairTask.verify``). Decoys do
+        not count: a mutant of a visible test is told from a hidden test by comparing it with
+        the visible tests (``tests/security/test_attack_decoy_shapes.py``)."""
+        return self.mutants > 0 or bool(self.withheld)
 
 
 def judge_withheld(raw: Mapping[str, str], messages: Mapping[str, str],
