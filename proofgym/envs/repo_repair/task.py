@@ -111,7 +111,9 @@ class RepoRepairTask(Task):
                           max_artifact_bytes=inner.max_artifact_bytes,
                           # the visible pass-to-pass tests (the project's stable suite) in one
                           # process; the hidden fail-to-pass tests each in their own
-                          batch=self.record.pass_to_pass)
+                          batch=self.record.pass_to_pass,
+                          # checks whose value on the reference fix is no plain data stay asserts
+                          unwithheld=self.record.unwithheld)
 
     def verify(self, trace: Trace, runtime: Any) -> Verdict:
         artifact = getattr(runtime, "artifact", None)
