@@ -27,7 +27,7 @@ from pathlib import Path
 
 from proofgym.envs.repo_repair.task import RepoRepairTask
 from proofgym.tasks.synth import Recipe, TaskRecord, read_manifest, write_manifest
-from proofgym.verify.sandboxed import files_under
+from proofgym.verify.sandboxed import files_under, run_pytest
 
 __all__ = ["find_unplain", "main", "with_unwithheld"]
 
@@ -50,10 +50,15 @@ def find_unplain(records: Iterable[TaskRecord], recipe: Recipe, *, cache_root: P
             # the first task's bug, with every task's fail-to-pass tests hidden
             probe = TaskRecord(f"{project}-unplain-probe", project, version, 1, (), 0,
                                group[0].patch, tests, (), "", "")
-            task = RepoRepairTask(probe, pin, cache_root=Path(cache_root or tmp),
-                                  grading_timeout_s=timeout_s, test_timeout_s=60.0)
+            task = RepoRepairTask(probe, pin, cache_root=Path(cache_root or tmp))
             try:  # its reference fix: the pristine source, every task's reference
-                run = task.grade_files(files_under(task.root / "solution"))
+                inner = task.inner
+                # no mutants: the probe's would be drawn for its own set of hidden tests, not a
+                # task's, and a weak one that passes with its test only hides the observations
+                run = run_pytest(inner.repo, files_under(task.root / "solution"),
+                                 tests=inner.test_ids, hidden=inner.hidden_files,
+                                 protected=inner.protected, timeout_s=timeout_s,
+                                 test_timeout_s=60.0, image=task.image, mutants=False)
             except Exception as exc:  # reported with the project; the other projects go on
                 problems[project] = f"{version}: {type(exc).__name__}: {exc}"
                 continue
