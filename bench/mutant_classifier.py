@@ -421,8 +421,11 @@ def _literal_checks(func: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
             yield node, literal
 
 
-def _kind(node: ast.AST, func: ast.AST) -> str:
-    """Why a literal check stays in the file: where it sits in the test."""
+def _kind(node: ast.AST, func: ast.AST, keep: Iterable[str] = ()) -> str:
+    """Why a literal check stays in the file: where it sits in the test, or that the task's
+    record keeps it (``keep``: its value is no plain data)."""
+    if keep and set(keep) & {ast.unparse(n) for n in ast.walk(node) if isinstance(n, ast.expr)}:
+        return "value no plain data"
     parents = {id(c): p for p in ast.walk(func) for c in ast.iter_child_nodes(p)}
     at = parents.get(id(node))
     while at is not None and at is not func:
@@ -442,12 +445,14 @@ def _kind(node: ast.AST, func: ast.AST) -> str:
     return "other form"
 
 
-def withheld_of(env: str, tasks: Iterable[tuple[Mapping[str, bytes], Iterable[str]]]) -> Withheld:
-    """Count over ``(hidden files, test ids)`` per task."""
+def withheld_of(env: str, tasks: Iterable[tuple]) -> Withheld:
+    """Count over ``(hidden files, test ids[, unwithheld])`` per task (``unwithheld``: test id ->
+    the checks the task's record keeps as asserts, its values being no plain data)."""
     from proofgym.verify.sandboxed.mutants import list_tests
     from proofgym.verify.sandboxed.withheld import checks_of, withhold_source
     out = Withheld(env)
-    for hidden, test_ids in tasks:
+    for hidden, test_ids, *rest in tasks:
+        keep = rest[0] if rest else {}
         out.tasks += 1
         wanted = set(test_ids)
         for path, source in hidden.items():
@@ -463,11 +468,13 @@ def withheld_of(env: str, tasks: Iterable[tuple[Mapping[str, bytes], Iterable[st
                 func = next(n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                             and n.name == item.name)
                 checks = list(_literal_checks(func))
-                lines = {e.line for e in checks_of(withhold_source(source, item.name, item.cls)[1])}
+                lines = {e.line for e in checks_of(withhold_source(
+                    source, item.name, item.cls, keep.get(item.node_id, ()))[1])}
                 out.asserts += len(checks)
                 out.literal += sum(lit for _, lit in checks)
                 out.withheld += sum(lit and n.lineno in lines for n, lit in checks)
-                out.kept.update(_kind(n, func) for n, lit in checks if lit and n.lineno not in lines)
+                out.kept.update(_kind(n, func, keep.get(item.node_id, ())) for n, lit in checks
+                                if lit and n.lineno not in lines)
     return out
 
 
@@ -499,7 +506,7 @@ def _repo_repair_withheld(fixtures: bool) -> tuple[Withheld, int]:
     def tasks():
         for record in use:
             inner = RepoRepairTask(record, recipe.pin_of(record)).inner
-            yield inner.hidden_files, inner.test_ids
+            yield inner.hidden_files, inner.test_ids, record.unwithheld
 
     try:
         return withheld_of("RepoRepair", tasks()), len(records) - len(use)

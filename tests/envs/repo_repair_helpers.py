@@ -12,6 +12,9 @@ from proofgym.envs.repo_repair import MANIFEST, RECIPE, RepoRepairTask
 from proofgym.tasks.synth import Recipe, TaskRecord, read_manifest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sdists"
+#: Sdists only the tests that name a task of theirs seed (:func:`offline_task`): the samples
+#: other tests draw from :func:`offline_records` stay as they were.
+MORE_FIXTURES = FIXTURES.parent / "sdists-more"
 
 
 def fixture_projects() -> dict[str, Path]:
@@ -52,3 +55,13 @@ def offline_cache(cache: Path, monkeypatch) -> dict[str, list[TaskRecord]]:
     for record in offline_records():
         by_project.setdefault(record.project, []).append(record)
     return by_project
+
+
+def offline_task(task_id: str, cache: Path, monkeypatch) -> RepoRepairTask:
+    """The bundled task ``task_id``, offline: ``cache`` is this test's ``PROOFGYM_CACHE``,
+    seeded with every fixture sdist (also :data:`MORE_FIXTURES`)."""
+    monkeypatch.setenv("PROOFGYM_CACHE", str(cache))
+    seed_cache(cache)
+    for sdist in MORE_FIXTURES.glob("*.tar.gz"):
+        shutil.copy(sdist, cache / "sdists" / sdist.name)
+    return task_of(next(r for r in read_manifest(MANIFEST) if r.id == task_id), cache)

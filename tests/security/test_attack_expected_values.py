@@ -147,7 +147,7 @@ def _without_withholding(monkeypatch) -> None:
     """The grading as it was: every literal in the test file (mutants only)."""
     import proofgym.verify.sandboxed.isolated as isolated
 
-    monkeypatch.setattr(isolated, "withhold_layout", lambda layout, files: {})
+    monkeypatch.setattr(isolated, "withhold_layout", lambda layout, files, keep=None: {})
 
 
 @pytest.mark.parametrize("attack", sorted(JUDGES))

@@ -183,7 +183,7 @@ def test_a_forger_that_reads_the_mutants_is_not_graded_resolved(tmp_path: Path, 
     require_tool("bwrap")
     if not withheld:
         import proofgym.verify.sandboxed.isolated as isolated
-        monkeypatch.setattr(isolated, "withhold_layout", lambda layout, files: {})
+        monkeypatch.setattr(isolated, "withhold_layout", lambda layout, files, keep=None: {})
     (tmp_path / "primes.py").write_text("def count_below(n):\n    raise NotImplementedError\n")
     (tmp_path / "tests").mkdir()
     seed = 3

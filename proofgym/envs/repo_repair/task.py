@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -114,7 +114,9 @@ class RepoRepairTask(Task):
                           max_artifact_bytes=inner.max_artifact_bytes,
                           # the visible pass-to-pass tests (the project's stable suite) in one
                           # process; the hidden fail-to-pass tests each in their own
-                          batch=self.record.pass_to_pass)
+                          batch=self.record.pass_to_pass,
+                          # checks whose value on the reference fix is no plain data stay asserts
+                          unwithheld=self.record.unwithheld)
 
     def verify(self, trace: Trace, runtime: Any) -> Verdict:
         artifact = getattr(runtime, "artifact", None)
@@ -144,24 +146,39 @@ class RepoRepairTask(Task):
         return make_controls(self)
 
 
-def check_record(record: TaskRecord, pin: ProjectPin, *,
-                 cache_root: Path | None = None) -> tuple[bool, str | None, dict[str, float]]:
+def check_record(record: TaskRecord, pin: ProjectPin, *, cache_root: Path | None = None
+                 ) -> tuple[bool, str | None, dict[str, float], dict[str, tuple[str, ...]]]:
     """The synthesis gate on the real grader: the task as given (the bug, hidden tests back)
     must score 0 with every fail-to-pass test failing and every pass-to-pass test passing; the
     original code must score 1. Returns (ok, problem, the reference grading's ``grading_s``
-    wall seconds and, where the sandbox has a CPU cgroup, ``grading_cpu_s``)."""
+    wall seconds and, where the sandbox has a CPU cgroup, ``grading_cpu_s``, the record's
+    ``unwithheld`` list). Checks whose value on the original code is no plain data
+    (``TestRun.unplain``) go into that list, and both gradings are made again with it: the
+    reference run is what decides which checks stay asserts."""
+    ok, problem, stats, fixed = _check(record, pin, cache_root)
+    kept = {t: c for t, c in (fixed.unplain if fixed is not None else {}).items()
+            if t in record.fail_to_pass}
+    if kept and not record.unwithheld:
+        record = replace(record, unwithheld=kept)
+        ok, problem, stats, _ = _check(record, pin, cache_root)
+    return ok, problem, stats, dict(record.unwithheld)
+
+
+def _check(record: TaskRecord, pin: ProjectPin, cache_root: Path | None
+           ) -> tuple[bool, str | None, dict[str, float], TestRun | None]:
     task = RepoRepairTask(record, pin, cache_root=cache_root)
     try:
         buggy = task.grade_files({})
     except Exception as exc:  # a task the grader cannot run is rejected, with the reason
-        return False, f"grading the bug raised {type(exc).__name__}: {exc}", {}
+        return False, f"grading the bug raised {type(exc).__name__}: {exc}", {}, None
     if buggy.failure is not None or not buggy.guarded:
         return False, (f"the bug's grading: failure={buggy.failure}, mutants={buggy.mutants}, "
-                       f"tests with withheld checks={len(buggy.withheld)}"), {}
+                       f"tests with withheld checks={len(buggy.withheld)}"), {}, None
     f2p_bad = [t for t in record.fail_to_pass if buggy.results.get(t) == "passed"]
     p2p_bad = [t for t in record.pass_to_pass if buggy.results.get(t) != "passed"]
     if f2p_bad or p2p_bad:
-        return False, f"with the bug: fail-to-pass passing {f2p_bad}, pass-to-pass not passing {p2p_bad}", {}
+        return (False, f"with the bug: fail-to-pass passing {f2p_bad}, pass-to-pass not passing "
+                f"{p2p_bad}", {}, None)
     t0 = time.perf_counter()
     fixed = task.grade_files(files_under(task.root / "solution"))
     stats = {"grading_s": time.perf_counter() - t0}
@@ -169,5 +186,5 @@ def check_record(record: TaskRecord, pin: ProjectPin, *,
         stats["grading_cpu_s"] = float(fixed.timings["sandbox_cpu_s"])
     verdict = swebench_verdict(fixed, record.fail_to_pass, record.pass_to_pass)
     if verdict.reward != 1.0:
-        return False, f"the original code scores {verdict.reward}: {verdict.reason}", stats
-    return True, None, stats
+        return False, f"the original code scores {verdict.reward}: {verdict.reason}", stats, fixed
+    return True, None, stats, fixed

@@ -493,13 +493,14 @@ class ReleaseHistory:
                             stats={"screen_s": round(run.seconds, 3), "hunks": len(fix)},
                             provenance=provenance, origin=origin_of(version, pin.version))
         if self.validate is not None:
-            ok, problem, timings = self.validate(record)
+            ok, problem, timings, *found = self.validate(record)
             if not ok:
                 _say(f"{record.id}: rejected by the grader: {problem}", self.quiet)
                 self.report.reject("grader_disagrees")
                 return
             record = TaskRecord(**{**record.__dict__, "stats": {
-                **record.stats, **{k: round(float(v), 3) for k, v in timings.items()}}})
+                **record.stats, **{k: round(float(v), 3) for k, v in timings.items()}},
+                "unwithheld": found[0] if found else record.unwithheld})
         self.report.records.append(record)
 
 

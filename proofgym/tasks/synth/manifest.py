@@ -59,18 +59,29 @@ class TaskRecord:
     #: :mod:`.history`) or ``"synthetic operator"`` (injected by :mod:`.operators`; the default,
     #: so manifests written before the field existed load as what they are).
     origin: str = SYNTHETIC
+    #: Fail-to-pass test id -> its checks (by the computed side's source) that the grader leaves
+    #: as asserts instead of withholding their literal: those whose value, on the reference
+    #: fix, is an object that is no plain data (``withheld.withhold_source``'s ``keep``; found
+    #: by ``python -m proofgym.envs.repo_repair.unwithheld``).
+    unwithheld: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskRecord:
         values = dict(data)
         for key in ("bugs", "fail_to_pass", "pass_to_pass"):
             values[key] = tuple(values[key])
+        if "unwithheld" in values:
+            values["unwithheld"] = {t: tuple(c) for t, c in values["unwithheld"].items()}
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if not out["provenance"]:  # records without one stay byte-identical
             del out["provenance"]
+        if out["unwithheld"]:
+            out["unwithheld"] = {t: list(c) for t, c in sorted(out["unwithheld"].items())}
+        else:
+            del out["unwithheld"]
         for key in ("bugs", "fail_to_pass", "pass_to_pass"):
             out[key] = list(out[key])
         return out

@@ -55,8 +55,9 @@ BATCH = 16
 WORKERS = 2
 OTHERS = 3
 
-#: validate(record) -> (ok, problem, timings such as ``grading_s``): the real grader's verdicts.
-Validator = Callable[[TaskRecord], tuple[bool, str | None, Mapping[str, float]]]
+#: validate(record) -> (ok, problem, timings such as ``grading_s``[, the record's ``unwithheld``
+#: list, as its reference run found it]): the real grader's verdicts.
+Validator = Callable[[TaskRecord], tuple]
 class Guard(Protocol):
     """``guard(test sources, test ids, first=...)`` -> the ids a grading would guard with a
     mutant or a withheld check (``proofgym.verify.sandboxed.guarded_tests``; ``first``: stop at
@@ -313,7 +314,7 @@ class ProjectSynth:
 
     def _finish(self, cand: Candidate, record: TaskRecord,
                 future: Future) -> tuple[TaskRecord, Candidate] | None:
-        ok, problem, timings = future.result()
+        ok, problem, timings, *found = future.result()
         self.report.grading_seconds.append(float(timings.get("grading_s", 0.0)))
         if "grading_cpu_s" in timings:
             self.report.grading_cpu.append(float(timings["grading_cpu_s"]))
@@ -327,7 +328,8 @@ class ProjectSynth:
             return None
         self.per_failing[same] = self.per_failing.get(same, 0) + 1
         stats = {**record.stats, **{k: round(float(v), 3) for k, v in timings.items()}}
-        return TaskRecord(**{**record.__dict__, "stats": stats}), cand
+        return TaskRecord(**{**record.__dict__, "stats": stats,
+                             "unwithheld": found[0] if found else record.unwithheld}), cand
 
     def _judge(self, cand: Candidate, patch: str, run: SuiteRun | None,
                tier: int) -> tuple[str | None, TaskRecord | None]:

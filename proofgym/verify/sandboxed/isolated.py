@@ -67,7 +67,7 @@ from proofgym.verify.sandboxed.protocol import (
     encode_job,
 )
 from proofgym.verify.sandboxed.warm_runners import WARM
-from proofgym.verify.sandboxed.withheld import withhold_layout
+from proofgym.verify.sandboxed.withheld import unplain, withhold_layout
 from proofgym.verify.sandboxed.workspace import (
     ALWAYS_PROTECTED,
     CONFIG_FILES,
@@ -106,7 +106,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
                        max_artifact_bytes: int | None = None,
                        rng: random.Random | None = None,
                        image: SandboxSystem | None = None,
-                       batch: Sequence[str] = ()) -> TestRun:
+                       batch: Sequence[str] = (),
+                       unwithheld: Mapping[str, Sequence[str]] | None = None) -> TestRun:
     """Run the tests ``tests`` (node ids ``file::[Class::]name``, or whole files) and a mutant
     of each in a fresh sandbox holding ``snapshot`` plus the allowed ``changes`` plus ``hidden``
     files; ``timeout_s`` bounds the whole run, ``test_timeout_s`` each test, both in the tests'
@@ -120,6 +121,9 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     keeps its own process), with up to :data:`CANARIES` mutants of them (canaries): a batch
     process that reports passes it did not earn, for all its tests alike, passes every canary
     with its test, which is tampering. Its time limit is what is left of ``timeout_s``.
+
+    ``unwithheld``: hidden test id -> checks of it that stay asserts (the task's record says
+    which: ``withheld.withhold_source``'s ``keep``).
 
     Raises :class:`SandboxSetupError` only for host problems (no bwrap, no overlay, a runner
     that could not start); anything the artifact or the code under test does ends in a
@@ -166,7 +170,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # the hidden tests' literal expected values stay here: the test processes send what they
     # computed, and the host compares (proofgym.verify.sandboxed.withheld)
     # (not in a parametrized test: its process runs each check once per case)
-    withheld = withhold_layout(one_case_view(layout), [f for f in sources if f in hidden])
+    withheld = withhold_layout(one_case_view(layout), [f for f in sources if f in hidden],
+                               unwithheld)
     taken = [*allowed, *hidden, *_snapshot_paths(snapshot)]
     canaries = _canaries({p: v[0] for p, v in visible.items()}, together, [*taken, *layout.files],
                          rng, seed, CANARIES, sure_failing=True)
@@ -230,9 +235,12 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
         return rejected_run(str(parsed.outcome["rejected"]), dropped, t0)
     raw, error, messages = parsed.results, parsed.error, parsed.messages
     unobserved: list[str] = []
+    objects: dict[str, tuple[str, ...]] = {}
     if error is None and withheld:
         observed = {k: v for k, v in parsed.observed.items() if k in layout.run}
         raw, messages, unobserved = judge_withheld(raw, messages, withheld, observed)
+        objects = {layout.real[g]: c for g, c in unplain(withheld, observed).items()
+                   if g in layout.real}
     timings.update(parsed.phases)
     whole = _with_batch(layout, together, canaries)
     run = summarise(whole, raw, error, proc.returncode, host_timeout, output, dropped, timings,
@@ -240,7 +248,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     run = judge_starved(run, cpu, test_timeout_s or timeout_s, parsed.cpu_unmeasured)
     if run.results:
         run = replace(run, messages={real: real_names(messages[gen], gen, real)
-                                     for gen, real in whole.real.items() if gen in messages})
+                                     for gen, real in whole.real.items() if gen in messages},
+                      unplain=objects)
     return run
 
 

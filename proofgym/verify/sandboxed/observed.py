@@ -21,7 +21,7 @@ from proofgym.core.errors import EncodedValueError
 if TYPE_CHECKING:
     from proofgym.verify.sandboxed.withheld import Expectation
 
-__all__ = ["Choice", "Repeat", "checks_of", "decode", "encode", "judge", "verdicts"]
+__all__ = ["Choice", "Repeat", "checks_of", "decode", "encode", "judge", "unplain", "verdicts"]
 
 
 @dataclass(frozen=True)
@@ -234,3 +234,25 @@ def _verdict(pattern: Sequence[Item], payload: str | None) -> tuple[str, str] | 
             return "wrong", (f"withheld check {exp.site + 1} ({exp.op}, line {exp.line}) does "
                              f"not hold: the computed value was {shown}")
     return None
+
+
+def unplain(withheld: Mapping[str, Sequence[Item]], observed: Mapping[str, str]
+            ) -> dict[str, tuple[str, ...]]:
+    """Generated test id -> the checks (``Expectation.computed``) whose value its process sent
+    as no plain data (``{"unplain": ...}``): checks the host cannot compare, which a task's
+    reference run lists so that they stay asserts (``withheld.withhold_source``'s ``keep``).
+    Read from what the process sent: informative of the code that ran, trusted only where that
+    code is the task's own reference."""
+    out: dict[str, tuple[str, ...]] = {}
+    for gen, pattern in withheld.items():
+        try:
+            records = json.loads(observed.get(gen) or "[]")
+        except (ValueError, RecursionError):
+            continue
+        by_site = {e.site: e for e in checks_of(pattern)}
+        found = {by_site[r[0]].computed for r in records if isinstance(r, list) and len(r) == 2
+                 and type(r[0]) is int and r[0] in by_site and isinstance(r[1], dict)
+                 and set(r[1]) == {"unplain"}} if isinstance(records, list) else set()
+        if found:
+            out[gen] = tuple(sorted(found))
+    return out

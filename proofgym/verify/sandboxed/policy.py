@@ -55,6 +55,9 @@ class TestRun:
     canaries: int = 0
     #: mutants of batch tests run in processes of their own, among the other tests'
     decoys: int = 0
+    #: real test id -> its withheld checks whose computed value was no plain data (it failed
+    #: them): what a task's reference run lists as ``unwithheld`` (``observed.unplain``)
+    unplain: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
     @property

@@ -72,7 +72,8 @@ def run_pytest(snapshot: Any, changes: Mapping[str, bytes | None], *, tests: Seq
                limits: SandboxLimits | None = None,
                packages: Sequence[str] = PYTEST_PACKAGES,
                max_artifact_bytes: int | None = None,
-               image: SandboxSystem | None = None, batch: Sequence[str] = ()) -> TestRun:
+               image: SandboxSystem | None = None, batch: Sequence[str] = (),
+               unwithheld: Mapping[str, Sequence[str]] | None = None) -> TestRun:
     """Run the pytest tests ``tests`` (``file::[Class::]name`` or whole files) in a fresh
     sandbox over ``snapshot`` + allowed ``changes`` + ``hidden``; those of ``batch`` (visible
     ones) together in one process (see :func:`run_tests_isolated`).
@@ -82,13 +83,14 @@ def run_pytest(snapshot: Any, changes: Mapping[str, bytes | None], *, tests: Seq
     with a mutant of itself; one that passes with its test is ``failure="tampering_detected"``.
     ``TestRun.results`` maps each test id to its outcome and ``TestRun.messages`` each test that
     did not pass to the tail of its failure report. ``image``: the environment image the
-    sandbox runs on (default: the minimal system with ``packages``).
+    sandbox runs on (default: the minimal system with ``packages``). ``unwithheld``: hidden
+    test id -> its checks that stay asserts (see :func:`run_tests_isolated`).
     """
     return run_tests_isolated(_snapshot_dir(snapshot), changes, tests=tests, hidden=hidden,
                               protected=protected, timeout_s=timeout_s,
                               test_timeout_s=test_timeout_s, limits=limits, packages=packages,
                               mutants=mutants, max_artifact_bytes=max_artifact_bytes,
-                              image=image, batch=batch)
+                              image=image, batch=batch, unwithheld=unwithheld)
 
 
 @dataclass(frozen=True)

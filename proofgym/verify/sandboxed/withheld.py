@@ -49,7 +49,7 @@ import ast
 import copy
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from proofgym.verify.sandboxed.counted import iterations, tables
@@ -64,11 +64,12 @@ from proofgym.verify.sandboxed.observed import (
     decode,
     encode,
     judge,
+    unplain,
     verdicts,
 )
 
 __all__ = ["OBSERVE", "Choice", "Expectation", "Repeat", "checks_of", "decode", "encode", "judge",
-           "verdicts", "withhold_layout", "withhold_source"]
+           "unplain", "verdicts", "withhold_layout", "withhold_source"]
 
 #: The builtin the rewritten asserts call (the runner installs it in each test process).
 OBSERVE = "__proofgym_observe__"
@@ -105,6 +106,9 @@ class Expectation:
     abs: float | None = None
     places: int | None = None
     delta: float | None = None
+    #: the computed side's source (``ast.unparse``): what names the check in a task's
+    #: ``unwithheld`` list (:func:`withhold_source`'s ``keep``) and in ``TestRun.unplain``
+    computed: str = ""
 
 
 def _encoded_size(value: object) -> int | None:
@@ -228,6 +232,7 @@ class _Context:
 
     approx: set[str]
     tables: dict[str, object]
+    keep: frozenset[str] = frozenset()
 
 
 def _rewrite_body(body: list[ast.stmt], ctx: _Context, sites: list[Expectation]
@@ -267,7 +272,10 @@ def _rewrite_body(body: list[ast.stmt], ctx: _Context, sites: list[Expectation]
         size = _encoded_size(fields["expected"])
         if size is None or size > MAX_LITERAL:
             continue
-        sites.append(Expectation(site=len(sites), line=stmt.lineno, **fields))
+        text = ast.unparse(computed)
+        if text in ctx.keep:  # its value is no plain data: it stays an assert (see withhold_source)
+            continue
+        sites.append(Expectation(site=len(sites), line=stmt.lineno, computed=text, **fields))
         order.append(sites[-1])
         body[i] = _observe(sites[-1].site, computed, stmt)
     return order
@@ -335,13 +343,25 @@ def _approx_names(module: ast.Module) -> set[str]:
             and n.module == "pytest" for a in n.names if a.name == "approx"}
 
 
-def withhold_source(source: bytes | str, function: str, cls: str | None = None
-                    ) -> tuple[bytes, list[Item]]:
+def withhold_source(source: bytes | str, function: str, cls: str | None = None,
+                    keep: Collection[str] = ()) -> tuple[bytes, list[Item]]:
     """``source`` with the withholdable asserts of test ``[cls.]function`` rewritten, and the
     pattern a passing run observes (:mod:`.observed`: the checks in order, a check in a loop over
     a literal once per iteration, :class:`Choice` and :class:`Repeat` for branches and loops the
     run decides); the source unchanged (and ``[]``) when none is (:func:`checks_of` lists the
-    checks)."""
+    checks).
+
+    ``keep``: checks (by their computed side's source, ``Expectation.computed``) that stay
+    ordinary asserts, with their literal in the file and mutants to cover them, as every check
+    that cannot be withheld. A task lists there the checks whose computed value its reference
+    fix makes an object that is no plain data (hyperframe's ``Flags``, a set-like class equal
+    to a set literal; an enum; a class with its own ``__eq__``): the test process cannot send
+    such a value, and the host cannot compare it without running its own ``__eq__``, which is
+    code under test. Comparing it in the sandbox would hand the literal to that code; turning
+    it into plain data (iterating it, reading its fields) would judge by other rules than the
+    test's ``==`` and pass a bug in ``__eq__``; so such a check is not withheld. The list comes
+    from the task's trusted record, never from a run of the code under test, so a forger cannot
+    unwithhold a check by returning an object (its value fails the check, as before)."""
     with _AST_LOCK:
         module = ast.parse(source)
         body = module.body
@@ -353,7 +373,8 @@ def withhold_source(source: bytes | str, function: str, cls: str | None = None
             return source if isinstance(source, bytes) else source.encode(), []
         if _returns(func):  # checks after an early return would never be observed
             return source if isinstance(source, bytes) else source.encode(), []
-        order = _rewrite_body(func.body, _Context(_approx_names(module), tables(module)), [])
+        order = _rewrite_body(func.body, _Context(_approx_names(module), tables(module),
+                                                  frozenset(keep)), [])
         if not order:
             return source if isinstance(source, bytes) else source.encode(), []
         return (ast.unparse(ast.fix_missing_locations(module)) + "\n").encode(), order
@@ -370,10 +391,14 @@ def _returns(func: ast.AST) -> bool:
     return False
 
 
-def withhold_layout(layout: Layout, files: Iterable[str]) -> dict[str, list[Item]]:
+def withhold_layout(layout: Layout, files: Iterable[str],
+                    keep: Mapping[str, Collection[str]] | None = None) -> dict[str, list[Item]]:
     """Rewrite, in ``layout.files``, the generated tests (real and mutant) of the test files
-    ``files`` (the hidden ones); generated test id -> the pattern of its withheld checks."""
+    ``files`` (the hidden ones); generated test id -> the pattern of its withheld checks.
+    ``keep``: real test id -> the checks of it (and of its mutants) that stay asserts
+    (:func:`withhold_source`)."""
     files = set(files)
+    keep = keep or {}
     withheld: dict[str, list[Item]] = {}
     for gen in layout.run:
         real = layout.real.get(gen) or layout.mutant.get(gen)
@@ -381,7 +406,8 @@ def withhold_layout(layout: Layout, files: Iterable[str]) -> dict[str, list[Item
             continue
         path, *parts = gen.split("::")
         cls, name = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[-1])
-        source, found = _withhold_cached(layout.files[path], name, cls)
+        source, found = _withhold_cached(layout.files[path], name, cls,
+                                         frozenset(keep.get(real, ())))
         if found:
             layout.files[path] = source
             withheld[gen] = found
@@ -395,18 +421,19 @@ _DONE_MAX = 4096
 _NAME = b"\0proofgym-test\0"
 
 
-def _withhold_cached(source: bytes, name: str, cls: str | None) -> tuple[bytes, list[Item]]:
+def _withhold_cached(source: bytes, name: str, cls: str | None, keep: frozenset[str] = frozenset()
+                     ) -> tuple[bytes, list[Item]]:
     raw = name.encode()
     if source.count(raw) != 1 or (cls is not None and source.count(cls.encode()) != 1):
-        return withhold_source(source, name, cls)
+        return withhold_source(source, name, cls, keep)
     plain = source.replace(raw, _NAME)
     if cls is not None:
         plain = plain.replace(cls.encode(), _NAME + b"cls")
-    key = hashlib.sha256(plain).digest()
+    key = hashlib.sha256(plain + b"\0".join([b"", *sorted(k.encode() for k in keep)])).digest()
     if key not in _DONE:
         if len(_DONE) >= _DONE_MAX:
             _DONE.pop(next(iter(_DONE)))
-        _DONE[key] = withhold_source(source, name, cls)
+        _DONE[key] = withhold_source(source, name, cls, keep)
         if _DONE[key][0].count(raw) != 1:  # the name must come back where it was
             return _DONE.pop(key)
         _DONE[key] = (_DONE[key][0].replace(raw, _NAME), _DONE[key][1])

@@ -256,6 +256,36 @@ def test_observations_missing_reordered_or_forged_fail():
         assert verdicts({"g": checks}, {"g": bad})["g"][0] == "wrong", bad
 
 
+def test_checks_a_task_keeps_stay_asserts_and_unplain_values_are_named():
+    """``keep`` (a task's ``unwithheld`` list, by the computed side's source) leaves those checks
+    asserts with their literal; the others are withheld as before, and a value sent as no plain
+    data is named by its check (what a reference run records)."""
+    from proofgym.verify.sandboxed.withheld import unplain
+
+    source = "def test_a():\n    f = frame()\n    assert f.flags == set()\n    assert f.size == 13\n"
+    out, checks = withhold_source(source, "test_a", keep=["f.flags"])
+    assert "assert f.flags == set()" in out.decode() and "13" not in out.decode()
+    assert [(c.computed, c.expected) for c in checks_of(checks)] == [("f.size", 13)]
+    _, every = withhold_source(source, "test_a")
+    assert [c.computed for c in checks_of(every)] == ["f.flags", "f.size"]
+    sent = json.dumps([[0, {"unplain": "a Flags object is not plain data"}], [1, 13]])
+    assert unplain({"g": every}, {"g": sent}) == {"g": ("f.flags",)}
+    assert verdicts({"g": every}, {"g": sent})["g"][0] == "wrong"
+    assert unplain({"g": checks}, {"g": json.dumps([[0, 13]])}) == {}
+
+
+def test_a_records_unwithheld_list_round_trips_and_is_left_out_when_empty():
+    from proofgym.envs.repo_repair import MANIFEST
+    from proofgym.tasks.synth import TaskRecord, read_manifest
+
+    record = read_manifest(MANIFEST)[0]
+    plain = {k: v for k, v in record.to_dict().items() if k != "unwithheld"}
+    assert "unwithheld" not in TaskRecord.from_dict(plain).to_dict()
+    kept = TaskRecord.from_dict({**plain, "unwithheld": {"t.py::test_a": ["f.flags"]}})
+    assert kept.unwithheld == {"t.py::test_a": ("f.flags",)}
+    assert TaskRecord.from_dict(kept.to_dict()) == kept
+
+
 def test_only_plain_values_are_sent():
     class Always:
         def __eq__(self, other):
