@@ -58,6 +58,19 @@ def test_the_retired_not_wrapper_is_a_tell_and_the_opposite_comparison_is_not():
     assert rates["rate"] == round(len(old) / (len(old) + len(new)), 4)
 
 
+def test_a_real_fix_of_an_earlier_release_counts_without_the_pinned_source():
+    # a release-history task of an earlier release: its patch is against that release's file,
+    # which the pinned release changed since (stats --tells raised "the patch expects ...")
+    older = MODULE.replace(b"if n < 0:", b"if n < 1:")
+    patch = make_patch({PATH: (older, older.replace(b"return items[:n]", b"return items[:n + 1]"))})
+    record = TaskRecord("pkg-rel", "pkg", "0.9", 1, ({"file": PATH, "operator": "release_fix",
+                                                      "index": 0, "function": "head", "line": 10},),
+                        0, patch, ("tests/test_core.py::test_head",), (), "t", "r",
+                        origin="release 0.8->0.9")
+    assert tells_of(record, _source()) == []
+    assert tell_rates([record], lambda _: _source())["operators"]["release_fix"]["rate"] == 0.0
+
+
 def test_changed_lines_of_a_deletion_are_the_lines_around_the_gap():
     patch = make_patch({PATH: (MODULE, MODULE.replace(b"            out.append(v)\n", b""))})
     # line 17 (the append) is gone: the patched file's lines 16 (the if) and 17 meet there

@@ -114,13 +114,14 @@ class ProjectSource:
 def tells_of(record: TaskRecord, source: ProjectSource) -> list[str]:
     """The operators of ``record`` whose bug a grep for their signature finds (see the module
     docstring); ``source`` is the project's pristine source, the patch is applied here."""
+    operators = [op for op in dict.fromkeys(record.operators) if op in SIGNATURES]
+    if not operators:  # no signature to grep (a real fix reverted): nothing to apply either, so
+        return []      # a task of an earlier release (another source than the pin's) counts too
     touched = changed_lines(record.patch)
     buggy = apply_patch({p: source.files[p] for p in touched if p in source.files}, record.patch) \
         if any(p in source.files for p in touched) else {}
     found = []
-    for operator in dict.fromkeys(record.operators):
-        if operator not in SIGNATURES:
-            continue
+    for operator in operators:
         hits = dict(source.pristine_hits(operator))
         for path, data in buggy.items():
             hits[path] = _hits(SIGNATURES[operator], data.decode("utf-8", "replace"))
