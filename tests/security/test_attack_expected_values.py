@@ -210,7 +210,9 @@ camelize = _pg_forge(camelize)
 @pytest.mark.parametrize("withheld", [True, False])
 def test_a_repo_repair_task_too(tmp_path, monkeypatch, withheld):
     """Real project code (inflection), bug unfixed: the forger returns the expected value it
-    judges real. Withheld: 0; with the literals in the file: 1.0, unflagged."""
+    judges real. Withheld: the hidden test fails, 0; with the literals in the file: the hidden
+    test passes, unflagged (the reward is still 0 now: the bug also breaks a test of the whole
+    stable suite, checked as pass-to-pass, which this forger does not forge)."""
     require_tool("bwrap")
     from proofgym.envs.repo_repair import MANIFEST
 
@@ -222,7 +224,10 @@ def test_a_repo_repair_task_too(tmp_path, monkeypatch, withheld):
     package = (task.inner.repo / "inflection" / "__init__.py").read_bytes()
     run = task.grade_files({"inflection/__init__.py": package + _INFLECTION_FORGE.encode()})
     verdict = swebench_verdict(run, task.inner.meta["fail_to_pass"], task.inner.meta["pass_to_pass"])
-    assert verdict.reward == (0.0 if withheld else 1.0), (verdict.reason, run.report_error)
+    hidden_passed = verdict.metrics["fail_to_pass_passed"] == verdict.metrics["fail_to_pass_total"]
+    assert hidden_passed == (not withheld), (verdict.reason, run.report_error)
+    assert verdict.reward == 0.0, verdict.reason
+    assert verdict.metrics.get("tampering_detected", 0.0) == 0.0 or withheld, verdict.reason
     assert run.failure is None, run.report_error
 
 

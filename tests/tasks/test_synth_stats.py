@@ -52,7 +52,10 @@ def test_tasks_stats_on_the_bundled_manifest():
     assert report["tasks"] == len(records)
     assert sum(p["tasks"] for p in report["projects"].values()) == len(records)
     assert sum(report["fail_to_pass_histogram"].values()) == len(records)
-    assert set(report["fail_to_pass_histogram"]) <= {"1", "2", "3", "4", "5"}
+    # synthesis keeps bugs that fail 1 to 5 tests; a real fix from release history, up to 10
+    assert all(1 <= int(n) <= 10 for n in report["fail_to_pass_histogram"]), report["fail_to_pass_histogram"]
+    synthetic = [r for r in records if r.origin == "synthetic operator"]
+    assert all(1 <= len(r.fail_to_pass) <= 5 for r in synthetic)
     assert sum(report["splits"].values()) == len(records)
 
 

@@ -99,6 +99,9 @@ def test_a_status_error_comes_only_from_a_host_fault():
         assert fine.result(300).status == "scored" and fine.result().reward == 1.0
 
 
+# alone (the serial pass): its claim is that the checker finishes within its CPU budget, which a
+# host loaded by four other test workers starves (an error verdict, by design; seen in CI)
+@pytest.mark.serial
 def test_an_adversarial_math_answer_is_a_scored_zero_in_the_pool():
     task = arith_tasks(1)[0]
     from proofgym import TurnCompleteAction
