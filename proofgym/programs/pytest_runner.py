@@ -76,10 +76,12 @@ The proof handshake is forgeable by code that implements it; that is what the mu
 
 **The batch** (``manifest["batch"]``: tests the agent can read, the pass-to-pass suite) runs
 after the per-test processes in *one* test process, forked and hardened as every other (the
-same guard, descriptors, limits and restore), from the files as the agent sees them; its
-per-test outcomes travel with its proof (a process that ends without one: every batch test
-``crashed``), and the host mixes in canaries (mutants of batch tests) that a process reporting
-passes it did not earn passes too (``tests/security/test_attack_forged_batch.py``).
+same guard, descriptors, limits and restore), from the files as the agent sees them, each
+collected whole in the host's file order as a native run does (a unittest class set up once,
+its tests by name) with only the batch's tests kept; its per-test outcomes travel with its
+proof (a process that ends without one: every batch test ``crashed``), and the host mixes
+in canaries (mutants of batch tests) that a process reporting passes it did not earn passes
+too (``tests/security/test_attack_forged_batch.py``).
 
 Why one process per test, mutants included (not one process per set of mutants, which would
 save a fork, a capture and a collection per mutant): a mutant catches a forger only if its
@@ -790,7 +792,14 @@ def _child(node: str | list[str], session, msg_fd: int, several: bool = False
     capture.suspend_global_capture()  # as pytest leaves it between its phases
     rec = _Recorder()
     config.pluginmanager.register(rec, "proofgym-recorder")
-    config.args = list(node) if isinstance(node, list) else [node]
+    if isinstance(node, list):
+        # the batch's files, each whole, as a native run collects them (a unittest class's
+        # tests by name, set up once; pathspec's IterTreeTest reads what its first test sets);
+        # only the batch's tests of them run (_Recorder.pytest_collection_modifyitems)
+        config.args = list(dict.fromkeys(n.split("::", 1)[0] for n in node))
+        rec.keep = set(node)
+    else:
+        config.args = [node]
     try:
         config.hook.pytest_collection(session=session)
         config.hook.pytest_runtestloop(session=session)
@@ -824,6 +833,15 @@ class _Recorder:
         self.each: dict[str, str] = {}  # item node id -> its worst outcome (for a batch)
         self.messages: dict[str, str] = {}
         self.collected: set[str] = set()
+        self.keep: set[str] | None = None  # a batch's test ids: the others collected do not run
+
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        if self.keep is None:
+            return
+        kept = [i for i in items if i.nodeid.split("[", 1)[0] in self.keep]
+        if len(kept) < len(items):
+            config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+            items[:] = kept
 
     def pytest_collection_finish(self, session) -> None:
         self.items = len(session.items)

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from proofgym.runtimes.grading_lease import grading_lease, hidden_key_of
 from proofgym.runtimes.sandbox import (
@@ -118,7 +118,8 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
 
     ``batch``: test ids (of ``tests``) that run together in one test process, from their own
     files, after the others (:func:`batch_plan`: the tests the agent can read; a hidden test
-    keeps its own process), with up to :data:`CANARIES` mutants of them (canaries): a batch
+    keeps its own process), in a native run's order (:func:`native_order`: a unittest class
+    set up once, its tests by name), with up to :data:`CANARIES` mutants of them (canaries): a batch
     process that reports passes it did not earn, for all its tests alike, passes every canary
     with its test, which is tampering. Its time limit is what is left of ``timeout_s``.
 
@@ -175,8 +176,7 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     taken = [*allowed, *hidden, *_snapshot_paths(snapshot)]
     canaries = _canaries({p: v[0] for p, v in visible.items()}, together, [*taken, *layout.files],
                          rng, seed, CANARIES, sure_failing=True)
-    run_batch = [*together, *canaries.run]
-    (rng or random.SystemRandom()).shuffle(run_batch)
+    run_batch = native_order([*together, *canaries.run])
     # the per-test processes lost the mutants of the visible tests that ran there before the
     # batch (a hidden file's): decoys, processes of their own, guard them against a forger of
     # every such process (of a hidden file's tests first: they look like the hidden ones)
@@ -265,6 +265,14 @@ def batch_plan(wanted: Sequence[str], batch: Sequence[str],
     keeps a process of its own, with its mutant and withheld checks."""
     chosen = set(batch)
     return [w for w in wanted if w in chosen and w in visible.get(w.split("::", 1)[0], ((), set()))[1]]
+
+
+def native_order(ids: Sequence[str]) -> list[str]:
+    """``ids`` by file in the order a native pytest run walks them (each directory's entries by
+    name), a file's own in the given order: the batch's runner collects each of its files whole
+    and runs them in this file order (a canary's freshly named file falls among them by its
+    name, as a native run would place it)."""
+    return sorted(ids, key=lambda t: PurePosixPath(t.split("::", 1)[0]).parts)
 
 
 #: Decoys: mutants of batch tests run as processes of their own among the hidden tests'.

@@ -203,3 +203,71 @@ def test_a_test_the_source_does_not_show_parametrized_still_runs_as_one_item_or_
                                  b"def test_inc(x):\n    assert inc(x) - x == 1\n"}
     run = run_tests_isolated(tmp_path, {}, tests=["tests/test_f.py::test_inc"], hidden=hidden)
     assert run.results == {"tests/test_f.py::test_inc": "error"}, run.results
+
+
+#: pathspec 1.1.1's ``IterTreeTest`` in small: the class is set up once (``setUpClass``), and a
+#: test sets on the class what the later tests of that class read (as a native pytest run orders
+#: them: a unittest class's tests by name)
+ORDERED_FILE = b'''import unittest
+from m import double
+
+SETUPS = []
+
+
+class ModeCases(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        SETUPS.append(cls.__name__)
+        cls.base = 10
+
+    def setUp(self):
+        self.seen = list(SETUPS)
+
+    def test_01_detect(self):
+        self.__class__.mode = "fast"
+        self.assertEqual(double(self.base), 20)
+
+''' + b"".join(b'''    def test_02_uses_%d(self):
+        self.assertEqual((self.mode, double(%d)), ("fast", %d))
+
+''' % (i, i, 2 * i) for i in range(8)) + b'''    def test_03_set_up_once(self):
+        self.assertEqual(self.seen, ["ModeCases"])
+
+
+class OtherCases(unittest.TestCase):
+    def test_other(self):
+        self.assertEqual(double(3), 6)
+
+
+def test_plain():
+    assert double(4) == 8
+
+
+def test_unstable():
+    import os
+
+    os._exit(0)  # not in the batch: run, it would end the batch's process (every test crashed)
+'''
+
+
+def test_the_batch_runs_a_unittest_class_as_a_native_run_does(tmp_path):
+    """The visible tests run together in one process (the batch) in the order a native pytest
+    run gives them: a unittest class set up once, its tests by name, so a test that reads what
+    an earlier test of its class set passes (pathspec's ``IterTreeTest``: the batch ran them in
+    a random order and a reference fix scored 0); a test of the file that is not in the batch
+    does not run."""
+    require_tool("bwrap")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "m.py").write_bytes(b"def inc(x):\n    return x + 2\n\n\ndef double(x):\n    return 2 * x\n")
+    (tmp_path / "tests" / "test_ordered.py").write_bytes(ORDERED_FILE)
+    f2p = ["tests/test_hidden.py::test_inc"]
+    p2p = [i.node_id for i in list_tests("tests/test_ordered.py", ORDERED_FILE)
+           if i.name != "test_unstable"]
+    assert len(p2p) == 12
+    hidden = {"tests/test_hidden.py": b"from m import inc\n\n\ndef test_inc():\n    assert inc(1) == 2\n"}
+    fixed = b"def inc(x):\n    return x + 1\n\n\ndef double(x):\n    return 2 * x\n"
+    run = run_tests_isolated(tmp_path, {"m.py": fixed}, tests=[*f2p, *p2p], batch=p2p,
+                             hidden=hidden, timeout_s=60, test_timeout_s=20)
+    assert run.results == dict.fromkeys([*f2p, *p2p], "passed"), (run.results, run.messages)
+    assert run.canaries >= 1 and not run.tampered
+    assert swebench_verdict(run, f2p, p2p).reward == 1.0
