@@ -37,3 +37,14 @@ def test_the_guard_finds_the_guarded_tests_of_a_project_that_has_them():
            "tests/test_u.py::test_runs"]
     assert guarded_tests(sources, ids) == set(ids[:2])
     assert guarded_tests({"tests/test_u.py": UNGUARDED.encode()}, ids[2:], first=True) == set()
+
+
+def test_the_refusal_check_reads_the_smallest_test_files_first():
+    # idna's 1.4 MB generated test file took the check minutes (each of its 6,000 tests is
+    # isolated from a copy of the whole module); a small file that has a guarded test answers it.
+    # The big file's listed test is not in it: building its layout would raise.
+    big = UNGUARDED + "".join(f"\n\ndef test_case_{i}():\n    assert {i} == {i}\n" for i in range(200))
+    for name in ("tests/test_a.py", "tests/test_z.py"):
+        sources = {"tests/test_pgdemo.py": TESTS.encode(), name: big.encode()}
+        ids = ["tests/test_pgdemo.py::test_clamp_below", f"{name}::test_not_there"]
+        assert guarded_tests(sources, ids, first=True) == {ids[0]}
