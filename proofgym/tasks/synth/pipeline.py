@@ -132,14 +132,14 @@ class ProjectSynth:
         t0 = time.perf_counter()
         limit = self.pin.max_tasks if max_tasks is None else max_tasks
         self._list()
-        refused = self._refusal(self.listed, "test function")
+        refused = self._refusal(self.listed, "test function", "pytest's rules, read from the test files")
         if refused is not None:
             return self._refuse(refused, t0)
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="synth-grade")
         with self.pool, SuiteRunner(self.top, test_roots=self.pin.tests,
                          python_path=self.pin.python_path, image=self.image) as runner:
             self._baseline(runner)
-            refused = self._refusal(self.stable, "stable test (one that passes in 3 of 3 runs)")
+            refused = self._refusal(self.stable, "stable test", "one that passes in 3 of 3 runs")
             if refused is not None:
                 return self._refuse(refused, t0)
             candidates = self._candidates()
@@ -170,10 +170,11 @@ class ProjectSynth:
         self.sources = {f: (self.top / f).read_bytes() for f in self.files}
         self.listed = [t for f in self.files for t in list_test_functions(f, self.sources[f])]
 
-    def _refusal(self, tests: Sequence[str], kind: str) -> str | None:
-        """Why ``tests`` can give no task (none; none that a grading would guard), or ``None``."""
+    def _refusal(self, tests: Sequence[str], kind: str, how: str) -> str | None:
+        """Why ``tests`` can give no task (none, as ``how`` found them; none that a grading would
+        guard), or ``None``."""
         if not tests:
-            return f"no {kind} (pytest's rules, read from the test files)"
+            return f"no {kind} ({how})"
         if self.guard is not None and not self.guard(self.sources, tests, first=True):
             return (f"no {kind} has a mutable or withholdable check (an assert or "
                     "self.assert* comparing with an expected value, a pytest.raises, a truth "

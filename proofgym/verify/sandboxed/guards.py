@@ -36,13 +36,16 @@ def guarded_tests(sources: Mapping[str, bytes], tests: Sequence[str], *,
     their file is hidden and graded with the file's other ``tests`` (a mutant may borrow from
     those), one file at a time; a mutant's draw may differ with a grading's seed, whether one
     exists rarely does, and the synthesis gate grades for real. With ``first``, stop after the
-    first file (in a seeded order) that has a guarded test: enough to know a project can give a
-    task, at the cost of a file or two where it can."""
+    first file (the smallest first: a layout isolates each test from a copy of its whole module,
+    so a large generated file costs minutes) that has a guarded test: enough to know a project
+    can give a task, at the cost of a file or two where it can."""
     by_file: dict[str, list[str]] = {}
     for test in dict.fromkeys(tests):
         by_file.setdefault(test.split("::", 1)[0], []).append(test)
     order = sorted(by_file)
     random.Random(0).shuffle(order)
+    if first:
+        order.sort(key=lambda path: len(sources[path]))
     out: set[str] = set()
     for path in order:
         layout = build_layout({path: sources[path]}, by_file[path], rng=random.Random(0),
