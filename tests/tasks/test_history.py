@@ -193,6 +193,16 @@ def test_a_release_laid_out_otherwise_than_the_recipe_says_gives_a_one_line_reas
 
 
 @pytest.mark.pure
+def test_a_release_without_the_recipes_test_path_gives_a_one_line_reason(index):
+    # walking back, an older b may not ship the tests (first 2.0.1 has no test_first.py): that
+    # pair gives none, the run goes on (it stopped the whole command with a RecipeError)
+    report = release_history(ProjectPin(**{**_pin().__dict__, "tests": ("test_pgcal.py",)}),
+                             quiet=True)
+    assert report.records == [] and report.reason is not None and "\n" not in report.reason
+    assert report.reason.startswith("1.1's sdist is laid out otherwise than the recipe says")
+
+
+@pytest.mark.pure
 def test_a_pin_names_earlier_releases_and_a_record_finds_its_own(tmp_path):
     pin = _pin().with_release("1.0", "a" * 64, "https://example.invalid/pgcal-1.0.tar.gz")
     recipe = tmp_path / "recipe.json"

@@ -301,6 +301,7 @@ class ReleaseHistory:
         old_top = unpack(sdist, cache_dir() / "src" / f"{pin.name}-{version}-{release.sha256[:12]}")
         try:
             paths = source_files(self.top, pin.source, pin.tests)
+            self.test_files = list_test_files(self.top, pin.tests)
         except ValueError as exc:  # an earlier release of a walk back, laid out otherwise
             raise HistoryError(f"{pin.version}'s sdist is laid out otherwise than the recipe "
                                f"says ({exc})") from exc
@@ -349,7 +350,7 @@ class ReleaseHistory:
     # ------------------------------------------------------------------ stages
     def _baseline(self) -> None:
         pin = self.pin
-        files = list_test_files(self.top, pin.tests)
+        files = self.test_files
         self.test_sources = {f: (self.top / f).read_bytes() for f in files}
         listed = [t for f in files for t in list_test_functions(f, self.test_sources[f])]
         first = self.runner.run(trace=True)
