@@ -13,13 +13,14 @@ import tarfile
 import pytest
 
 from proofgym.envs.repo_repair import check_record
-from proofgym.envs.repo_repair.synth import synthesize_history
+from proofgym.envs.repo_repair.synth import release_layout, synthesize_history
 from proofgym.tasks.synth import ProjectPin, Recipe, apply_patch, materialize, read_manifest
 from proofgym.tasks.synth.changelog import best_entry, release_entries
 from proofgym.tasks.synth.fetch import Release
 from proofgym.tasks.synth.history import (
     HistoryError,
     behavioural,
+    counterpart,
     identifiers,
     missing_name,
     orphaned_names,
@@ -200,6 +201,38 @@ def test_a_release_without_the_recipes_test_path_gives_a_one_line_reason(index):
                              quiet=True)
     assert report.records == [] and report.reason is not None and "\n" not in report.reason
     assert report.reason.startswith("1.1's sdist is laid out otherwise than the recipe says")
+
+
+@pytest.mark.pure
+def test_an_earlier_release_laid_out_otherwise_is_pinned_with_its_own_layout(index, tmp_path):
+    # walking back past a move (semver 2.13.0 had no src/, isodate 0.6.1 kept its tests in the
+    # package): the pair runs on the layout read off that release's sdist, and its releases
+    # entry records it, so its tasks are built with it
+    newest = ProjectPin(**{**_pin().__dict__, "source": ("src/pgcal",), "python_path": ("src",)})
+    moved = newest.with_release("1.0", _pin("1.0").sha256).at("1.0")
+    pin, layout = release_layout(moved)
+    assert layout == {"source": ["pgcal"], "python_path": []}
+    assert (pin.source, pin.python_path, pin.tests, pin.version) == (("pgcal",), (), ("tests",), "1.0")
+    assert release_layout(_pin("1.0")) == (_pin("1.0"), None)  # laid out as the recipe says
+    pinned = newest.with_release("1.0", pin.sha256, None, layout=layout)
+    recipe = tmp_path / "recipe.json"
+    recipe.write_bytes(Recipe.of([pinned]).to_json())
+    assert Recipe.load(recipe).project("pgcal").at("1.0") == pin
+    bad = {**pinned.to_dict(), "releases": [{**pinned.releases[0], "source": "pgcal"}]}
+    with pytest.raises(RecipeError, match="a release is"):
+        ProjectPin.from_dict(bad)
+
+
+@pytest.mark.pure
+def test_a_source_file_continues_the_older_release_s_module_or_package(tmp_path):
+    # inflection 0.5.1 moved inflection.py to inflection/__init__.py: the pair compares the two
+    (tmp_path / "pkg").mkdir()
+    for name in ("pkg/__init__.py", "mod.py", "same.py"):
+        (tmp_path / name).write_text("")
+    assert counterpart(tmp_path, "same.py") == "same.py"
+    assert counterpart(tmp_path, "mod/__init__.py") == "mod.py"
+    assert counterpart(tmp_path, "pkg.py") == "pkg/__init__.py"
+    assert counterpart(tmp_path, "other/__init__.py") is None and counterpart(tmp_path, "x.py") is None
 
 
 @pytest.mark.pure
@@ -390,6 +423,21 @@ def test_a_release_whose_tests_fail_on_the_old_code_only_by_names_gives_a_one_li
     assert report.reason is not None and "\n" not in report.reason
     assert report.reason.startswith("no behavioural fail-to-pass: the 2 tests of 1.1 that fail on "
                                     "1.05's source"), report.reason
+
+
+@pytest.mark.slow
+def test_a_fix_across_a_move_from_a_module_to_a_package_is_found(index, tmp_path):
+    require_tool("bwrap")
+    # release "a" kept the code in pgcal.py (with the clamp bug and the old name); 1.1 has the
+    # package pgcal/: its hunks are taken against pgcal.py (the pair gave "the layout changed")
+    sdist = _sdist("1.05", {"pgcal.py": MODULE_A, "tests/test_num.py": TEST_NUM_A})
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(sdist)
+    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    report = release_history(_pin(), quiet=True, before=before)
+    (record,) = report.records
+    assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
+    assert [(b["file"], b["function"]) for b in record.bugs] == [("pgcal/__init__.py", "clamp")]
 
 
 @pytest.mark.slow

@@ -111,6 +111,19 @@ def release_pairs(name: str, version: str, count: int) -> list[tuple[tuple[str, 
     return [(chain[i], chain[i + 1]) for i in range(len(chain) - 1)]  # type: ignore[misc]
 
 
+def counterpart(old_top: Path, path: str) -> str | None:
+    """The file of the older release ``old_top`` that ``path`` (a source file of the newer one)
+    continues: the same path, or across a move between a module and a package (``pkg.py`` ->
+    ``pkg/__init__.py`` and back: inflection 0.5.1, ordered-set 4.1.0, parse 1.22.0)."""
+    if (old_top / path).is_file():
+        return path
+    if path.endswith("/__init__.py"):
+        module = path[: -len("/__init__.py")] + ".py"
+        return module if (old_top / module).is_file() else None
+    package = path[: -len(".py")] + "/__init__.py"
+    return package if path.endswith(".py") and (old_top / package).is_file() else None
+
+
 def missing_name(outcome: TestOutcome, names: set[str]) -> str | None:
     """The name a failure is about when it is one ``names`` (a release's identifiers and module
     names) lacks: an API difference, not a behaviour. ``None`` for any other failure."""
@@ -301,24 +314,26 @@ class ReleaseHistory:
         old_top = unpack(sdist, cache_dir() / "src" / f"{pin.name}-{version}-{release.sha256[:12]}")
         try:
             paths = source_files(self.top, pin.source, pin.tests)
-            self.test_files = list_test_files(self.top, pin.tests)
         except ValueError as exc:  # an earlier release of a walk back, laid out otherwise
-            raise HistoryError(f"{pin.version}'s sdist is laid out otherwise than the recipe "
-                               f"says ({exc})") from exc
+            raise HistoryError(self._laid_out_otherwise(exc)) from exc
         self.files = {p: (self.top / p).read_bytes() for p in paths}
-        common = [p for p in paths if (old_top / p).is_file()]
+        common = {p: old for p in paths if (old := counterpart(old_top, p)) is not None}
         if not common:
             raise HistoryError(f"{version}'s sdist has none of {pin.version}'s source files at the "
                                "same paths (the layout changed)")
         hunks: list[Hunk] = []
-        for path in common:
+        for path, old in common.items():
             try:
-                hunks += split_hunks(path, (old_top / path).read_bytes(), self.files[path])
+                hunks += split_hunks(path, (old_top / old).read_bytes(), self.files[path])
             except UnicodeDecodeError:
                 continue
         self.report.hunks = len(hunks)
         if not hunks:
             raise HistoryError(f"no source change between {version} and {pin.version}")
+        try:
+            self.test_files = list_test_files(self.top, pin.tests)
+        except ValueError as exc:  # first 2.0.1 ships no test_first.py
+            raise HistoryError(self._laid_out_otherwise(exc)) from exc
         self.file_names = {p: identifiers(p, data) for p, data in self.files.items()}
         self.name_cache: dict[frozenset[Hunk], set[str]] = {}
         self.orphan_cache: dict[frozenset[Hunk], bool] = {}
@@ -346,6 +361,9 @@ class ReleaseHistory:
                      f"({', '.join(f'{h.path}:{h.line}' for h in fix)})", self.quiet)
             for fix in fixes:
                 self._task(sorted(fix), version)
+
+    def _laid_out_otherwise(self, exc: Exception) -> str:
+        return f"{self.pin.version}'s sdist is laid out otherwise than the recipe says ({exc})"
 
     # ------------------------------------------------------------------ stages
     def _baseline(self) -> None:
@@ -519,6 +537,7 @@ __all__ = [
     "ReleaseHistory",
     "behavioural",
     "changelog_statement",
+    "counterpart",
     "missing_name",
     "origin_of",
     "previous_release",
