@@ -337,6 +337,12 @@ def test_a_changelog_of_one_line_per_change_at_the_end_of_the_readme_is_read(tmp
         "exceeds the limits. The file is now only written after formatting succeeded."]
     (tmp_path / "CHANGES.rst").write_text(CHANGES.replace("1.1 (", "1.22.4 ("))
     assert {e.file for e in release_entries(tmp_path, "1.22.4")} == {"CHANGES.rst"}  # README last
+    # a Sphinx project's changelog (h11: docs/source/changes.rst)
+    (tmp_path / "docs" / "source").mkdir(parents=True)
+    (tmp_path / "docs" / "source" / "changes.rst").write_text(
+        "v0.16.0 (2025-04-23)\n--------------------\n\n* Reject Content-Length with spaces.\n")
+    assert [(e.file, e.text) for e in release_entries(tmp_path, "0.16.0")] == [
+        ("docs/source/changes.rst", "Reject Content-Length with spaces.")]
 
 
 def test_old_records_load_as_synthetic_and_origins_round_trip():
