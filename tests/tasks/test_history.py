@@ -447,6 +447,23 @@ def test_a_fix_across_a_move_from_a_module_to_a_package_is_found(index, tmp_path
 
 
 @pytest.mark.slow
+def test_an_import_the_release_dropped_does_not_hide_its_fixes(index, tmp_path):
+    require_tool("bwrap")
+    # release "a" imported a module the sandbox lacks (isodate 0.6.1's `from six import ...`,
+    # munch 3.0.0's dropped python3_compat): on a's source no test ran at all, and the pair gave
+    # "no behavioural fail-to-pass". The screen keeps b's imports, so the clamp fix is found.
+    old = "import pgcal_gone_compat\n" + MODULE_A
+    sdist = _sdist("1.05", {"pgcal/__init__.py": old, "tests/test_num.py": TEST_NUM_A})
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(sdist)
+    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    report = release_history(_pin(), quiet=True, before=before)
+    (record,) = report.records
+    assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
+    assert "pgcal_gone_compat" not in record.patch
+
+
+@pytest.mark.slow
 def test_a_test_file_that_hangs_on_the_old_code_leaves_the_other_files_candidates(index, tmp_path,
                                                                                   monkeypatch):
     require_tool("bwrap")

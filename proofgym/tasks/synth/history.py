@@ -70,6 +70,17 @@ _MISSING = (re.compile(r"cannot import name '([\w.]+)'"), re.compile(r"No module
             re.compile(r"unexpected keyword argument '(\w+)'"))
 
 
+class _NoCandidate(HistoryError):
+    """No test of b fails behaviourally on a's source (or none runs there)."""
+
+
+def _reverts_an_import(hunk: Hunk) -> bool:
+    """Whether reverting ``hunk`` brings back an import line b does not have."""
+    new = {line.strip() for line in hunk.new}
+    return any(line.strip().startswith(("import ", "from ")) and " import" in f" {line.strip()}"
+               and line.strip() not in new for line in hunk.old)
+
+
 def origin_of(before: str, after: str) -> str:
     return f"release {before}->{after}"
 
@@ -341,7 +352,7 @@ class ReleaseHistory:
                          image=project_image(pin)) as runner:
             self.runner = runner
             self._baseline()
-            targets = self._candidates(frozenset(hunks), version)
+            targets = self._candidates(hunks, version)
             _say(f"{pin.name}: {len(hunks)} hunks from {version} to {pin.version}, "
                  f"{self.report.stable_tests} stable tests, {self.report.candidates} fail "
                  f"behaviourally on {version}'s source; delta debugging up to {MAX_TARGETS}", self.quiet)
@@ -352,7 +363,7 @@ class ReleaseHistory:
                 if self.report.tried >= MAX_TARGETS:
                     break
                 self.report.tried += 1
-                fix = self._minimal_fix(test, hunks)
+                fix = self._minimal_fix(test, self.pool)
                 if fix is None:
                     self.report.reject("no_minimal_fix")
                     continue
@@ -412,7 +423,25 @@ class ReleaseHistory:
                                             for p in changed)
         return self.orphan_cache[config]
 
-    def _candidates(self, hunks: frozenset[Hunk], version: str) -> list[str]:
+    def _candidates(self, hunks: list[Hunk], version: str) -> list[str]:
+        """The candidates on a's source, and the hunks delta debugging searches (``pool``). When
+        no test fails behaviourally there, a's source is taken with b's imports kept: a module
+        a imported that the sandbox lacks or b dropped (isodate 0.6.1's ``six``, munch 3.0.0's
+        ``python3_compat``) fails every test on its import, hiding every fix of the release."""
+        self.pool = hunks
+        try:
+            return self._screen(frozenset(hunks), version)
+        except _NoCandidate as exc:
+            kept = [h for h in hunks if not _reverts_an_import(h)]
+            if not kept or len(kept) == len(hunks):
+                raise
+            self.pool = kept
+            try:
+                return self._screen(frozenset(kept), version)
+            except _NoCandidate:
+                raise exc from None
+
+    def _screen(self, hunks: frozenset[Hunk], version: str) -> list[str]:
         # the whole roots, not test ids: pytest runs no id at all when one id's file fails to
         # import, as a test file importing a name of b's does on a's source
         changed, timeout = revert(self.files, hunks), max(RUN_TIMEOUT_S, 5 * self.base_s)
@@ -426,7 +455,7 @@ class ReleaseHistory:
             runs = self.runner.run_many([(changed, [f]) for f in files], timeout_s=timeout)
             self.report.test_runs += len(files)
             if all(r is None for r in runs):
-                raise HistoryError(f"{self.pin.version}'s tests do not run on {version}'s source "
+                raise _NoCandidate(f"{self.pin.version}'s tests do not run on {version}'s source "
                                    "(the run crashed or timed out, each test file alone too)")
             on_a = SuiteRun({t: o for r in runs if r is not None for t, o in r.results.items()},
                             seconds=max(r.seconds for r in runs if r is not None))
@@ -441,7 +470,7 @@ class ReleaseHistory:
         if not found:
             names = sorted({missing_name(o, self._names(hunks)) or o.outcome
                             for t in failing if (o := on_a.results.get(t)) is not None})
-            raise HistoryError(f"no behavioural fail-to-pass: the {len(failing)} tests of "
+            raise _NoCandidate(f"no behavioural fail-to-pass: the {len(failing)} tests of "
                                f"{self.pin.version} that fail on {version}'s source fail on names "
                                f"{version} does not have or do not run ({', '.join(names[:5])})")
         self.targets = found
