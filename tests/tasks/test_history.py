@@ -28,7 +28,7 @@ from proofgym.tasks.synth.history import (
     release_history,
     release_pairs,
 )
-from proofgym.tasks.synth.manifest import SYNTHETIC, TaskRecord
+from proofgym.tasks.synth.manifest import SYNTHETIC, StableSuite, TaskRecord, write_suites
 from proofgym.tasks.synth.recipe import RecipeError
 from proofgym.tasks.synth.testrun import TestOutcome as Outcome
 from tests.conftest import require_tool
@@ -368,6 +368,12 @@ def test_release_history_reverts_only_the_fix_and_the_grader_agrees(index, tmp_p
     other = TaskRecord("pgcal-rel", "pgcal", "1.1", 1, (), 0, "", ("t::y",), (), "t", "r",
                        origin="release 0.1->1.1")
     manifest.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in (synthetic, other)))
+    # the manifest's stable suite of 1.1 (its synthetic tasks' pass-to-pass), one test short of
+    # what this run finds stable: the release's task checks the manifest's suite
+    suite = ("tests/test_num.py::test_clamp_above", "tests/test_num.py::test_clamp_below",
+             "tests/test_num.py::test_clamp_inside", "tests/test_num.py::test_mean",
+             "tests/test_num.py::test_mean_empty", "tests/test_text.py::test_title")
+    write_suites(manifest, {"pgcal": StableSuite("1.1", suite)})
 
     newest, report, oldest = synthesize_history(recipe, manifest, quiet=True,
                                                 cache_root=tmp_path / "tasks", pairs=3)
@@ -381,17 +387,15 @@ def test_release_history_reverts_only_the_fix_and_the_grader_agrees(index, tmp_p
     assert pin.url is not None and pin.url.endswith("/files/pgcal-1.1.tar.gz")
     assert set(json.loads((tmp_path / "tasks.history.json").read_text())) == {
         "pgcal", "pgcal==1.1", "pgcal==1.0"}
-    assert report.hunks == 3 and report.stable_tests == 7
+    assert report.hunks == 3 and report.stable_tests == 6
     (record,) = report.records
     assert record.version == "1.1" and Recipe.load(recipe).pin_of(record) == pin
     # the manifest: the project's synthetic task stays, its earlier task of release 1.1 is replaced
     assert [r.id for r in read_manifest(manifest)] == ["pgcal-old", record.id]
     assert record.origin == "release 1.0->1.1"
     assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
-    assert set(record.pass_to_pass) == {  # the whole rest of the stable suite
-        "tests/test_num.py::test_clamp_below", "tests/test_num.py::test_clamp_inside",
-        "tests/test_num.py::test_mean", "tests/test_num.py::test_mean_empty",
-        "tests/test_text.py::test_title", "tests/test_text.py::test_title_empty"}
+    assert record.pass_to_pass == suite[1:]  # the whole rest of the manifest's stable suite
+    assert b'"pass_to_pass":"stable suite"' in manifest.read_bytes().splitlines()[-1]
     # only the fix's hunk is reverted: the rename and the docstring of 1.1 stay
     assert [(b["function"], b["line"]) for b in record.bugs] == [("clamp", 6)]
     buggy = apply_patch({"pgcal/__init__.py": MODULE_B.encode()}, record.patch)["pgcal/__init__.py"]

@@ -25,7 +25,7 @@ from proofgym.tasks.synth.discover import list_test_files, source_files
 from proofgym.tasks.synth.fetch import FetchError, Release
 from proofgym.tasks.synth.history import HistoryError, HistoryReport, release_history, release_pairs
 from proofgym.tasks.synth.images import check_project_image, lock_lines, project_image
-from proofgym.tasks.synth.manifest import SYNTHETIC, pristine_tree
+from proofgym.tasks.synth.manifest import SYNTHETIC, pristine_tree, read_suites
 from proofgym.tasks.synth.pin import detect_layout
 from proofgym.tasks.synth.recipe import RELEASE_LAYOUT, ProjectPin
 from proofgym.verify.sandboxed import guarded_tests, keep_no_spares
@@ -139,8 +139,10 @@ def synthesize_history(recipe: str | Path | Recipe, manifest: str | Path, *,
             def validate(record: TaskRecord, pin=pair_pin) -> tuple[bool, str | None, dict[str, float]]:
                 return check_record(record, pin, cache_root=root)
 
+            known = read_suites(manifest).get(name)
             report = release_history(pair_pin, validate=validate if grade else None, quiet=quiet,
-                                     before=older)
+                                     before=older, suite=known.tests if known is not None
+                                     and known.version == after else None)
             if report.records and pair_pin is not pin:
                 recipe = recipe.with_project(recipe.project(name).with_release(
                     after, pair_pin.sha256, pair_pin.url, layout=layout))
