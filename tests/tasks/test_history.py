@@ -13,13 +13,14 @@ import tarfile
 import pytest
 
 from proofgym.envs.repo_repair import check_record
-from proofgym.envs.repo_repair.synth import synthesize_history
+from proofgym.envs.repo_repair.synth import release_layout, synthesize_history
 from proofgym.tasks.synth import ProjectPin, Recipe, apply_patch, materialize, read_manifest
 from proofgym.tasks.synth.changelog import best_entry, release_entries
 from proofgym.tasks.synth.fetch import Release
 from proofgym.tasks.synth.history import (
     HistoryError,
     behavioural,
+    counterpart,
     identifiers,
     missing_name,
     orphaned_names,
@@ -27,7 +28,7 @@ from proofgym.tasks.synth.history import (
     release_history,
     release_pairs,
 )
-from proofgym.tasks.synth.manifest import SYNTHETIC, TaskRecord
+from proofgym.tasks.synth.manifest import SYNTHETIC, StableSuite, TaskRecord, write_suites
 from proofgym.tasks.synth.recipe import RecipeError
 from proofgym.tasks.synth.testrun import TestOutcome as Outcome
 from tests.conftest import require_tool
@@ -193,6 +194,48 @@ def test_a_release_laid_out_otherwise_than_the_recipe_says_gives_a_one_line_reas
 
 
 @pytest.mark.pure
+def test_a_release_without_the_recipes_test_path_gives_a_one_line_reason(index):
+    # walking back, an older b may not ship the tests (first 2.0.1 has no test_first.py): that
+    # pair gives none, the run goes on (it stopped the whole command with a RecipeError)
+    report = release_history(ProjectPin(**{**_pin().__dict__, "tests": ("test_pgcal.py",)}),
+                             quiet=True)
+    assert report.records == [] and report.reason is not None and "\n" not in report.reason
+    assert report.reason.startswith("1.1's sdist is laid out otherwise than the recipe says")
+
+
+@pytest.mark.pure
+def test_an_earlier_release_laid_out_otherwise_is_pinned_with_its_own_layout(index, tmp_path):
+    # walking back past a move (semver 2.13.0 had no src/, isodate 0.6.1 kept its tests in the
+    # package): the pair runs on the layout read off that release's sdist, and its releases
+    # entry records it, so its tasks are built with it
+    newest = ProjectPin(**{**_pin().__dict__, "source": ("src/pgcal",), "python_path": ("src",)})
+    moved = newest.with_release("1.0", _pin("1.0").sha256).at("1.0")
+    pin, layout = release_layout(moved)
+    assert layout == {"source": ["pgcal"], "python_path": []}
+    assert (pin.source, pin.python_path, pin.tests, pin.version) == (("pgcal",), (), ("tests",), "1.0")
+    assert release_layout(_pin("1.0")) == (_pin("1.0"), None)  # laid out as the recipe says
+    pinned = newest.with_release("1.0", pin.sha256, None, layout=layout)
+    recipe = tmp_path / "recipe.json"
+    recipe.write_bytes(Recipe.of([pinned]).to_json())
+    assert Recipe.load(recipe).project("pgcal").at("1.0") == pin
+    bad = {**pinned.to_dict(), "releases": [{**pinned.releases[0], "source": "pgcal"}]}
+    with pytest.raises(RecipeError, match="a release is"):
+        ProjectPin.from_dict(bad)
+
+
+@pytest.mark.pure
+def test_a_source_file_continues_the_older_release_s_module_or_package(tmp_path):
+    # inflection 0.5.1 moved inflection.py to inflection/__init__.py: the pair compares the two
+    (tmp_path / "pkg").mkdir()
+    for name in ("pkg/__init__.py", "mod.py", "same.py"):
+        (tmp_path / name).write_text("")
+    assert counterpart(tmp_path, "same.py") == "same.py"
+    assert counterpart(tmp_path, "mod/__init__.py") == "mod.py"
+    assert counterpart(tmp_path, "pkg.py") == "pkg/__init__.py"
+    assert counterpart(tmp_path, "other/__init__.py") is None and counterpart(tmp_path, "x.py") is None
+
+
+@pytest.mark.pure
 def test_a_pin_names_earlier_releases_and_a_record_finds_its_own(tmp_path):
     pin = _pin().with_release("1.0", "a" * 64, "https://example.invalid/pgcal-1.0.tar.gz")
     recipe = tmp_path / "recipe.json"
@@ -294,6 +337,12 @@ def test_a_changelog_of_one_line_per_change_at_the_end_of_the_readme_is_read(tmp
         "exceeds the limits. The file is now only written after formatting succeeded."]
     (tmp_path / "CHANGES.rst").write_text(CHANGES.replace("1.1 (", "1.22.4 ("))
     assert {e.file for e in release_entries(tmp_path, "1.22.4")} == {"CHANGES.rst"}  # README last
+    # a Sphinx project's changelog (h11: docs/source/changes.rst)
+    (tmp_path / "docs" / "source").mkdir(parents=True)
+    (tmp_path / "docs" / "source" / "changes.rst").write_text(
+        "v0.16.0 (2025-04-23)\n--------------------\n\n* Reject Content-Length with spaces.\n")
+    assert [(e.file, e.text) for e in release_entries(tmp_path, "0.16.0")] == [
+        ("docs/source/changes.rst", "Reject Content-Length with spaces.")]
 
 
 def test_old_records_load_as_synthetic_and_origins_round_trip():
@@ -319,6 +368,12 @@ def test_release_history_reverts_only_the_fix_and_the_grader_agrees(index, tmp_p
     other = TaskRecord("pgcal-rel", "pgcal", "1.1", 1, (), 0, "", ("t::y",), (), "t", "r",
                        origin="release 0.1->1.1")
     manifest.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in (synthetic, other)))
+    # the manifest's stable suite of 1.1 (its synthetic tasks' pass-to-pass), one test short of
+    # what this run finds stable: the release's task checks the manifest's suite
+    suite = ("tests/test_num.py::test_clamp_above", "tests/test_num.py::test_clamp_below",
+             "tests/test_num.py::test_clamp_inside", "tests/test_num.py::test_mean",
+             "tests/test_num.py::test_mean_empty", "tests/test_text.py::test_title")
+    write_suites(manifest, {"pgcal": StableSuite("1.1", suite)})
 
     newest, report, oldest = synthesize_history(recipe, manifest, quiet=True,
                                                 cache_root=tmp_path / "tasks", pairs=3)
@@ -332,17 +387,15 @@ def test_release_history_reverts_only_the_fix_and_the_grader_agrees(index, tmp_p
     assert pin.url is not None and pin.url.endswith("/files/pgcal-1.1.tar.gz")
     assert set(json.loads((tmp_path / "tasks.history.json").read_text())) == {
         "pgcal", "pgcal==1.1", "pgcal==1.0"}
-    assert report.hunks == 3 and report.stable_tests == 7
+    assert report.hunks == 3 and report.stable_tests == 6
     (record,) = report.records
     assert record.version == "1.1" and Recipe.load(recipe).pin_of(record) == pin
     # the manifest: the project's synthetic task stays, its earlier task of release 1.1 is replaced
     assert [r.id for r in read_manifest(manifest)] == ["pgcal-old", record.id]
     assert record.origin == "release 1.0->1.1"
     assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
-    assert set(record.pass_to_pass) == {  # the whole rest of the stable suite
-        "tests/test_num.py::test_clamp_below", "tests/test_num.py::test_clamp_inside",
-        "tests/test_num.py::test_mean", "tests/test_num.py::test_mean_empty",
-        "tests/test_text.py::test_title", "tests/test_text.py::test_title_empty"}
+    assert record.pass_to_pass == suite[1:]  # the whole rest of the manifest's stable suite
+    assert b'"pass_to_pass":"stable suite"' in manifest.read_bytes().splitlines()[-1]
     # only the fix's hunk is reverted: the rename and the docstring of 1.1 stay
     assert [(b["function"], b["line"]) for b in record.bugs] == [("clamp", 6)]
     buggy = apply_patch({"pgcal/__init__.py": MODULE_B.encode()}, record.patch)["pgcal/__init__.py"]
@@ -380,6 +433,38 @@ def test_a_release_whose_tests_fail_on_the_old_code_only_by_names_gives_a_one_li
     assert report.reason is not None and "\n" not in report.reason
     assert report.reason.startswith("no behavioural fail-to-pass: the 2 tests of 1.1 that fail on "
                                     "1.05's source"), report.reason
+
+
+@pytest.mark.slow
+def test_a_fix_across_a_move_from_a_module_to_a_package_is_found(index, tmp_path):
+    require_tool("bwrap")
+    # release "a" kept the code in pgcal.py (with the clamp bug and the old name); 1.1 has the
+    # package pgcal/: its hunks are taken against pgcal.py (the pair gave "the layout changed")
+    sdist = _sdist("1.05", {"pgcal.py": MODULE_A, "tests/test_num.py": TEST_NUM_A})
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(sdist)
+    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    report = release_history(_pin(), quiet=True, before=before)
+    (record,) = report.records
+    assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
+    assert [(b["file"], b["function"]) for b in record.bugs] == [("pgcal/__init__.py", "clamp")]
+
+
+@pytest.mark.slow
+def test_an_import_the_release_dropped_does_not_hide_its_fixes(index, tmp_path):
+    require_tool("bwrap")
+    # release "a" imported a module the sandbox lacks (isodate 0.6.1's `from six import ...`,
+    # munch 3.0.0's dropped python3_compat): on a's source no test ran at all, and the pair gave
+    # "no behavioural fail-to-pass". The screen keeps b's imports, so the clamp fix is found.
+    old = "import pgcal_gone_compat\n" + MODULE_A
+    sdist = _sdist("1.05", {"pgcal/__init__.py": old, "tests/test_num.py": TEST_NUM_A})
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(sdist)
+    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    report = release_history(_pin(), quiet=True, before=before)
+    (record,) = report.records
+    assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
+    assert "pgcal_gone_compat" not in record.patch
 
 
 @pytest.mark.slow

@@ -122,6 +122,18 @@ def test_the_title_names_the_public_api_the_user_called_on_the_path_to_the_bug()
         "shop: `Cart._sum` raises `ValueError`: bad"
 
 
+def test_a_bug_outside_any_function_is_named_by_its_module():
+    # a release's fix of a module-level table (humanize 4.17.0's i18n.py): the bug's function is
+    # "", which gave titles like "humanize: `` gives `'10,000,000'` instead of ..."
+    bugs = [{"file": "src/humanize/i18n.py", "function": "", "line": 29}]
+    failure = Failure("tests/test_i18n.py::test_intcomma", "AssertionError",
+                      "assert '10,000,000' == '10.000.000'")
+    statement = OfflineWriter().write(BugEvidence("humanize", "", bugs, [failure], 5))
+    assert "``" not in statement.title and "``" not in statement.report, statement.report
+    assert statement.title.startswith("humanize: `humanize.i18n` gives"), statement.title
+    assert statement.provenance["statement"]["apis"] == ["humanize.i18n"]
+
+
 def test_observations_of_pytest_and_unittest_failures():
     swapped = observe(Failure("t::a", "AssertionError", "assert 3 == 4\n +  where 4 = f(1)"))
     assert (swapped.observed, swapped.expected, swapped.call) == ("4", "3", "f(1)")

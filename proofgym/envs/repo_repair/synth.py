@@ -21,10 +21,13 @@ from proofgym.tasks.synth import (
     synthesize_project,
     write_manifest,
 )
+from proofgym.tasks.synth.discover import list_test_files, source_files
 from proofgym.tasks.synth.fetch import FetchError, Release
 from proofgym.tasks.synth.history import HistoryError, HistoryReport, release_history, release_pairs
 from proofgym.tasks.synth.images import check_project_image, lock_lines, project_image
-from proofgym.tasks.synth.manifest import SYNTHETIC
+from proofgym.tasks.synth.manifest import SYNTHETIC, pristine_tree, read_suites
+from proofgym.tasks.synth.pin import detect_layout
+from proofgym.tasks.synth.recipe import RELEASE_LAYOUT, ProjectPin
 from proofgym.verify.sandboxed import guarded_tests, keep_no_spares
 
 
@@ -131,21 +134,48 @@ def synthesize_history(recipe: str | Path | Recipe, manifest: str | Path, *,
                 continue
             else:
                 pair_pin = pin.with_release(after, after_release.sha256, after_release.url).at(after)
+            pair_pin, layout = release_layout(pair_pin)
 
             def validate(record: TaskRecord, pin=pair_pin) -> tuple[bool, str | None, dict[str, float]]:
                 return check_record(record, pin, cache_root=root)
 
+            known = read_suites(manifest).get(name)
             report = release_history(pair_pin, validate=validate if grade else None, quiet=quiet,
-                                     before=older)
+                                     before=older, suite=known.tests if known is not None
+                                     and known.version == after else None)
             if report.records and pair_pin is not pin:
                 recipe = recipe.with_project(recipe.project(name).with_release(
-                    after, pair_pin.sha256, pair_pin.url))
+                    after, pair_pin.sha256, pair_pin.url, layout=layout))
                 if recipe_path is not None:
                     recipe_path.write_bytes(recipe.to_json())
             _replace(manifest, reports, name, report, synthetic=False, version=after,
                      key=name if after == pin.version else f"{name}=={after}")
             done.append(report)
     return done
+
+
+def release_layout(pin: ProjectPin) -> tuple[ProjectPin, dict[str, list[str]] | None]:
+    """``pin`` (an earlier release of a walk back) laid out as its own sdist is: itself when the
+    recipe's test and source paths are in it, else with the layout read off the sdist
+    (:func:`~proofgym.tasks.synth.pin.detect_layout`; semver before 3.0.0 had no ``src``) and
+    that layout, for the recipe's ``releases`` entry. ``pin`` itself, when its sdist cannot be
+    fetched or its layout not detected (its pair then says why it gives none)."""
+    try:
+        top = pristine_tree(pin, quiet=True)
+    except FetchError:
+        return pin, None
+    try:
+        source_files(top, pin.source, pin.tests)
+        list_test_files(top, pin.tests)
+        return pin, None
+    except ValueError:
+        pass
+    try:
+        found = detect_layout(top)
+    except (FetchError, ValueError):
+        return pin, None
+    layout = {k: found[k] for k in RELEASE_LAYOUT if list(getattr(pin, k)) != found[k]}
+    return replace(pin, **{k: tuple(v) for k, v in layout.items()}), layout
 
 
 def _replace(manifest: Path, reports: Path, project: str, report: ProjectReport | HistoryReport, *,

@@ -15,7 +15,7 @@ from pathlib import Path
 _README = re.compile(r"^readme(\.(rst|md|txt|markdown))?$", re.I)
 _NAMES = re.compile(r"^(changes|changelog|change_log|news|history|release[-_ ]?notes)"
                     r"(\.(rst|md|txt|markdown))?$", re.I)
-_DOC_DIRS = ("docs", "doc", ".")
+_DOC_DIRS = ("docs", "doc", "docs/source", "doc/source", ".")
 _UNDERLINE = re.compile(r"^\s*([=\-~^*+#`'\"])\1{2,}\s*$")
 _BULLET = re.compile(r"^(\s*)([-*+•]|\d+[.)]|#\d+:?)\s+")
 _VERSIONISH = re.compile(r"(?<![\w.])v?\d+(\.\d+)+([a-z]+\d*)?(?![\w])", re.I)
@@ -45,7 +45,8 @@ class Entry:
 
 
 def changelog_files(top: Path) -> list[Path]:
-    """The changelog files of the unpacked sdist ``top`` (top directory first, then docs)."""
+    """The changelog files of the unpacked sdist ``top`` (under ``docs``, ``doc``, a Sphinx
+    project's ``docs/source``, then the top directory; the README last)."""
     out = []
     for sub in _DOC_DIRS:
         base = top / sub
@@ -57,7 +58,7 @@ def changelog_files(top: Path) -> list[Path]:
 
 
 def _mentions(line: str, version: str) -> bool:
-    return re.search(rf"(?<![\w.]){re.escape(version)}(?![\w]|\.\d)", line) is not None
+    return re.search(rf"(?<![\w.])v?{re.escape(version)}(?![\w]|\.\d)", line) is not None
 
 
 def _heading(lines: Sequence[str], i: int) -> bool:

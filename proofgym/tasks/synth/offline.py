@@ -247,7 +247,9 @@ class OfflineWriter:
 
     def write(self, evidence: BugEvidence) -> Statement:
         places = where_the_bug_is(evidence.bugs)
-        fallback = places[0][1] if places else evidence.project
+        # a bug outside any function (a release's fix of a module-level table) is named by its
+        # module
+        fallback = next((f for _, f in places if f), places[0][0] if places else evidence.project)
         cases = [_Case(f, _own_call(_sides(f, observe(f), evidence.hidden_sources),
                                     evidence.hidden_sources), api_of(f, fallback))
                  for f in evidence.failures]

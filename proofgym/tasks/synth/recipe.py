@@ -16,6 +16,8 @@ from proofgym.core.errors import RecipeError as RecipeError
 
 RECIPE_VERSION = 1
 SPLITS = ("train", "heldout")
+#: the keys a ``releases`` entry may set for itself (a release laid out otherwise than the pin)
+RELEASE_LAYOUT = ("tests", "source", "python_path")
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,8 @@ class ProjectPin:
     (held-out projects are never in train); ``seed`` and ``max_candidates`` drive the operators;
     ``max_per_failing_set`` caps the tasks that break the very same tests; ``releases`` pins
     earlier releases of the project (``{"version", "sha256", "url"}``: the ``b`` of release-history
-    tasks older than ``version``, see :meth:`at`), laid out as ``version`` is.
+    tasks older than ``version``, see :meth:`at`), laid out as ``version`` is unless the entry
+    names its own ``tests``, ``source`` or ``python_path`` (a release from before a move).
     """
 
     name: str
@@ -75,9 +78,12 @@ class ProjectPin:
         for entry in values.get("releases") or ():
             if (not isinstance(entry, Mapping) or not isinstance(entry.get("version"), str)
                     or not isinstance(entry.get("sha256"), str) or len(entry["sha256"]) != 64
-                    or set(entry) - {"version", "sha256", "url"}):
+                    or set(entry) - {"version", "sha256", "url", *RELEASE_LAYOUT}
+                    or any(not isinstance(entry[k], list) or not all(isinstance(v, str) for v in entry[k])
+                           for k in RELEASE_LAYOUT if k in entry)):
                 raise RecipeError(f"project {data['name']!r}: a release is "
-                                  '{"version": ..., "sha256": <64 hex digits>, "url": ...}, '
+                                  '{"version": ..., "sha256": <64 hex digits>, "url": ...} and '
+                                  f"optionally its own {list(RELEASE_LAYOUT)} (lists of paths), "
                                   f"not {entry!r}")
             releases.append(dict(entry))
         values["releases"] = tuple(releases)
@@ -102,15 +108,19 @@ class ProjectPin:
         for entry in self.releases:
             if entry["version"] == version:
                 return replace(self, version=version, sha256=entry["sha256"],
-                               url=entry.get("url"), releases=())
+                               url=entry.get("url"), releases=(),
+                               **{k: tuple(entry[k]) for k in RELEASE_LAYOUT if k in entry})
         raise RecipeError(f"project {self.name!r} pins no release {version!r}: it pins "
                           f"{[self.version] + [e['version'] for e in self.releases]}")
 
-    def with_release(self, version: str, sha256: str, url: str | None = None) -> ProjectPin:
-        """This pin with release ``version`` among its :attr:`releases` (replacing its entry)."""
+    def with_release(self, version: str, sha256: str, url: str | None = None,
+                     layout: Mapping[str, Sequence[str]] | None = None) -> ProjectPin:
+        """This pin with release ``version`` among its :attr:`releases` (replacing its entry);
+        ``layout`` gives that release's own ``tests``, ``source`` or ``python_path``."""
         if version == self.version:
             return self
-        entry = {"version": version, "sha256": sha256, **({"url": url} if url else {})}
+        entry = {"version": version, "sha256": sha256, **({"url": url} if url else {}),
+                 **{k: list(layout[k]) for k in RELEASE_LAYOUT if layout and k in layout}}
         kept = tuple(e for e in self.releases if e["version"] != version)
         return replace(self, releases=(*kept, entry))
 
