@@ -78,3 +78,14 @@ def test_a_batch_s_canaries_are_the_same_mutants_built_alone():
     assert some.real == {} and sorted(some.mutant.values()) == sorted(ids[:2])
     assert len(some.files) == len(some.run) == 2
     assert mutants(some) == {t: m for t, m in mutants(full).items() if t in ids[:2]}
+
+
+def test_a_file_listed_again_is_listed_by_its_content():
+    """Listings are kept by path and content: the same file lists the same, a changed one anew
+    (an agent's edit of a test file between two gradings), and a caller's list is its own."""
+    from proofgym.verify.sandboxed.mutants import list_tests
+
+    first = list_tests("tests/test_c.py", b"def test_a():\n    assert 1\n")
+    first.clear()
+    assert [i.name for i in list_tests("tests/test_c.py", b"def test_a():\n    assert 1\n")] == ["test_a"]
+    assert [i.name for i in list_tests("tests/test_c.py", "def test_b():\n    assert 1\n")] == ["test_b"]
