@@ -42,6 +42,25 @@ def test_hidden_tests_are_stripped_whole_and_nothing_else():
         strip_tests(TESTS.encode(), ["tests/test_pgdemo.py::test_nothing"])
 
 
+def test_a_task_the_grader_cannot_guard_is_counted_unguarded_not_a_disagreement(tmp_path, cache):
+    """The release-history and synthesis reports say why the grader refused a task: one whose
+    hidden tests have no mutant or withheld check (parse 1.22.1->1.22.2: its test's asserts sit
+    in a helper it calls) is ``unguarded``; any other refusal (a pass-to-pass test failing with
+    the bug, a reference fix scoring 0) is ``grader_disagrees``."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from proofgym.tasks.synth.pipeline import UNGUARDED
+
+    synth = ProjectSynth(demo_pin(tmp_path / "index"), quiet=True)
+    for problem in (f"{UNGUARDED}: tests/test_pgdemo.py::test_mean (the bug's grading)",
+                    "with the bug: fail-to-pass passing [], pass-to-pass not passing ['t::x']"):
+        done: Future = Future()
+        done.set_result((False, problem, {}))
+        assert synth._finish(SimpleNamespace(), SimpleNamespace(id="pgdemo-x"), done) is None
+    assert synth.report.rejected == {"unguarded": 1, "grader_disagrees": 1}
+
+
 @pytest.mark.slow
 def test_synthesis_keeps_only_valid_tasks_and_is_deterministic(tmp_path, cache):
     require_tool("bwrap")

@@ -24,6 +24,7 @@ from proofgym.tasks.splits import assign_split
 from proofgym.tasks.synth import ProjectPin, TaskRecord, materialize
 from proofgym.tasks.synth.images import project_image
 from proofgym.tasks.synth.pin import SdistPrefetch
+from proofgym.tasks.synth.pipeline import UNGUARDED
 from proofgym.verify.sandboxed import TestRun, files_under, run_pytest, swebench_verdict
 
 #: Within a training project, the share of tasks in dev.
@@ -171,7 +172,9 @@ def _check(record: TaskRecord, pin: ProjectPin, cache_root: Path | None
         buggy = task.grade_files({})
     except Exception as exc:  # a task the grader cannot run is rejected, with the reason
         return False, f"grading the bug raised {type(exc).__name__}: {exc}", {}, None
-    if buggy.failure is not None or not buggy.guarded:
+    if buggy.failure is None and not buggy.guarded:
+        return False, f"{UNGUARDED}: {', '.join(buggy.unguarded)} (the bug's grading)", {}, None
+    if buggy.failure is not None:
         return False, (f"the bug's grading: failure={buggy.failure}, mutants={buggy.mutants}, "
                        f"tests with withheld checks={len(buggy.withheld)}"), {}, None
     f2p_bad = [t for t in record.fail_to_pass if buggy.results.get(t) == "passed"]

@@ -54,7 +54,7 @@ from proofgym.tasks.synth.hunks import Hunk, ddmin, revert, split_hunks
 from proofgym.tasks.synth.images import project_image
 from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
 from proofgym.tasks.synth.patch import make_patch
-from proofgym.tasks.synth.pipeline import Validator
+from proofgym.tasks.synth.pipeline import Validator, rejection
 from proofgym.tasks.synth.recipe import ProjectPin
 from proofgym.tasks.synth.statements import BugEvidence, OfflineWriter, StatementWriter, failures_of
 from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner, TestOutcome
@@ -558,7 +558,7 @@ class ReleaseHistory:
             ok, problem, timings, *found = self.validate(record)
             if not ok:
                 _say(f"{record.id}: rejected by the grader: {problem}", self.quiet)
-                self.report.reject("grader_disagrees")
+                self.report.reject(rejection(problem))
                 return
             record = TaskRecord(**{**record.__dict__, "stats": {
                 **record.stats, **{k: round(float(v), 3) for k, v in timings.items()}},

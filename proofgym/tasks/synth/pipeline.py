@@ -58,6 +58,18 @@ OTHERS = 3
 #: validate(record) -> (ok, problem, timings such as ``grading_s``[, the record's ``unwithheld``
 #: list, as its reference run found it]): the real grader's verdicts.
 Validator = Callable[[TaskRecord], tuple]
+
+#: How a validator's problem begins for a task whose hidden tests the grader cannot guard (no
+#: mutant, no withheld check: :func:`proofgym.envs.repo_repair.check_record`): that task is
+#: ``unguarded``, not one where the grader disagrees with the screening.
+UNGUARDED = "no hidden test has a mutant or a withheld check"
+
+
+def rejection(problem: str | None) -> str:
+    """The report's reason for a task the real-grader gate refused, from its problem."""
+    return "unguarded" if (problem or "").startswith(UNGUARDED) else "grader_disagrees"
+
+
 class Guard(Protocol):
     """``guard(test sources, test ids, first=...)`` -> the ids a grading would guard with a
     mutant or a withheld check (``proofgym.verify.sandboxed.guarded_tests``; ``first``: stop at
@@ -321,7 +333,7 @@ class ProjectSynth:
             self.report.grading_cpu.append(float(timings["grading_cpu_s"]))
         if not ok:
             _say(f"{record.id}: rejected by the grader: {problem}", self.quiet)
-            self.report.reject("grader_disagrees")
+            self.report.reject(rejection(problem))
             return None
         same = frozenset(record.fail_to_pass)
         if self.per_failing.get(same, 0) >= self.pin.max_per_failing_set:  # filled meanwhile
@@ -454,6 +466,6 @@ def checkout(pin: ProjectPin) -> Path:
     return pristine_tree(pin, quiet=True)
 
 
-__all__ = ["Candidate", "Guard", "ProjectReport", "ProjectSynth", "Validator", "checkout",
-           "synthesize_project"]
+__all__ = ["UNGUARDED", "Candidate", "Guard", "ProjectReport", "ProjectSynth", "Validator",
+           "checkout", "rejection", "synthesize_project"]
 

@@ -293,14 +293,17 @@ def _canaries(sources: Mapping[str, bytes], together: Sequence[str], taken: Sequ
         return Layout()
     pick = random.Random(seed) if rng is None else rng
     chosen = pick.sample(list(together), min(len(together), 4 * count))
-    files = {t.split("::", 1)[0] for t in chosen}
-    built = build_layout({f: sources[f] for f in files}, chosen, taken=taken, rng=rng,
-                         with_mutants=True, mutant_seed=seed)
+    files = {f: sources[f] for f in {t.split("::", 1)[0] for t in chosen}}
+    # not a parametrized test's: its mutant may change a case's input, which honest code can
+    # pass (a value set and read back)
+    several = {i.node_id for f, source in files.items() for i in list_tests(f, source) if i.parametrized}
+    # the mutants of the first of them (in the drawn order) that have one, up to count: those
+    # of the rest would never run (building them was most of a grading's own CPU on the host)
+    built = build_layout(files, [t for t in chosen if t not in several], taken=taken, rng=rng,
+                         with_mutants=True, mutant_seed=seed, mutants_only=count)
     out = Layout()
     for gen in built.run:
-        # not a parametrized test's: its mutant may change a case's input, which honest code
-        # can pass (a value set and read back)
-        if gen in built.mutant and gen not in built.several and len(out.run) < count:
+        if gen in built.mutant and len(out.run) < count:
             out.run.append(gen)
             out.mutant[gen] = built.mutant[gen]
             out.files[gen.split("::", 1)[0]] = built.files[gen.split("::", 1)[0]]
@@ -311,6 +314,7 @@ def _canaries(sources: Mapping[str, bytes], together: Sequence[str], taken: Sequ
         # canary, code that reports every test of a many-item session passed needs no
         # knowledge of the task; a copy of a test that fails first, which no honest process
         # passes, catches it (tests/security/test_attack_batch_without_canary.py)
+        built = build_layout(files, chosen, taken=taken, rng=rng, with_mutants=False)
         for gen in (g for g in built.run if g in built.real):
             path = gen.split("::", 1)[0]
             failing = _failing_first(built.files[path], gen.split("::")[1:])

@@ -51,3 +51,41 @@ def test_a_loop_over_a_module_constant_with_other_constants_after_it():
               b"def test_loop():\n    for c in CASES:\n        assert c > 0\n")
     layout = build_layout({"tests/test_m.py": source}, ["tests/test_m.py::test_loop"])
     assert layout is not None
+
+
+def test_a_batch_s_canaries_are_the_same_mutants_built_alone():
+    """A batch's canaries (``mutants_only``) are built for the first tests, in the drawn order,
+    that have a mutant, until there are enough: each is the mutant a full layout builds for
+    that test (same seed), no real test is laid out, and no mutant of the rest is built."""
+    import ast
+
+    from proofgym.verify.sandboxed.mutants import build_layout
+
+    source = b"def double(x):\n    return 2 * x\n\n\n" + b"".join(
+        b"def test_%d():\n    assert double(%d) == %d\n\n\n" % (i, i, 2 * i) for i in range(1, 7))
+    ids = [f"tests/test_m.py::test_{i}" for i in (4, 1, 6, 2, 5, 3)]
+
+    def mutants(layout) -> dict[str, str]:  # real id -> the mutated assert
+        out = {}
+        for gen, of in layout.mutant.items():
+            tree = ast.parse(layout.files[gen.split("::", 1)[0]])
+            out[of] = next(ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Assert))
+        return out
+
+    full = build_layout({"tests/test_m.py": source}, ids, mutant_seed=b"s")
+    some = build_layout({"tests/test_m.py": source}, ids, mutant_seed=b"s", mutants_only=2)
+    assert len(full.mutant) == 6 and len(full.real) == 6
+    assert some.real == {} and sorted(some.mutant.values()) == sorted(ids[:2])
+    assert len(some.files) == len(some.run) == 2
+    assert mutants(some) == {t: m for t, m in mutants(full).items() if t in ids[:2]}
+
+
+def test_a_file_listed_again_is_listed_by_its_content():
+    """Listings are kept by path and content: the same file lists the same, a changed one anew
+    (an agent's edit of a test file between two gradings), and a caller's list is its own."""
+    from proofgym.verify.sandboxed.mutants import list_tests
+
+    first = list_tests("tests/test_c.py", b"def test_a():\n    assert 1\n")
+    first.clear()
+    assert [i.name for i in list_tests("tests/test_c.py", b"def test_a():\n    assert 1\n")] == ["test_a"]
+    assert [i.name for i in list_tests("tests/test_c.py", "def test_b():\n    assert 1\n")] == ["test_b"]

@@ -60,7 +60,7 @@ class Layout:
 def build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
                  taken: Iterable[str] = (), rng: random.Random | None = None,
                  with_mutants: bool = True, mutate_files: Iterable[str] | None = None,
-                 mutant_seed: bytes | None = None) -> Layout:
+                 mutant_seed: bytes | None = None, mutants_only: int | None = None) -> Layout:
     """Lay out the ``wanted`` test ids (``file::[Class::]name``, files in ``sources``) and one
     mutant of each (where one can be built) as freshly named single-test files, shuffled.
 
@@ -71,10 +71,15 @@ def build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
     tests leak (a channel between sandboxes) shows the same unlabelled pair every time, never a
     real value that recurs among changing mutants. Raises :class:`TestSourceError` for a wanted
     id that its file does not define.
+
+    ``mutants_only``: lay out mutants alone, no real test, and only of the first tests of
+    ``wanted`` (in its order) until that many are built (a batch's canaries: the mutants of
+    the others would never run).
     """
     with _AST_LOCK:
         return _build_layout(sources, wanted, taken=taken, rng=rng, with_mutants=with_mutants,
-                             mutate_files=mutate_files, mutant_seed=mutant_seed)
+                             mutate_files=mutate_files, mutant_seed=mutant_seed,
+                             mutants_only=mutants_only)
 
 
 def _mutant_rng(seed: bytes, node_id: str, source: bytes) -> random.Random:
@@ -85,22 +90,23 @@ def _mutant_rng(seed: bytes, node_id: str, source: bytes) -> random.Random:
 def _build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
                   taken: Iterable[str] = (), rng: random.Random | None = None,
                   with_mutants: bool = True, mutate_files: Iterable[str] | None = None,
-                  mutant_seed: bytes | None = None) -> Layout:
+                  mutant_seed: bytes | None = None, mutants_only: int | None = None) -> Layout:
     """The implementation of :func:`build_layout` (called with the AST lock held)."""
     rng = rng or random.SystemRandom()
     wanted = list(dict.fromkeys(wanted))
     layout = Layout()
     if mutant_seed is None:
-        tests = _tests_and_mutants(sources, wanted, rng, with_mutants, mutate_files, None)
+        tests = _tests_and_mutants(sources, wanted, rng, with_mutants, mutate_files, None,
+                                   mutants_only)
     else:  # the same every time for these inputs: built once per process, copied per grading
         key = hashlib.sha256(repr((sorted((p, bytes(c)) for p, c in sources.items()), wanted,
                                    with_mutants, None if mutate_files is None else sorted(mutate_files),
-                                   mutant_seed)).encode()).digest()
+                                   mutant_seed, mutants_only)).encode()).digest()
         if key not in _BUILT:
             if len(_BUILT) >= _BUILT_MAX:
                 _BUILT.pop(next(iter(_BUILT)))
             _BUILT[key] = _tests_and_mutants(sources, wanted, rng, with_mutants, mutate_files,
-                                             mutant_seed)
+                                             mutant_seed, mutants_only)
         tests = _BUILT[key]
     entries, layout.unmutable = [(i, _clone(m), of, w) for i, m, of, w in tests[0]], list(tests[1])
     used_paths = set(taken) | set(sources)
@@ -137,12 +143,13 @@ _BUILT_MAX = 64
 
 def _tests_and_mutants(sources: Mapping[str, bytes], wanted: list[str], rng: random.Random,
                        with_mutants: bool, mutate_files: Iterable[str] | None,
-                       mutant_seed: bytes | None,
+                       mutant_seed: bytes | None, mutants_only: int | None = None,
                        ) -> tuple[list[tuple[TestItem, ast.Module, str | None, list[str]]], list[str]]:
     """Each wanted test as a module of its own, and its mutant where one can be built, as
     (item, module, id it is a mutant of or None, witnesses), in ``wanted`` order; and the
     ids no mutant could be built for. With ``mutant_seed`` the result depends on the arguments
-    alone; without, the mutants are drawn from ``rng``."""
+    alone; without, the mutants are drawn from ``rng``. ``mutants_only``: see
+    :func:`build_layout`."""
     mutate = set(sources if mutate_files is None else mutate_files)
     trees = {path: _parse(path, src) for path, src in sources.items()}
     pool = build_pool(trees, preferred=mutate, passing=wanted)
@@ -152,9 +159,13 @@ def _tests_and_mutants(sources: Mapping[str, bytes], wanted: list[str], rng: ran
         raise TestSourceError(f"test ids not defined in their files (checked from the source): {missing}")
     entries: list[tuple[TestItem, ast.Module, str | None, list[str]]] = []
     unmutable: list[str] = []
+    built = 0
     for node_id in wanted:
+        if mutants_only is not None and built >= mutants_only:
+            break
         item = listed[node_id]
-        entries.append((item, _isolate(trees[item.file], item), None, []))
+        if mutants_only is None:
+            entries.append((item, _isolate(trees[item.file], item), None, []))
         if with_mutants and not item.imported and item.file in mutate:
             mutated = _isolate(trees[item.file], item)
             witnesses: list[str] = []
@@ -162,6 +173,7 @@ def _tests_and_mutants(sources: Mapping[str, bytes], wanted: list[str], rng: ran
                 mutant_seed, node_id, bytes(sources[item.file]))
             if mutate_test(_target(mutated, item), values, mutated, pool, item.file, witnesses):
                 entries.append((item, mutated, node_id, witnesses))
+                built += 1
             else:
                 unmutable.append(node_id)
     return entries, unmutable

@@ -10,6 +10,7 @@ the one AST lock, copying nodes).
 from __future__ import annotations
 
 import ast
+import hashlib
 import threading
 from dataclasses import dataclass
 from typing import TypeVar
@@ -43,8 +44,22 @@ _AST_LOCK = threading.RLock()
 
 def list_tests(path: str, source: bytes | str) -> list[TestItem]:
     """The test items of one test file, from its AST (nothing is imported or run)."""
+    raw = source.encode() if isinstance(source, str) else bytes(source)
+    key = (path, hashlib.sha256(raw).digest())
     with _AST_LOCK:
-        return _list_tests(path, source)
+        items = _LISTED.get(key)
+        if items is None:
+            # a grading lists each test file several times (its tests, the batch's, the
+            # canaries'): parsed once per content
+            items = _LISTED[key] = tuple(_list_tests(path, source))
+            while len(_LISTED) > _LISTED_MAX:
+                _LISTED.pop(next(iter(_LISTED)))
+        return list(items)
+
+
+#: :func:`list_tests` of recent files, by path and content digest (the items are immutable).
+_LISTED: dict[tuple[str, bytes], tuple[TestItem, ...]] = {}
+_LISTED_MAX = 512
 
 
 def _list_tests(path: str, source: bytes | str) -> list[TestItem]:
