@@ -468,6 +468,24 @@ def test_an_import_the_release_dropped_does_not_hide_its_fixes(index, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_module_the_release_removed_is_there_for_the_old_code(index, tmp_path):
+    require_tool("bwrap")
+    # release "a" used a module b removed, at import time (funcy 1.18's compat.py and py3.py,
+    # gone in 2.0): without it no test ran on a's source. The screen has a's own modules too;
+    # the task (b with only the clamp fix reverted) needs none of them
+    old = "from pgcal._compat import lowest\n\n\n" + MODULE_A + "\n\nFLOOR = lowest(0)\n"
+    sdist = _sdist("1.05", {"pgcal/__init__.py": old, "pgcal/_compat.py": "def lowest(x):\n    return x\n",
+                            "tests/test_num.py": TEST_NUM_A})
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(sdist)
+    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    report = release_history(_pin(), quiet=True, before=before)
+    (record,) = report.records
+    assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
+    assert "_compat" not in record.patch and "FLOOR" not in record.patch
+
+
+@pytest.mark.slow
 def test_a_test_file_that_hangs_on_the_old_code_leaves_the_other_files_candidates(index, tmp_path,
                                                                                   monkeypatch):
     require_tool("bwrap")
