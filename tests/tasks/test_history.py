@@ -233,6 +233,12 @@ def test_a_source_file_continues_the_older_release_s_module_or_package(tmp_path)
     assert counterpart(tmp_path, "mod/__init__.py") == "mod.py"
     assert counterpart(tmp_path, "pkg.py") == "pkg/__init__.py"
     assert counterpart(tmp_path, "other/__init__.py") is None and counterpart(tmp_path, "x.py") is None
+    # and across a move into src/ (hyperframe 6.0.0) or out of it
+    assert counterpart(tmp_path, "src/pkg/__init__.py") == "pkg/__init__.py"
+    assert counterpart(tmp_path, "src/mod/__init__.py") == "mod.py"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "lib.py").write_text("")
+    assert counterpart(tmp_path, "lib.py") == "src/lib.py"
 
 
 @pytest.mark.pure

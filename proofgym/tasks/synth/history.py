@@ -132,14 +132,19 @@ def release_pairs(name: str, version: str, count: int) -> list[tuple[tuple[str, 
 def counterpart(old_top: Path, path: str) -> str | None:
     """The file of the older release ``old_top`` that ``path`` (a source file of the newer one)
     continues: the same path, or across a move between a module and a package (``pkg.py`` ->
-    ``pkg/__init__.py`` and back: inflection 0.5.1, ordered-set 4.1.0, parse 1.22.0)."""
-    if (old_top / path).is_file():
-        return path
-    if path.endswith("/__init__.py"):
-        module = path[: -len("/__init__.py")] + ".py"
-        return module if (old_top / module).is_file() else None
-    package = path[: -len(".py")] + "/__init__.py"
-    return package if path.endswith(".py") and (old_top / package).is_file() else None
+    ``pkg/__init__.py`` and back: inflection 0.5.1, ordered-set 4.1.0, parse 1.22.0) or into
+    ``src/`` and out of it (hyperframe 6.0.0)."""
+    moved = path[len("src/"):] if path.startswith("src/") else f"src/{path}"
+    for candidate in (path, moved):
+        if (old_top / candidate).is_file():
+            return candidate
+        if candidate.endswith("/__init__.py"):
+            module = candidate[: -len("/__init__.py")] + ".py"
+            if (old_top / module).is_file():
+                return module
+        elif candidate.endswith(".py") and (old_top / candidate[:-3] / "__init__.py").is_file():
+            return candidate[:-3] + "/__init__.py"
+    return None
 
 
 def missing_name(outcome: TestOutcome, names: set[str]) -> str | None:
