@@ -4,9 +4,9 @@ This file is a program, not a module of proofgym: :mod:`proofgym.tasks.synth.tes
 source with the sandbox's interpreter (``python3 -I -B -c SOURCE FD``); it uses the standard
 library and pytest only. ``argv[1]`` is the result descriptor, the job (JSON) is on stdin: per
 variant, files to write and pytest arguments; each variant runs in a forked process, its files
-restored after. One JSON line per variant goes to the descriptor. With ``trace`` or a variant's
-``watch``, a profile hook records the project functions each test calls and the call path from a
-test down to a watched (buggy) function, for the bug reports.
+restored after (a file it adds: removed). One JSON line per variant goes to the descriptor.
+With ``trace`` or a variant's ``watch``, a profile hook records the project functions each test
+calls and the call path from a test down to a watched (buggy) function, for the bug reports.
 """
 
 import contextlib
@@ -40,6 +40,7 @@ def emit(obj):
 
 def run_variant(variant, out_fd):
     for path, text in variant["write"].items():
+        os.makedirs(os.path.dirname(os.path.join(ROOT, path)), exist_ok=True)
         with open(os.path.join(ROOT, path), "w", encoding="utf-8") as f:
             f.write(text)
     results, calls, collect, paths = {}, {}, set(), {}
@@ -142,6 +143,9 @@ def run_variant(variant, out_fd):
 for index, variant in enumerate(job["variants"]):
     originals = {}
     for path in variant["write"]:
+        if not os.path.exists(os.path.join(ROOT, path)):
+            originals[path] = None  # a file the variant adds: removed after it
+            continue
         with open(os.path.join(ROOT, path), encoding="utf-8") as f:
             originals[path] = f.read()
     r, w = os.pipe()
@@ -175,6 +179,10 @@ for index, variant in enumerate(job["variants"]):
     os.waitpid(pid, 0)
     os.close(r)
     for path, text in originals.items():
+        if text is None:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(ROOT, path))
+            continue
         with open(os.path.join(ROOT, path), "w", encoding="utf-8") as f:
             f.write(text)
     try:

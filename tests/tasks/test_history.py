@@ -233,6 +233,12 @@ def test_a_source_file_continues_the_older_release_s_module_or_package(tmp_path)
     assert counterpart(tmp_path, "mod/__init__.py") == "mod.py"
     assert counterpart(tmp_path, "pkg.py") == "pkg/__init__.py"
     assert counterpart(tmp_path, "other/__init__.py") is None and counterpart(tmp_path, "x.py") is None
+    # and across a move into src/ (hyperframe 6.0.0) or out of it
+    assert counterpart(tmp_path, "src/pkg/__init__.py") == "pkg/__init__.py"
+    assert counterpart(tmp_path, "src/mod/__init__.py") == "mod.py"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "lib.py").write_text("")
+    assert counterpart(tmp_path, "lib.py") == "src/lib.py"
 
 
 @pytest.mark.pure
@@ -465,6 +471,24 @@ def test_an_import_the_release_dropped_does_not_hide_its_fixes(index, tmp_path):
     (record,) = report.records
     assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
     assert "pgcal_gone_compat" not in record.patch
+
+
+@pytest.mark.slow
+def test_a_module_the_release_removed_is_there_for_the_old_code(index, tmp_path):
+    require_tool("bwrap")
+    # release "a" used a module b removed, at import time (funcy 1.18's compat.py and py3.py,
+    # gone in 2.0): without it no test ran on a's source. The screen has a's own modules too;
+    # the task (b with only the clamp fix reverted) needs none of them
+    old = "from pgcal._compat import lowest\n\n\n" + MODULE_A + "\n\nFLOOR = lowest(0)\n"
+    sdist = _sdist("1.05", {"pgcal/__init__.py": old, "pgcal/_compat.py": "def lowest(x):\n    return x\n",
+                            "tests/test_num.py": TEST_NUM_A})
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(sdist)
+    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    report = release_history(_pin(), quiet=True, before=before)
+    (record,) = report.records
+    assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
+    assert "_compat" not in record.patch and "FLOOR" not in record.patch
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ earlier version with an sdist, not yanked, not a pre-release unless ``b`` is one
    release, the manifest's stable suite (those of it that pass here too).
 2. The source files both sdists have (under the pin's ``source``) are split into hunks
    (:mod:`.hunks`); "``a``'s source" is ``b`` with every hunk reverted (files only ``b`` has stay,
-   so a new module ``b``'s own code imports does not fail everything).
+   so a new module ``b``'s own code imports does not fail everything; modules only ``a`` has are
+   added, as ``a``'s code imports them).
 3. The stable tests that fail there for a behavioural reason are the candidates: a failure on a
    name ``a`` does not have (``cannot import name``, ``has no attribute``, ``is not defined``,
    ``No module named``, ``unexpected keyword argument``) is an API change, not a bug.
@@ -131,14 +132,19 @@ def release_pairs(name: str, version: str, count: int) -> list[tuple[tuple[str, 
 def counterpart(old_top: Path, path: str) -> str | None:
     """The file of the older release ``old_top`` that ``path`` (a source file of the newer one)
     continues: the same path, or across a move between a module and a package (``pkg.py`` ->
-    ``pkg/__init__.py`` and back: inflection 0.5.1, ordered-set 4.1.0, parse 1.22.0)."""
-    if (old_top / path).is_file():
-        return path
-    if path.endswith("/__init__.py"):
-        module = path[: -len("/__init__.py")] + ".py"
-        return module if (old_top / module).is_file() else None
-    package = path[: -len(".py")] + "/__init__.py"
-    return package if path.endswith(".py") and (old_top / package).is_file() else None
+    ``pkg/__init__.py`` and back: inflection 0.5.1, ordered-set 4.1.0, parse 1.22.0) or into
+    ``src/`` and out of it (hyperframe 6.0.0)."""
+    moved = path[len("src/"):] if path.startswith("src/") else f"src/{path}"
+    for candidate in (path, moved):
+        if (old_top / candidate).is_file():
+            return candidate
+        if candidate.endswith("/__init__.py"):
+            module = candidate[: -len("/__init__.py")] + ".py"
+            if (old_top / module).is_file():
+                return module
+        elif candidate.endswith(".py") and (old_top / candidate[:-3] / "__init__.py").is_file():
+            return candidate[:-3] + "/__init__.py"
+    return None
 
 
 def missing_name(outcome: TestOutcome, names: set[str]) -> str | None:
@@ -336,6 +342,15 @@ class ReleaseHistory:
             raise HistoryError(self._laid_out_otherwise(exc)) from exc
         self.files = {p: (self.top / p).read_bytes() for p in paths}
         common = {p: old for p in paths if (old := counterpart(old_top, p)) is not None}
+        # a's own modules that b removed (funcy 1.18's compat.py): a's code imports them, so
+        # every screened tree has them; a task's tree (b with its fix reverted) does not
+        try:
+            continued = set(common.values())
+            self.removed = {p: (old_top / p).read_bytes()
+                            for p in source_files(old_top, pin.source, pin.tests)
+                            if p not in continued and not (self.top / p).exists()}
+        except ValueError:
+            self.removed = {}
         if not common:
             raise HistoryError(f"{version}'s sdist has none of {pin.version}'s source files at the "
                                "same paths (the layout changed)")
@@ -425,6 +440,10 @@ class ReleaseHistory:
                   for p, names in self.file_names.items()))
         return self.name_cache[config]
 
+    def _screened(self, config: frozenset[Hunk]) -> dict[str, bytes]:
+        """The files a screening run changes: ``config`` reverted, and a's removed modules."""
+        return {**self.removed, **revert(self.files, config)}
+
     def _behavioural(self, config: frozenset[Hunk], run: SuiteRun | None, test: str) -> bool:
         return (run is not None and behavioural(run.results.get(test), self._names(config))
                 and not self._orphans(config))
@@ -458,7 +477,7 @@ class ReleaseHistory:
     def _screen(self, hunks: frozenset[Hunk], version: str) -> list[str]:
         # the whole roots, not test ids: pytest runs no id at all when one id's file fails to
         # import, as a test file importing a name of b's does on a's source
-        changed, timeout = revert(self.files, hunks), max(RUN_TIMEOUT_S, 5 * self.base_s)
+        changed, timeout = self._screened(hunks), max(RUN_TIMEOUT_S, 5 * self.base_s)
         on_a = self.runner.run_many([(changed, None)], timeout_s=timeout)[0]
         self.report.test_runs += 1
         if on_a is None:
@@ -496,7 +515,7 @@ class ReleaseHistory:
         todo = [c for c in dict.fromkeys(configs) if c not in self.memo or (
             self.memo[c] is not None and any(t not in self.memo[c].results for t in self.targets))]
         if todo:
-            runs = self.runner.run_many([(revert(self.files, c), self.target_files) for c in todo],
+            runs = self.runner.run_many([(self._screened(c), self.target_files) for c in todo],
                                         timeout_s=max(20.0, 5 * self.base_s))
             self.report.test_runs += len(todo)
             self.memo.update(zip(todo, runs, strict=True))
