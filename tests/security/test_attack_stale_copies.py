@@ -87,3 +87,18 @@ def test_a_python_module_holding_the_same_code_stays(tmp_path: Path):
     policy may read it, as a maintainer would)."""
     repo = _build(tmp_path, {"pkg/vendored.py": _SOURCE})
     assert _holding(repo, b"value * factor") == ["pkg/vendored.py"]
+
+
+def test_an_sdist_s_bytecode_does_not_reach_the_workspace(tmp_path: Path):
+    """funcy 1.17's sdist ships ``tests/__pycache__/*.pyc`` (its tests, the ones a task hides
+    among them, compiled) and astor 0.8.1's ``astor/__pycache__/*.cpython-311.pyc`` (the
+    original code, compiled): none of an sdist's bytecode is in the workspace."""
+    import marshal
+
+    tests_pyc = b"\0" * 16 + marshal.dumps(compile(_TESTS, "tests/test_m.py", "exec"))
+    source_pyc = b"\0" * 16 + marshal.dumps(compile(_SOURCE, "pkg/m.py", "exec"))
+    repo = _build(tmp_path, {"tests/__pycache__/test_m.cpython-311-pytest-8.3.5.pyc": tests_pyc,
+                             "pkg/__pycache__/m.cpython-311.pyc": source_pyc, "pkg/m.pyc": source_pyc})
+    assert b"test_scales_each_value" in tests_pyc and b"value" in source_pyc
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()) == [
+        "README.md", "pkg/__init__.py", "pkg/m.py", "pytest.ini", "tests/test_m.py"]
