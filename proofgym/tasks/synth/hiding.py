@@ -1,11 +1,13 @@
 """What the agent sees of a synthesised task: test files without the failing tests (the bug
-report is :mod:`proofgym.tasks.synth.statements`'), and the bug patch applied. The hidden tests
-travel to grading only (``hidden/``)."""
+report is :mod:`proofgym.tasks.synth.statements`'), and the bug patch applied, without the
+sdist's leftovers that hold a hidden test or the original code (:func:`stale_copies`). The
+hidden tests travel to grading only (``hidden/``)."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from proofgym.core.errors import TestSourceError
 
@@ -54,3 +56,56 @@ def strip_tests(source: bytes, node_ids: Sequence[str]) -> bytes:
         if number not in drop:
             out.append(line)
     return "".join(out).encode("utf-8")
+
+
+def _lines(data: bytes) -> bytes:
+    """``data`` as its stripped non-blank lines (a copy re-indented or re-wrapped in blank
+    lines still matches)."""
+    return b"\n".join(s for s in (line.strip() for line in data.splitlines()) if s)
+
+
+def secrets_of(hidden: Mapping[str, bytes], node_ids: Sequence[str], patch: str) -> list[bytes]:
+    """What the agent must not read, each as :func:`_lines` of it: the source of each hidden
+    test (its decorators included) and, per hunk of ``patch`` that replaces or removes lines,
+    the lines it replaces with their context (the original code)."""
+    out = []
+    for node in node_ids:
+        path, *names = node.split("::")
+        source = hidden[path]
+        body: list[ast.stmt] = ast.parse(source).body
+        found: ast.stmt | None = None
+        for name in names:
+            found = next((s for s in body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                             ast.ClassDef)) and s.name == name), None)
+            if found is None:
+                break
+            body = found.body
+        if found is not None:
+            first, last = _span_lines(found)
+            out.append(_lines(b"\n".join(source.splitlines()[first - 1:last])))
+    old: list[str] = []
+    replaced = False
+    for line in [*patch.splitlines(), "@@"]:
+        if line.startswith(("@@", "--- ", "+++ ")):
+            if replaced and old:
+                out.append(_lines("\n".join(old).encode()))
+            old, replaced = [], False
+        elif line.startswith((" ", "-")):
+            old.append(line[1:])
+            replaced = replaced or line.startswith("-")
+    return [s for s in out if s]
+
+
+def stale_copies(repo: Path, secrets: Sequence[bytes]) -> list[Path]:
+    """The files under ``repo`` that are not Python modules and hold one of ``secrets``
+    (:func:`secrets_of`): an sdist's leftovers (``x.py.orig``, ``x.py~``, a text dump of a
+    test file). A Python module holding one is the project's code (a vendored copy, another
+    module's test of the same cases) and is not listed."""
+    found = []
+    for path in sorted(repo.rglob("*")):
+        if path.suffix == ".py" or path.is_symlink() or not path.is_file():
+            continue
+        text = _lines(path.read_bytes())
+        if any(secret in text for secret in secrets):
+            found.append(path)
+    return found
