@@ -427,7 +427,7 @@ class ReleaseHistory:
                                "are not listed)")
         if not self.stable:
             raise HistoryError(f"no stable test: none of {pin.version}'s {len(listed)} listed tests "
-                               "passes twice in the sandbox")
+                               "passes in every baseline run in the sandbox")
         self.touched = {t: {k.split(":", 1)[0] for k in keys} for t, keys in first.calls.items()}
         self.memo: dict[frozenset[Hunk], SuiteRun | None] = {}
 
