@@ -70,7 +70,7 @@ def secrets_of(hidden: Mapping[str, bytes], node_ids: Sequence[str], patch: str)
     the lines it replaces with their context (the original code)."""
     out = []
     for node in node_ids:
-        path, *names = node.split("::")
+        path, *names = node.split("[", 1)[0].split("::")
         source = hidden[path]
         body: list[ast.stmt] = ast.parse(source).body
         found: ast.stmt | None = None

@@ -226,7 +226,8 @@ BUILD_LAYOUT = b"layout 2"
 
 def materialize(record: TaskRecord, pin: ProjectPin, *, root: Path | None = None,
                 quiet: bool = True) -> Path:
-    """The task directory of ``record`` (built once; rebuilt if its record changed)."""
+    """The task directory of ``record`` (built once; rebuilt if its record or
+    :data:`BUILD_LAYOUT` changed)."""
     stamp = hashlib.sha256(orjson.dumps(record.to_dict(), option=orjson.OPT_SORT_KEYS)
                            + BUILD_LAYOUT).hexdigest()
     target = (root or cache_dir() / "tasks") / pin.key / record.id

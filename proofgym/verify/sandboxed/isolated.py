@@ -190,7 +190,11 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     config = next((f"/workspace/{name}" for name in CONFIG_FILES if (snapshot / name).is_file()), None)
     manifest = {"run": layout.run, "several": layout.several, "budget_s": timeout_s,
                 "test_timeout_s": test_timeout_s or timeout_s, "batch": run_batch}
-    job = encode_job(manifest, [*allowed.items(), *extra.items()], {**layout.files, **canaries.files})
+    # by path (fresh, random): every test process holds the runner's list of them, and in the
+    # order built (hidden tests', then decoys', then canaries') a process knew it ran a decoy
+    # (tests/security/test_attack_job_order.py)
+    job = encode_job(manifest, [*allowed.items(), *extra.items()],
+                     dict(sorted({**layout.files, **canaries.files}.items())))
     key = (_identity(snapshot), config, limits, tuple(packages),
            image.digest if image is not None else None)
     # before the hidden tests enter a sandbox (a spare was booted without them): no episode
