@@ -71,14 +71,20 @@ def main(out: Path) -> None:
             return rewards
 
     reward = Recorder(processes=2, record_dir=out.parent / "run")  # the reward's recording option
-    tokenizer = tiny_tokenizer()
+    factory = environment_factory("proofgym/CodeRepair-v0")
+    # merges learned from the prompts as the trainer renders them (the factory's tools are the
+    # environment's public methods but reset): a tenth of the byte-level length
+    tools = [getattr(factory, name) for name in dir(factory)
+             if not name.startswith("_") and name != "reset" and callable(getattr(factory, name))]
+    rendered = tiny_tokenizer().apply_chat_template
+    tokenizer = tiny_tokenizer(rendered(row["prompt"], tools=tools, add_generation_prompt=True,
+                                        tokenize=False) for row in rows)
     model = tiny_model(tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     config = GRPOConfig(output_dir=str(out.parent / "grpo"), use_cpu=True, bf16=False, max_steps=2,
                         per_device_train_batch_size=4, num_generations=4,
                         max_completion_length=4096, learning_rate=1e-2, logging_steps=1,
                         save_strategy="no", report_to=[], seed=0, max_tool_calling_iterations=4)
-    factory = environment_factory("proofgym/CodeRepair-v0")
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config,
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                           environment_factory=factory)
