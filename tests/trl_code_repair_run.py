@@ -21,7 +21,7 @@ from proofgym.envs.code_repair import make_env
 from proofgym.integrations.trl import EnvironmentReward, dataset, environment_factory
 from proofgym.rollout.episode import run_episode
 from proofgym.rollout.policies import ScriptedPolicy
-from tests.trl_tiny import ScriptedGenerate, tiny_model, tiny_tokenizer, tool_call
+from tests.trl_tiny import ScriptedGenerate, rendered_prompts, tiny_model, tiny_tokenizer, tool_call
 
 TASKS = ("ini-parser-continuation", "interval-merge-touching")
 
@@ -72,13 +72,8 @@ def main(out: Path) -> None:
 
     reward = Recorder(processes=2, record_dir=out.parent / "run")  # the reward's recording option
     factory = environment_factory("proofgym/CodeRepair-v0")
-    # merges learned from the prompts as the trainer renders them (the factory's tools are the
-    # environment's public methods but reset): a tenth of the byte-level length
-    tools = [getattr(factory, name) for name in dir(factory)
-             if not name.startswith("_") and name != "reset" and callable(getattr(factory, name))]
-    rendered = tiny_tokenizer().apply_chat_template
-    tokenizer = tiny_tokenizer(rendered(row["prompt"], tools=tools, add_generation_prompt=True,
-                                        tokenize=False) for row in rows)
+    # merges learned from the prompts as the trainer renders them: a tenth of the byte length
+    tokenizer = tiny_tokenizer(rendered_prompts(rows, factory))
     model = tiny_model(tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     config = GRPOConfig(output_dir=str(out.parent / "grpo"), use_cpu=True, bf16=False, max_steps=2,

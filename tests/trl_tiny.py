@@ -49,6 +49,17 @@ def tiny_tokenizer(corpus: Iterable[str] = (), merges: int = 1024) -> PreTrained
     return tok
 
 
+def rendered_prompts(rows: Iterable[dict[str, Any]], factory: type) -> list[str]:
+    """The rows' prompts as the trainer renders them with the tools of ``factory`` (an
+    ``environment_factory`` class: its public methods but ``reset``), a corpus for
+    :func:`tiny_tokenizer`."""
+    tools = [getattr(factory, name) for name in dir(factory)
+             if not name.startswith("_") and name != "reset" and callable(getattr(factory, name))]
+    render = tiny_tokenizer().apply_chat_template
+    return [render(row["prompt"], tools=tools, add_generation_prompt=True, tokenize=False)
+            for row in rows]
+
+
 def tiny_model(tokenizer: PreTrainedTokenizerFast, *, seed: int = 0,
                max_positions: int = 16384) -> Qwen3ForCausalLM:
     torch.manual_seed(seed)
