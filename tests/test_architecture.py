@@ -7,6 +7,7 @@ under ``if TYPE_CHECKING:``, not inside functions) is what runs when it is impor
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
 from pathlib import Path
@@ -29,6 +30,19 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+@functools.cache
+def _parse(source: str) -> ast.Module:
+    """A source's tree, parsed once per process (a dozen tests read every library module; none
+    changes a tree)."""
+    return ast.parse(source)
+
+
+@functools.cache
+def _walk(source: str) -> tuple[ast.AST, ...]:
+    """Every node of a source's tree, in ``ast.walk``'s order, listed once per process."""
+    return tuple(ast.walk(_parse(source)))
+
+
 def _resolve(name: str) -> str | None:
     while name and name not in MODULES:
         name = name.rpartition(".")[0]
@@ -42,7 +56,7 @@ def _is_type_checking(node: ast.If) -> bool:
 
 
 def _top_imports(module: str) -> list[ast.Import | ast.ImportFrom]:
-    tree = ast.parse(MODULES[module].read_text())
+    tree = _parse(MODULES[module].read_text())
     out: list[ast.Import | ast.ImportFrom] = []
     todo = list(tree.body)
     while todo:
@@ -138,7 +152,7 @@ def test_imports_point_downward_only():
 def _all_imports(module: str) -> set[str]:
     """Every ``proofgym`` module ``module`` imports, at any depth of its code (functions too)."""
     found = set()
-    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+    for node in _walk(MODULES[module].read_text()):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -179,7 +193,7 @@ _OTHER_HTTP = ("aiohttp", "websockets", "urllib.request", "requests", "urllib3",
 def test_two_http_stacks_only():
     offenders = []
     for module, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _walk(path.read_text()):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             offenders += [f"{module}: {n}" for n in names if n.startswith(_OTHER_HTTP)]
@@ -202,7 +216,7 @@ def test_nothing_outside_a_package_reaches_past_its_face(package):
     for module, path in MODULES.items():
         if module == package or module.startswith(package + "."):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _walk(path.read_text()):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 if node.module.startswith(package + "."):
                     offenders.append(f"{module}: from {node.module} import ...")
@@ -231,7 +245,7 @@ def program_imports(sources: dict[str, str]) -> list[str]:
     for module, text in sources.items():
         program = module.startswith(PROGRAMS + ".")
         banned = "proofgym" if program else PROGRAMS
-        for node in ast.walk(ast.parse(text)):
+        for node in _walk(text):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -339,7 +353,7 @@ def id_derivations(sources: dict[str, str]) -> list[str]:
     for module, text in sources.items():
         if module == ID_MODULE:
             continue
-        for node in ast.walk(ast.parse(text)):
+        for node in _walk(text):
             where = f"{module}:{getattr(node, 'lineno', '?')}"
             if _builds_id(node):
                 found.append(f"{where}: builds an id ({ast.unparse(node)})")
@@ -462,7 +476,7 @@ def test_every_optional_task_hook_is_declared_on_task_and_read_as_an_attribute()
     assert all(f"\n    {name}: " in source for name in HOOKS)  # declared (with its comment) on Task
     hooks, lookups = {*HOOKS, *METHOD_HOOKS}, []
     for module, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _walk(path.read_text()):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                     and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
                     and "task" in ast.unparse(node.args[0]).lower()
@@ -511,7 +525,7 @@ def episode_model_rivals(sources: dict[str, str]) -> list[str]:
     for module, text in sources.items():
         if module == EPISODE_MODULE:
             continue
-        for node in ast.walk(ast.parse(text)):
+        for node in _walk(text):
             where = f"{module}:{getattr(node, 'lineno', '?')}"
             if isinstance(node, ast.ClassDef) and {"task_id", "attempt"} <= _class_fields(node):
                 found.append(f"{where}: planned-episode type {node.name} (use rollout.recorder.EpisodePlan)")
@@ -575,7 +589,7 @@ def backend_defaults(sources: dict[str, str]) -> list[str]:
     for module, text in sources.items():
         if module == DEFAULTS_MODULE:
             continue
-        for node in ast.walk(ast.parse(text)):
+        for node in _walk(text):
             where = f"{module}:{getattr(node, 'lineno', '?')}"
             picked: list[ast.AST | None] = []
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -625,7 +639,7 @@ def test_a_second_backend_default_is_caught(second_road: str):
 
 def _names(module: str) -> tuple[set[str], set[str]]:
     """The names a module uses and the names and modules it imports."""
-    tree = ast.parse(MODULES[module].read_text())
+    tree = _parse(MODULES[module].read_text())
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
         {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     imported = {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))

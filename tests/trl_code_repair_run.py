@@ -21,7 +21,7 @@ from proofgym.envs.code_repair import make_env
 from proofgym.integrations.trl import EnvironmentReward, dataset, environment_factory
 from proofgym.rollout.episode import run_episode
 from proofgym.rollout.policies import ScriptedPolicy
-from tests.trl_tiny import ScriptedGenerate, tiny_model, tiny_tokenizer, tool_call
+from tests.trl_tiny import ScriptedGenerate, rendered_prompts, tiny_model, tiny_tokenizer, tool_call
 
 TASKS = ("ini-parser-continuation", "interval-merge-touching")
 
@@ -71,14 +71,15 @@ def main(out: Path) -> None:
             return rewards
 
     reward = Recorder(processes=2, record_dir=out.parent / "run")  # the reward's recording option
-    tokenizer = tiny_tokenizer()
+    factory = environment_factory("proofgym/CodeRepair-v0")
+    # merges learned from the prompts as the trainer renders them: a tenth of the byte length
+    tokenizer = tiny_tokenizer(rendered_prompts(rows, factory))
     model = tiny_model(tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     config = GRPOConfig(output_dir=str(out.parent / "grpo"), use_cpu=True, bf16=False, max_steps=2,
                         per_device_train_batch_size=4, num_generations=4,
                         max_completion_length=4096, learning_rate=1e-2, logging_steps=1,
                         save_strategy="no", report_to=[], seed=0, max_tool_calling_iterations=4)
-    factory = environment_factory("proofgym/CodeRepair-v0")
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config,
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                           environment_factory=factory)

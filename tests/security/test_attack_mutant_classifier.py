@@ -83,18 +83,23 @@ def test_the_red_team_cues_tell_no_pair_apart(results):
     assert right["absent"] + right["chars"] <= 0.03 * pairs, (right, pairs)
 
 
-def _task_layouts(seeds):
+@pytest.fixture(scope="module")
+def layouts():
+    """Each bundled task's layouts of seeds 0-4, built once for the two tests that read them
+    (neither changes a layout; a module fixture: they share one xdist worker)."""
+    found = []
     for task in code_repair_tasks():
         visible = {p: (task.repo / p).read_bytes() for p in task.test_files
                    if p not in task.hidden_files}
         sources = {**visible, **task.hidden_files}
-        for seed in seeds:
-            yield task, sources, build_layout(sources, task.test_ids, rng=random.Random(seed),
-                                              mutate_files=list(task.hidden_files))
+        for seed in range(5):
+            found.append((task, build_layout(sources, task.test_ids, rng=random.Random(seed),
+                                             mutate_files=list(task.hidden_files))))
+    return found
 
 
-def test_every_hidden_test_of_every_bundled_task_gets_a_mutant():
-    for task, _, layout in _task_layouts(range(5)):
+def test_every_hidden_test_of_every_bundled_task_gets_a_mutant(layouts):
+    for task, layout in layouts:
         hidden = [t for t in task.test_ids if t.split("::")[0] in task.hidden_files]
         assert layout.unmutable == [], (task.id, layout.unmutable)
         assert sorted(layout.mutant.values()) == sorted(hidden), task.id
@@ -113,11 +118,11 @@ def _polarities(func: ast.FunctionDef) -> list[str]:
     return out
 
 
-def test_no_mutant_negates_an_assert():
+def test_no_mutant_negates_an_assert(layouts):
     """A mutant keeps every assert of its test with the same operators and polarity (it may add
     asserts in front, copied from another test with their own polarity, and swap two operands
     of ``<``); the old ``!=`` / ``assert not`` mutant of a value-less check is gone."""
-    for task, _, layout in _task_layouts(range(5)):
+    for task, layout in layouts:
         real_of = {of: gen for gen, of in layout.real.items()}
         for gen, of in layout.mutant.items():
             mutant = _func(layout.files[gen.split("::")[0]])

@@ -97,9 +97,9 @@ def train(factory: type, reward: EnvironmentReward, rows: list[dict[str, Any]],
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from tests.trl_tiny import ScriptedGenerate, tiny_model, tiny_tokenizer
+    from tests.trl_tiny import ScriptedGenerate, rendered_prompts, tiny_model, tiny_tokenizer
 
-    tokenizer = tiny_tokenizer()
+    tokenizer = tiny_tokenizer(rendered_prompts(rows, factory))  # merges: shorter sequences
     model = tiny_model(tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_config(tmp_path, **config),
