@@ -31,8 +31,8 @@ def test_the_report_counts_projects_operators_tiers_and_the_histogram():
              "b": {"tried": 5, "kept": 1, "seconds": 30.0, "stable_tests": 9}}
     report = distribution(records, synth, {r.id: "train" for r in records})
     assert report["tasks"] == 3
-    assert report["projects"]["a"] == {"tasks": 2, "tier1": 2, "tier2": 0, "stable_tests": 40,
-                                       "candidates_tried": 10, "validation_rate": 0.2,
+    assert report["projects"]["a"] == {"tasks": 2, "release_history": 0, "tier1": 2, "tier2": 0,
+                                       "stable_tests": 40, "candidates_tried": 10, "validation_rate": 0.2,
                                        "median_grading_s": 2.0, "synthesis_s": 60.0}
     assert report["operators"] == {"drop_loop": 1, "flip_compare": 2, "swap_arguments": 1}
     assert report["tiers"] == {"1": 2, "2": 1}
@@ -40,7 +40,7 @@ def test_the_report_counts_projects_operators_tiers_and_the_histogram():
     assert report["validation_rate"] == 0.2 and report["candidates_per_minute"] == 10.0
     assert report["median_grading_s"] == 2.0 and report["median_grading_cpu_s"] == 1.0
     text = format_report(report)
-    assert "| a | 2 | 2 | 0 | 40 | 10 | 20% | 2.0 |" in text and "| flip_compare | 2 |" in text
+    assert "| a | 2 | 0 | 2 | 0 | 40 | 10 | 20% | 2.0 |" in text and "| flip_compare | 2 |" in text
 
 
 def test_tasks_stats_on_the_bundled_manifest():
@@ -57,6 +57,12 @@ def test_tasks_stats_on_the_bundled_manifest():
     synthetic = [r for r in records if r.origin == "synthetic operator"]
     assert all(1 <= len(r.fail_to_pass) <= 5 for r in synthetic)
     assert sum(report["splits"].values()) == len(records)
+    # per origin: the release-history tasks are counted apart, per project and in all
+    history = [r for r in records if r.origin != "synthetic operator"]
+    assert report["origins"]["synthetic operator"]["tasks"] == len(synthetic)
+    assert report["origins"]["release history"]["tasks"] == len(history) > 0
+    assert report["origins"]["release history"]["projects"] == len({r.project for r in history})
+    assert sum(p["release_history"] for p in report["projects"].values()) == len(history)
 
 
 def test_a_bad_recipe_says_what_is_wrong(tmp_path):

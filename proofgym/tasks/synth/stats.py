@@ -1,5 +1,6 @@
-"""The distribution report of a synthesised task set: per project, per operator, per tier, the
-fail-to-pass count histogram, the validation rate and the median grading time."""
+"""The distribution report of a synthesised task set: per project and per origin (seeded
+operator or release history), per operator, per tier, the fail-to-pass count histogram, the
+validation rate and the median grading time."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from proofgym.tasks.synth.manifest import TaskRecord
+from proofgym.tasks.synth.manifest import SYNTHETIC, TaskRecord
+
+
+def origin_kind(record: TaskRecord) -> str:
+    """``"synthetic operator"`` or ``"release history"`` (every ``release a->b`` origin)."""
+    return SYNTHETIC if record.origin == SYNTHETIC else "release history"
 
 
 def distribution(records: Sequence[TaskRecord],
@@ -25,6 +31,7 @@ def distribution(records: Sequence[TaskRecord],
         grading = [float(r.stats["grading_s"]) for r in mine if "grading_s" in r.stats]
         projects[name] = {
             "tasks": len(mine),
+            "release_history": sum(origin_kind(r) != SYNTHETIC for r in mine),
             "tier1": sum(r.tier == 1 for r in mine), "tier2": sum(r.tier == 2 for r in mine),
             "stable_tests": info.get("stable_tests"),
             "candidates_tried": tried,
@@ -33,6 +40,15 @@ def distribution(records: Sequence[TaskRecord],
             "synthesis_s": info.get("seconds"),
         }
     operators = Counter(op for r in records for op in r.operators)
+    origins: dict[str, dict[str, Any]] = {}
+    for kind in sorted({origin_kind(r) for r in records}, key=lambda k: k != SYNTHETIC):
+        mine = [r for r in records if origin_kind(r) == kind]
+        origins[kind] = {
+            "tasks": len(mine), "projects": len({r.project for r in mine}),
+            # the report is the project's own changelog entry (release history only)
+            "changelog_reports": sum(
+                (r.provenance.get("statement") or {}).get("writer") == "changelog" for r in mine),
+        }
     tiers = Counter(r.tier for r in records)
     f2p = Counter(len(r.fail_to_pass) for r in records)
     grading = [float(r.stats["grading_s"]) for r in records if "grading_s" in r.stats]
@@ -43,6 +59,7 @@ def distribution(records: Sequence[TaskRecord],
     return {
         "tasks": len(records),
         "projects": projects,
+        "origins": origins,
         "operators": dict(sorted(operators.items())),
         "tiers": {str(k): v for k, v in sorted(tiers.items())},
         "fail_to_pass_histogram": {str(k): v for k, v in sorted(f2p.items())},
@@ -59,14 +76,17 @@ def format_report(report: Mapping[str, Any]) -> str:
     """The report as Markdown tables (what ``proofgym tasks stats`` prints)."""
     lines = [f"# RepoRepair task distribution: {report['tasks']} tasks, "
              f"{len([p for p in report['projects'].values() if p['tasks']])} projects", ""]
-    lines += ["| project | tasks | tier 1 | tier 2 | stable tests | tried | validation rate | "
-              "median grading s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["| project | tasks | from release history | tier 1 | tier 2 | stable tests | tried | "
+              "validation rate | median grading s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, p in report["projects"].items():
         rate = "" if p["validation_rate"] is None else f"{p['validation_rate']:.0%}"
-        lines.append(f"| {name} | {p['tasks']} | {p['tier1']} | {p['tier2']} | "
+        lines.append(f"| {name} | {p['tasks']} | {p['release_history']} | {p['tier1']} | {p['tier2']} | "
                      f"{p['stable_tests'] if p['stable_tests'] is not None else ''} | "
                      f"{p['candidates_tried']} | {rate} | "
                      f"{p['median_grading_s'] if p['median_grading_s'] is not None else ''} |")
+    lines += ["", "| origin | tasks | projects | changelog reports |", "|---|---:|---:|---:|"]
+    lines += [f"| {k} | {v['tasks']} | {v['projects']} | {v['changelog_reports']} |"
+              for k, v in report["origins"].items()]
     lines += ["", "| operator | tasks |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in report["operators"].items()]
     lines += ["", "| tier | tasks |", "|---|---:|"]
