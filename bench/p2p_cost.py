@@ -114,7 +114,7 @@ def main() -> None:
                          no_wrap=column == "task")
     ratios, grading_all, native_all = [], [], []
     for record in chosen:
-        task = RepoRepairTask(record, pins.project(record.project))
+        task = RepoRepairTask(record, pins.pin_of(record))  # an earlier release's task: its sdist
         fix = files_under(task.root / "solution")  # materialized (fetched) before the clock
         n_cpu, _, status = native(task)
         c0 = clock()
