@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -158,6 +159,14 @@ def index(tmp_path, monkeypatch):
     releases["0.5"] = []  # listed, no sdist
     with serving(served, tmp_path / "cache", monkeypatch):
         yield served
+
+
+def _older_release(tmp_path: Path, files: dict[str, str]) -> tuple[str, Release]:
+    """Release "1.05" of pgcal, ``files`` written as its sdist, named as a pair's older release."""
+    sdist = _sdist("1.05", files)
+    path = tmp_path / "pgcal-1.05.tar.gz"
+    path.write_bytes(sdist)
+    return "1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest())
 
 
 def _pin(version: str = "1.1") -> ProjectPin:
@@ -430,10 +439,7 @@ def test_a_release_whose_tests_fail_on_the_old_code_only_by_names_gives_a_one_li
     assert report.records == [] and report.reason == "no source change between 0.9 and 1.0"
     # against an older release (named, not from the index) that differs only by the rename:
     # the tests of 1.1 that fail there fail on the name alone
-    renamed_only = _sdist("1.05", {"pgcal/__init__.py": MODULE_B.replace("titlecase", "title_words")})
-    path = tmp_path / "pgcal-1.05.tar.gz"
-    path.write_bytes(renamed_only)
-    before = ("1.05", Release(path.as_uri(), hashlib.sha256(renamed_only).hexdigest()))
+    before = _older_release(tmp_path, {"pgcal/__init__.py": MODULE_B.replace("titlecase", "title_words")})
     report = release_history(_pin(), quiet=True, before=before)
     assert report.records == [] and report.candidates == 0
     assert report.reason is not None and "\n" not in report.reason
@@ -446,10 +452,7 @@ def test_a_fix_across_a_move_from_a_module_to_a_package_is_found(index, tmp_path
     require_tool("bwrap")
     # release "a" kept the code in pgcal.py (with the clamp bug and the old name); 1.1 has the
     # package pgcal/: its hunks are taken against pgcal.py (the pair gave "the layout changed")
-    sdist = _sdist("1.05", {"pgcal.py": MODULE_A, "tests/test_num.py": TEST_NUM_A})
-    path = tmp_path / "pgcal-1.05.tar.gz"
-    path.write_bytes(sdist)
-    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    before = _older_release(tmp_path, {"pgcal.py": MODULE_A, "tests/test_num.py": TEST_NUM_A})
     report = release_history(_pin(), quiet=True, before=before)
     (record,) = report.records
     assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
@@ -463,10 +466,7 @@ def test_an_import_the_release_dropped_does_not_hide_its_fixes(index, tmp_path):
     # munch 3.0.0's dropped python3_compat): on a's source no test ran at all, and the pair gave
     # "no behavioural fail-to-pass". The screen keeps b's imports, so the clamp fix is found.
     old = "import pgcal_gone_compat\n" + MODULE_A
-    sdist = _sdist("1.05", {"pgcal/__init__.py": old, "tests/test_num.py": TEST_NUM_A})
-    path = tmp_path / "pgcal-1.05.tar.gz"
-    path.write_bytes(sdist)
-    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    before = _older_release(tmp_path, {"pgcal/__init__.py": old, "tests/test_num.py": TEST_NUM_A})
     report = release_history(_pin(), quiet=True, before=before)
     (record,) = report.records
     assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
@@ -480,11 +480,9 @@ def test_a_module_the_release_removed_is_there_for_the_old_code(index, tmp_path)
     # gone in 2.0): without it no test ran on a's source. The screen has a's own modules too;
     # the task (b with only the clamp fix reverted) needs none of them
     old = "from pgcal._compat import lowest\n\n\n" + MODULE_A + "\n\nFLOOR = lowest(0)\n"
-    sdist = _sdist("1.05", {"pgcal/__init__.py": old, "pgcal/_compat.py": "def lowest(x):\n    return x\n",
-                            "tests/test_num.py": TEST_NUM_A})
-    path = tmp_path / "pgcal-1.05.tar.gz"
-    path.write_bytes(sdist)
-    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    before = _older_release(tmp_path, {"pgcal/__init__.py": old,
+                                       "pgcal/_compat.py": "def lowest(x):\n    return x\n",
+                                       "tests/test_num.py": TEST_NUM_A})
     report = release_history(_pin(), quiet=True, before=before)
     (record,) = report.records
     assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
@@ -502,10 +500,7 @@ def test_a_test_file_that_hangs_on_the_old_code_leaves_the_other_files_candidate
     # tests/test_text.py hangs as a whole; cachetools 8.0.1 looped so on iteration)
     hanging = MODULE_B.replace("        return hi\n", "        return lo\n").replace(
         "def titlecase(text):\n", "def titlecase(text):\n    while not text:\n        pass\n")
-    sdist = _sdist("1.05", {"pgcal/__init__.py": hanging})
-    path = tmp_path / "pgcal-1.05.tar.gz"
-    path.write_bytes(sdist)
-    before = ("1.05", Release(path.as_uri(), hashlib.sha256(sdist).hexdigest()))
+    before = _older_release(tmp_path, {"pgcal/__init__.py": hanging})
     report = release_history(_pin(), quiet=True, before=before)
     assert report.rejected.get("test_file_hangs_on_a") == 1, report.to_dict()
     (record,) = report.records

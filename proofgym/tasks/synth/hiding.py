@@ -14,6 +14,19 @@ from proofgym.core.errors import TestSourceError
 _MESSAGE_CHARS = 160
 
 
+def definition(body: Sequence[ast.stmt], names: Sequence[str]) -> ast.stmt | None:
+    """The function or class at the dotted path ``names`` (a test id's ``Class::test``) among
+    ``body``'s statements and their nested bodies, or ``None``."""
+    found: ast.stmt | None = None
+    for name in names:
+        found = next((s for s in body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                         ast.ClassDef)) and s.name == name), None)
+        if found is None:
+            return None
+        body = found.body
+    return found
+
+
 def _span_lines(node: ast.AST) -> tuple[int, int]:
     first = min([d.lineno for d in getattr(node, "decorator_list", [])] + [node.lineno])  # type: ignore[attr-defined]
     return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
@@ -72,14 +85,7 @@ def secrets_of(hidden: Mapping[str, bytes], node_ids: Sequence[str], patch: str)
     for node in node_ids:
         path, *names = node.split("[", 1)[0].split("::")
         source = hidden[path]
-        body: list[ast.stmt] = ast.parse(source).body
-        found: ast.stmt | None = None
-        for name in names:
-            found = next((s for s in body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                             ast.ClassDef)) and s.name == name), None)
-            if found is None:
-                break
-            body = found.body
+        found = definition(ast.parse(source).body, names)
         if found is not None:
             first, last = _span_lines(found)
             out.append(_lines(b"\n".join(source.splitlines()[first - 1:last])))

@@ -27,6 +27,7 @@ from proofgym.tasks.synth.evidence import (
     where_the_bug_is,
     without_hidden_names,
 )
+from proofgym.tasks.synth.hiding import definition
 
 #: values this short go into the title
 _TITLE_VALUES = 48
@@ -203,13 +204,7 @@ def _compared_literals(test: str, sources: Sequence[bytes]) -> set[str]:
             body = ast.parse(source).body
         except (SyntaxError, ValueError):
             continue
-        node = None
-        for name in names:
-            node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef,
-                                                            ast.AsyncFunctionDef)) and n.name == name), None)
-            if node is None:
-                break
-            body = node.body
+        node = definition(body, names)
         if node is None:
             continue
         for sub in ast.walk(node):
