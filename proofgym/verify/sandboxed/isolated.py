@@ -44,6 +44,7 @@ from proofgym.runtimes.sandbox import (
     SandboxSetupError,
     SandboxSystem,
 )
+from proofgym.tasks.synth.hiding import definition
 from proofgym.verify.sandboxed import protocol
 from proofgym.verify.sandboxed.guards import one_case_view
 from proofgym.verify.sandboxed.mutants import Layout, TestSourceError, build_layout, list_tests
@@ -334,14 +335,10 @@ def _failing_first(source: bytes, names: Sequence[str]) -> bytes | None:
     """``source`` with the test ``names`` (``[Class, ]function``) failing before anything else,
     or ``None`` where the file does not define it (a test imported from another module)."""
     tree = ast.parse(source)
-    body = tree.body
-    for name in names:
-        node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef,
-                                                        ast.AsyncFunctionDef)) and n.name == name), None)
-        if node is None:
-            return None
-        body = node.body
-    body.insert(0, ast.Assert(test=ast.Constant(False)))
+    node = definition(tree.body, names)
+    if node is None:
+        return None
+    node.body.insert(0, ast.Assert(test=ast.Constant(False)))
     return (ast.unparse(ast.fix_missing_locations(tree)) + "\n").encode()
 
 
