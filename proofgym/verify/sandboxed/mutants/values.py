@@ -34,7 +34,7 @@ from proofgym.verify.sandboxed.mutants.checks import (
     _skeleton,
     _view,
 )
-from proofgym.verify.sandboxed.mutants.listing import _AST_LOCK, _clone, _parse, _test_functions
+from proofgym.verify.sandboxed.mutants.listing import _clone, _parse, _test_functions, ast_work
 
 
 @dataclass
@@ -71,7 +71,7 @@ def build_pool(trees: Mapping[str, ast.Module | bytes | str],
     ``bodies``) comes only from tests in ``passing`` (node ids; by default every test), and of
     those only from ones without fixtures or decorators (a skipped test or a monkeypatched one
     shows nothing): correct code passes the tests it is graded on."""
-    with _AST_LOCK:
+    with ast_work():
         preferred = set(preferred)
         passing = None if passing is None else set(passing)
         pool = MutationPool(preferred=preferred)
