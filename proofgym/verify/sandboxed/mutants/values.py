@@ -86,8 +86,9 @@ def build_pool(trees: Mapping[str, ast.Module | bytes | str],
             helpers = [("", n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                        and not n.name.startswith("test")]
             for name, func in [*_test_functions(tree), *helpers]:
-                env = _pure_env(func.body, imported)
                 trusted = bool(name) and _plain(func) and (passing is None or f"{path}::{name}" in passing)
+                # only a trusted test's statements are read through it (_collect)
+                env = _pure_env(func.body, imported) if trusted else {}
                 for stmt, _ in _running(func.body, tree):
                     _collect(stmt, imported, env, pool, path, name,
                              pool.valid if path in preferred else late,
