@@ -246,7 +246,7 @@ def main() -> None:
             _record(results, node, batch, status)
         if message is not None and status != "passed":
             messages[node] = message
-        phases.done("tests")
+        phases.done("batch" if node is _BATCH else "tests")
         _kill_others()
         phases.done("kill_others")
         pristine.restore()

@@ -6,7 +6,9 @@ Changes to protected paths (tests, pytest configuration files of any name pytest
 one mutant of each (:mod:`proofgym.verify.sandboxed.mutants`), are written as freshly named single-test
 files in a random order; the hidden tests' own files never enter the sandbox, and their checks
 against a literal arrive with the literal withheld (:mod:`proofgym.verify.sandboxed.withheld`: the
-test process sends what it computed, the host compares). The runner
+test process sends what it computed, the host compares); the snapshot's modules come with their
+bytecode (:mod:`proofgym.verify.sandboxed.bytecode`), so test processes do not compile them each
+again. The runner
 (``proofgym/programs/pytest_runner.py``, booted ahead when a spare is ready:
 :mod:`proofgym.verify.sandboxed.warm_runners`) receives the files on a pipe, writes them, runs each test in
 its own forked process (which sees its own generated test file only) and writes the results, by
@@ -46,6 +48,7 @@ from proofgym.runtimes.sandbox import (
 )
 from proofgym.tasks.synth.hiding import definition
 from proofgym.verify.sandboxed import protocol
+from proofgym.verify.sandboxed.bytecode import snapshot_bytecode, staged_bytecode
 from proofgym.verify.sandboxed.guards import one_case_view
 from proofgym.verify.sandboxed.mutants import Layout, TestSourceError, build_layout, list_tests
 from proofgym.verify.sandboxed.policy import (
@@ -194,10 +197,14 @@ def run_tests_isolated(snapshot: str | Path, changes: Mapping[str, bytes | None]
     # by path (fresh, random): every test process holds the runner's list of them, and in the
     # order built (hidden tests', then decoys', then canaries') a process knew it ran a decoy
     # (tests/security/test_attack_job_order.py)
-    job = encode_job(manifest, [*allowed.items(), *extra.items()],
+    identity = _identity(snapshot)
+    # the snapshot's modules compiled once here (the sandbox's interpreter is this one), not
+    # by every test process again (proofgym.verify.sandboxed.bytecode)
+    pyc = staged_bytecode(snapshot_bytecode(snapshot, identity), [*allowed, *extra]) \
+        if image is None or image.host_python else {}
+    job = encode_job(manifest, [*allowed.items(), *extra.items(), *pyc.items()],
                      dict(sorted({**layout.files, **canaries.files}.items())))
-    key = (_identity(snapshot), config, limits, tuple(packages),
-           image.digest if image is not None else None)
+    key = (identity, config, limits, tuple(packages), image.digest if image is not None else None)
     # before the hidden tests enter a sandbox (a spare was booted without them): no episode
     # that could profit from them is live on this kernel until that sandbox is gone
     lease = grading_lease(hidden_key_of(hidden, snapshot))

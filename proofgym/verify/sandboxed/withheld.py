@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from proofgym.verify.sandboxed.counted import iterations, tables
 from proofgym.verify.sandboxed.counted import literal as _literal
 from proofgym.verify.sandboxed.mutants import Layout
-from proofgym.verify.sandboxed.mutants.listing import _AST_LOCK
+from proofgym.verify.sandboxed.mutants.listing import ast_work
 from proofgym.verify.sandboxed.observed import (
     Choice,
     Item,
@@ -362,7 +362,7 @@ def withhold_source(source: bytes | str, function: str, cls: str | None = None,
     test's ``==`` and pass a bug in ``__eq__``; so such a check is not withheld. The list comes
     from the task's trusted record, never from a run of the code under test, so a forger cannot
     unwithhold a check by returning an object (its value fails the check, as before)."""
-    with _AST_LOCK:
+    with ast_work():
         module = ast.parse(source)
         body = module.body
         if cls is not None:

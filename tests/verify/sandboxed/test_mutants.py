@@ -89,3 +89,28 @@ def test_a_file_listed_again_is_listed_by_its_content():
     first.clear()
     assert [i.name for i in list_tests("tests/test_c.py", b"def test_a():\n    assert 1\n")] == ["test_a"]
     assert [i.name for i in list_tests("tests/test_c.py", "def test_b():\n    assert 1\n")] == ["test_b"]
+
+
+def test_ast_work_pauses_the_collector_and_gives_it_back_as_it_was():
+    """Building a layout runs with the cyclic collector off (its passes over the process were
+    most of a grading's host CPU) and turns it back on after, nested or not; a caller that had
+    it off keeps it off."""
+    import gc
+
+    from proofgym.verify.sandboxed.mutants import build_layout
+    from proofgym.verify.sandboxed.mutants.listing import ast_work
+
+    seen = []
+    source = b"def test_a():\n    assert 1 + 1 == 2\n"
+    assert gc.isenabled()
+    with ast_work():
+        seen.append(gc.isenabled())
+        build_layout({"tests/test_g.py": source}, ["tests/test_g.py::test_a"], mutant_seed=b"g")
+        seen.append(gc.isenabled())
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        build_layout({"tests/test_g.py": source}, ["tests/test_g.py::test_a"], mutant_seed=b"g")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

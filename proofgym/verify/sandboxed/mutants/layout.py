@@ -14,12 +14,12 @@ from pathlib import PurePosixPath
 
 from proofgym.core.errors import TestSourceError
 from proofgym.verify.sandboxed.mutants.listing import (
-    _AST_LOCK,
     TestItem,
     _base_name,
     _clone,
     _copy,
     _parse,
+    ast_work,
     collected_classes,
     list_tests,
 )
@@ -76,7 +76,7 @@ def build_layout(sources: Mapping[str, bytes], wanted: Iterable[str], *,
     ``wanted`` (in its order) until that many are built (a batch's canaries: the mutants of
     the others would never run).
     """
-    with _AST_LOCK:
+    with ast_work():
         return _build_layout(sources, wanted, taken=taken, rng=rng, with_mutants=with_mutants,
                              mutate_files=mutate_files, mutant_seed=mutant_seed,
                              mutants_only=mutants_only)

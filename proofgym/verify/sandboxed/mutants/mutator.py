@@ -27,7 +27,7 @@ from proofgym.verify.sandboxed.mutants.checks import (
     _skeleton,
     _view,
 )
-from proofgym.verify.sandboxed.mutants.listing import _AST_LOCK, _clone, _is_docstring
+from proofgym.verify.sandboxed.mutants.listing import _clone, _is_docstring, ast_work
 from proofgym.verify.sandboxed.mutants.values import (
     _NO_KEY,
     MutationPool,
@@ -73,7 +73,7 @@ def mutate_test(func: ast.FunctionDef | ast.AsyncFunctionDef, rng: random.Random
     Only checks that surely run are changed (not after an early ``return``), and only graded
     tests without fixtures or decorators vouch for a call returning (:func:`build_pool`).
     """
-    with _AST_LOCK:
+    with ast_work():
         if pool is None:
             pool = build_pool({file or "<test>": module or ast.Module(body=[func], type_ignores=[])})
         mutator = _Mutator(func, module, pool, rng, file)

@@ -34,7 +34,7 @@ from proofgym.verify.sandboxed.mutants.checks import (
     _skeleton,
     _view,
 )
-from proofgym.verify.sandboxed.mutants.listing import _AST_LOCK, _clone, _parse, _test_functions
+from proofgym.verify.sandboxed.mutants.listing import _clone, _parse, _test_functions, ast_work
 
 
 @dataclass
@@ -71,7 +71,7 @@ def build_pool(trees: Mapping[str, ast.Module | bytes | str],
     ``bodies``) comes only from tests in ``passing`` (node ids; by default every test), and of
     those only from ones without fixtures or decorators (a skipped test or a monkeypatched one
     shows nothing): correct code passes the tests it is graded on."""
-    with _AST_LOCK:
+    with ast_work():
         preferred = set(preferred)
         passing = None if passing is None else set(passing)
         pool = MutationPool(preferred=preferred)
@@ -86,8 +86,9 @@ def build_pool(trees: Mapping[str, ast.Module | bytes | str],
             helpers = [("", n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                        and not n.name.startswith("test")]
             for name, func in [*_test_functions(tree), *helpers]:
-                env = _pure_env(func.body, imported)
                 trusted = bool(name) and _plain(func) and (passing is None or f"{path}::{name}" in passing)
+                # only a trusted test's statements are read through it (_collect)
+                env = _pure_env(func.body, imported) if trusted else {}
                 for stmt, _ in _running(func.body, tree):
                     _collect(stmt, imported, env, pool, path, name,
                              pool.valid if path in preferred else late,
