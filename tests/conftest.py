@@ -66,6 +66,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+#: The xdist group of the tests that read :func:`code_repair_reference_run` (one worker makes it).
+CODE_REPAIR_REFERENCE = "code_repair_reference"
+
+
+@pytest.fixture(scope="session")
+def code_repair_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``proofgym eval proofgym/CodeRepair-v0 --policy reference`` on every task (real sandboxes),
+    made once for the tests that read it (mark them ``xdist_group(CODE_REPAIR_REFERENCE)``): the
+    CLI test and the audit of a reference run each made the same run of 16 sandboxed tasks
+    (some 20 s of CPU). Its readers only read it (``proofgym audit`` adds ``audit.json``)."""
+    require_tool("bwrap")
+    out = tmp_path_factory.mktemp("code-repair-reference") / "run"
+    run_cli("eval", "proofgym/CodeRepair-v0", "--policy", "reference", "--out", str(out), timeout=600)
+    return out
+
+
 @pytest.fixture(autouse=True)
 def _grading_spares_kept_per_test():
     """A test that synthesises tasks calls ``keep_no_spares()`` (synthesis turns grading spares

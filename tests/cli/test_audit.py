@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import run_cli
+from conftest import CODE_REPAIR_REFERENCE, run_cli
 
 from proofgym.envs import BUNDLED
 from proofgym.eval import evaluate
@@ -115,12 +115,22 @@ def _repo_repair_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict
     return {"manifest": str(manifest)}
 
 
-@pytest.mark.parametrize("env_id", sorted(BUNDLED))
-def test_a_reference_run_of_every_bundled_env_is_not_flagged(tmp_path, env_id, monkeypatch) -> None:
+# CodeRepair's reference run is the one tests/verify/sandboxed/test_code_repair.py makes through
+# the CLI (the same 16 sandboxed tasks, played and graded once for both)
+@pytest.mark.parametrize("env_id", [
+    pytest.param(e, marks=pytest.mark.xdist_group(CODE_REPAIR_REFERENCE)) if e == CODE_REPAIR else e
+    for e in sorted(BUNDLED)])
+def test_a_reference_run_of_every_bundled_env_is_not_flagged(tmp_path, env_id, monkeypatch,
+                                                             request) -> None:
     out = tmp_path / "reference"
     kwargs = _repo_repair_sample(tmp_path, monkeypatch) if "RepoRepair" in env_id else None
-    trajectories, summary = evaluate(env_id, ReferencePolicy(), out=out, verifier="process",
-                                     env_kwargs=kwargs)
+    if env_id == CODE_REPAIR:
+        out = request.getfixturevalue("code_repair_reference_run")
+        summary = orjson.loads((out / "summary.json").read_bytes())
+        trajectories = (out / "trajectories.jsonl").read_bytes().splitlines()
+    else:
+        trajectories, summary = evaluate(env_id, ReferencePolicy(), out=out, verifier="process",
+                                         env_kwargs=kwargs)
     assert summary["mean_reward"] == 1.0
     assert len(trajectories) == len(make_env(env_id, **(kwargs or {})).tasks)
     proc = run_cli("audit", str(out), "--min-reward", "0")

@@ -14,7 +14,7 @@ from proofgym.core import Trace, grade
 from proofgym.envs.code_repair import code_repair_tasks
 from proofgym.rollout import ControlPolicy, run_episode
 from proofgym.verify.sandboxed import is_protected, run_tests_isolated
-from tests.conftest import require_tool, run_cli
+from tests.conftest import CODE_REPAIR_REFERENCE, require_tool
 
 pytestmark = pytest.mark.sandbox
 
@@ -49,10 +49,9 @@ def test_there_are_tasks_and_the_prompt_hides_the_hidden_tests(env):
 
 
 @pytest.mark.slow
-def test_reference_policy_scores_one_on_every_task_through_the_cli(tmp_path):
-    require_tool("bwrap")
-    out = tmp_path / "run"
-    run_cli("eval", "proofgym/CodeRepair-v0", "--policy", "reference", "--out", str(out), timeout=600)
+@pytest.mark.xdist_group(CODE_REPAIR_REFERENCE)
+def test_reference_policy_scores_one_on_every_task_through_the_cli(code_repair_reference_run):
+    out = code_repair_reference_run  # `proofgym eval proofgym/CodeRepair-v0 --policy reference`
     summary = json.loads((out / "summary.json").read_text())
     n = len(code_repair_tasks())
     assert summary["episodes"] == n and summary["scored"] == n
