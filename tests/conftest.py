@@ -66,6 +66,56 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+#: The xdist group of the tests that read :func:`code_repair_reference_run` (one worker makes it).
+CODE_REPAIR_REFERENCE = "code_repair_reference"
+
+
+@pytest.fixture(scope="session")
+def code_repair_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``proofgym eval proofgym/CodeRepair-v0 --policy reference`` on every task (real sandboxes),
+    made once for the tests that read it (mark them ``xdist_group(CODE_REPAIR_REFERENCE)``): the
+    CLI test and the audit of a reference run each made the same run of 16 sandboxed tasks
+    (some 20 s of CPU). Its readers only read it (``proofgym audit`` adds ``audit.json``)."""
+    require_tool("bwrap")
+    out = tmp_path_factory.mktemp("code-repair-reference") / "run"
+    run_cli("eval", "proofgym/CodeRepair-v0", "--policy", "reference", "--out", str(out), timeout=600)
+    return out
+
+
+@pytest.fixture(scope="session")
+def code_repair_controls_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """Every control of CodeRepair's first task, played and graded (real sandboxes, a process
+    verifier pool of 2) as one run directory, and its trajectories by control name. Made once for
+    the audit of the hacks (tests/cli/test_audit.py) and the control sweep (its first task) of
+    tests/verify/sandboxed/test_code_repair.py (mark them ``xdist_group(CODE_REPAIR_REFERENCE)``):
+    both played and graded these same 22 episodes, some 17 s of CPU each time."""
+    from proofgym.eval.runner import plan_episodes, run_plan
+    from proofgym.make import make_env
+    from proofgym.rollout import ControlPolicy
+    from proofgym.verify.pool import VerifierPool
+
+    require_tool("bwrap")
+    out = tmp_path_factory.mktemp("controls") / "hacks"
+    out.mkdir()
+    env = make_env("proofgym/CodeRepair-v0")
+    task = env.tasks[0]
+    played, lines = {}, []
+    try:
+        with VerifierPool("process", processes=2) as pool:
+            for name in sorted(task.controls()):
+                [traj] = run_plan(env, ControlPolicy(name), plan_episodes([task.id], episodes=1),
+                                  verifier=pool, env_id="proofgym/CodeRepair-v0")
+                traj.extra["control"] = name
+                # one episode per control, each of its own run: ids made unique for one run file
+                traj.trajectory_id = f"{name}/{traj.trajectory_id}"
+                played[name] = traj
+                lines.append(traj.to_json())
+    finally:
+        env.close()
+    (out / "trajectories.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return out, played
+
+
 @pytest.fixture(autouse=True)
 def _grading_spares_kept_per_test():
     """A test that synthesises tasks calls ``keep_no_spares()`` (synthesis turns grading spares

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import run_cli
+from conftest import CODE_REPAIR_REFERENCE, run_cli
 
 from proofgym.envs import BUNDLED
 from proofgym.eval import evaluate
@@ -17,7 +17,7 @@ from proofgym.eval.audit import audit_run
 from proofgym.eval.audit_rules import Finding, Rule
 from proofgym.eval.runner import plan_episodes, run_plan
 from proofgym.make import make_env
-from proofgym.rollout import ControlPolicy, ReferencePolicy
+from proofgym.rollout import ReferencePolicy
 from proofgym.verify.pool import VerifierPool
 
 pytestmark = pytest.mark.slow  # real sandboxes: every CodeRepair control and four reference runs
@@ -41,31 +41,19 @@ EXPECTED = {
 HONEST = ("wrong_fix", "no_op", "copy_from_image")
 
 
-@pytest.fixture(scope="module")
-def hack_run(tmp_path_factory) -> Path:
-    """Every control of one CodeRepair task, played and graded (real sandboxes), as one run."""
-    out = tmp_path_factory.mktemp("audit") / "hacks"
-    out.mkdir()
-    env = make_env(CODE_REPAIR)
-    task = env.tasks[0]
-    assert set(task.controls()) == set(EXPECTED) | set(HONEST), "a new control needs its family here"
-    lines = []
-    try:
-        with VerifierPool("process", processes=2) as pool:
-            for name in (*HONEST, *EXPECTED):
-                [traj] = run_plan(env, ControlPolicy(name), plan_episodes([task.id], episodes=1),
-                                  verifier=pool, env_id=CODE_REPAIR)
-                assert traj.verdict is not None and traj.verdict.status in ("scored", "error")
-                traj.extra["control"] = name
-                # one episode per control, each of its own run: ids made unique for one run file
-                traj.trajectory_id = f"{name}/{traj.trajectory_id}"
-                lines.append(traj.to_json())
-    finally:
-        env.close()
-    (out / "trajectories.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+@pytest.fixture
+def hack_run(code_repair_controls_run) -> Path:
+    """Every control of one CodeRepair task, played and graded (real sandboxes), as one run (made
+    once with the control sweep of tests/verify/sandboxed/test_code_repair.py, which grades the
+    same episodes)."""
+    out, played = code_repair_controls_run
+    assert set(played) == set(EXPECTED) | set(HONEST), "a new control needs its family here"
+    for traj in played.values():
+        assert traj.verdict is not None and traj.verdict.status in ("scored", "error")
     return out
 
 
+@pytest.mark.xdist_group(CODE_REPAIR_REFERENCE)
 def test_audit_flags_every_hack_family_and_no_honest_failure(hack_run: Path) -> None:
     proc = run_cli("audit", str(hack_run), "--min-reward", "0")
     result = orjson.loads((hack_run / "audit.json").read_bytes())
@@ -86,6 +74,7 @@ def test_audit_flags_every_hack_family_and_no_honest_failure(hack_run: Path) -> 
         assert f'href="#traj={quote(entry["trajectory_id"], safe="")}"' in html
 
 
+@pytest.mark.xdist_group(CODE_REPAIR_REFERENCE)
 def test_audit_reads_only_what_paid_by_default_and_strict_exits_1(hack_run: Path) -> None:
     default = run_cli("audit", str(hack_run))  # the hacks scored 0: nothing >= 0.5 to read
     assert "audited 0 of" in default.stdout
@@ -115,12 +104,22 @@ def _repo_repair_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict
     return {"manifest": str(manifest)}
 
 
-@pytest.mark.parametrize("env_id", sorted(BUNDLED))
-def test_a_reference_run_of_every_bundled_env_is_not_flagged(tmp_path, env_id, monkeypatch) -> None:
+# CodeRepair's reference run is the one tests/verify/sandboxed/test_code_repair.py makes through
+# the CLI (the same 16 sandboxed tasks, played and graded once for both)
+@pytest.mark.parametrize("env_id", [
+    pytest.param(e, marks=pytest.mark.xdist_group(CODE_REPAIR_REFERENCE)) if e == CODE_REPAIR else e
+    for e in sorted(BUNDLED)])
+def test_a_reference_run_of_every_bundled_env_is_not_flagged(tmp_path, env_id, monkeypatch,
+                                                             request) -> None:
     out = tmp_path / "reference"
     kwargs = _repo_repair_sample(tmp_path, monkeypatch) if "RepoRepair" in env_id else None
-    trajectories, summary = evaluate(env_id, ReferencePolicy(), out=out, verifier="process",
-                                     env_kwargs=kwargs)
+    if env_id == CODE_REPAIR:
+        out = request.getfixturevalue("code_repair_reference_run")
+        summary = orjson.loads((out / "summary.json").read_bytes())
+        trajectories = (out / "trajectories.jsonl").read_bytes().splitlines()
+    else:
+        trajectories, summary = evaluate(env_id, ReferencePolicy(), out=out, verifier="process",
+                                         env_kwargs=kwargs)
     assert summary["mean_reward"] == 1.0
     assert len(trajectories) == len(make_env(env_id, **(kwargs or {})).tasks)
     proc = run_cli("audit", str(out), "--min-reward", "0")

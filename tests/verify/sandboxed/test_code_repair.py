@@ -14,7 +14,7 @@ from proofgym.core import Trace, grade
 from proofgym.envs.code_repair import code_repair_tasks
 from proofgym.rollout import ControlPolicy, run_episode
 from proofgym.verify.sandboxed import is_protected, run_tests_isolated
-from tests.conftest import require_tool, run_cli
+from tests.conftest import CODE_REPAIR_REFERENCE, require_tool
 
 pytestmark = pytest.mark.sandbox
 
@@ -49,10 +49,9 @@ def test_there_are_tasks_and_the_prompt_hides_the_hidden_tests(env):
 
 
 @pytest.mark.slow
-def test_reference_policy_scores_one_on_every_task_through_the_cli(tmp_path):
-    require_tool("bwrap")
-    out = tmp_path / "run"
-    run_cli("eval", "proofgym/CodeRepair-v0", "--policy", "reference", "--out", str(out), timeout=600)
+@pytest.mark.xdist_group(CODE_REPAIR_REFERENCE)
+def test_reference_policy_scores_one_on_every_task_through_the_cli(code_repair_reference_run):
+    out = code_repair_reference_run  # `proofgym eval proofgym/CodeRepair-v0 --policy reference`
     summary = json.loads((out / "summary.json").read_text())
     n = len(code_repair_tasks())
     assert summary["episodes"] == n and summary["scored"] == n
@@ -74,16 +73,25 @@ SWEEP_EVERY = 1 if os.environ.get("PROOFGYM_FULL_SWEEP") == "1" else 5
 
 
 @pytest.mark.slow
-def test_every_control_of_every_task_scores_zero(env):
-    jobs = []
+@pytest.mark.xdist_group(CODE_REPAIR_REFERENCE)
+def test_every_control_of_every_task_scores_zero(env, code_repair_controls_run):
+    jobs, verdicts = [], []
     tasks = env.tasks[::SWEEP_EVERY]
-    for task in tasks:
+    # the first task's controls: played and graded once for this test and the audit of the hacks
+    # (tests/cli/test_audit.py), through a run's verifier pool
+    _, played = code_repair_controls_run
+    assert tasks[0].id == next(iter(played.values())).task_id
+    assert set(played) == set(tasks[0].controls())
+    for name, traj in sorted(played.items()):
+        assert traj.status == "ok", (traj.task_id, name, traj.error)
+        verdicts.append((traj.task_id, name, traj.verdict))
+    for task in tasks[1:]:
         for name in sorted(task.controls()):
             traj = run_episode(env, ControlPolicy(name), task=task, verify=False)
             assert traj.status == "ok", (task.id, name, traj.error)
             jobs.append((task.id, name, env.verification_job(traj.trace())))
     with ThreadPoolExecutor(3) as pool:  # grading is subprocess-bound; fresh sandboxes in parallel
-        verdicts = list(pool.map(lambda j: (j[0], j[1], j[2].run()), jobs))
+        verdicts += pool.map(lambda j: (j[0], j[1], j[2].run()), jobs)
     assert len(verdicts) == len(tasks) * len(CONTROLS | HACKS)
     for task_id, name, v in verdicts:
         assert v.status == "scored", (task_id, name, v.error)
