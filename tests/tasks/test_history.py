@@ -28,9 +28,11 @@ from proofgym.tasks.synth.history import (
     previous_release,
     release_history,
     release_pairs,
+    written_statement,
 )
 from proofgym.tasks.synth.manifest import SYNTHETIC, StableSuite, TaskRecord, write_suites
 from proofgym.tasks.synth.recipe import RecipeError
+from proofgym.tasks.synth.statements import only_names_and_exceptions
 from proofgym.tasks.synth.testrun import TestOutcome as Outcome
 from tests.conftest import require_tool
 from tests.package_index import PackageIndex, serving
@@ -306,6 +308,21 @@ def test_a_revert_that_leaves_a_read_name_undefined_is_no_release_s_code():
     assert orphaned_names(b, b.replace(b"import os\n", b""), "v.py") == set()  # not read
     star = b"from os.path import *\n" + b.replace(b"import warnings\n", b"")
     assert orphaned_names(b, star, "v.py") == set()  # a star import may bring it
+
+
+@pytest.mark.pure
+def test_a_failure_with_nothing_to_describe_gives_a_report_the_history_gate_drops():
+    """What ``ReleaseHistory._task`` refuses as ``report_says_nothing`` (tomlkit 0.14.0's
+    `_render_table` and xmltodict 1.0.0's memory check gave "Expected: the behaviour it had
+    before"): a bare assertion's failure; one that compares two values is described."""
+    test = "tests/test_a.py::test_render"
+    bare = written_statement(_pin(), {test: Outcome("failed", "AssertionError", None)},
+                             [b"def test_render():\n    assert render()\n"], 3)
+    assert only_names_and_exceptions(bare[1]), bare[1]
+    values = written_statement(_pin(), {test: Outcome("failed", "AssertionError",
+                                                      "assert '[a]' == '[a.b]'")},
+                               [b"def test_render():\n    assert render() == '[a.b]'\n"], 3)
+    assert not only_names_and_exceptions(values[1]), values[1]
 
 
 @pytest.mark.pure

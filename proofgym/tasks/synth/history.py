@@ -63,7 +63,13 @@ from proofgym.tasks.synth.release_names import (
     orphaned_names,
     reverts_an_import,
 )
-from proofgym.tasks.synth.statements import BugEvidence, OfflineWriter, StatementWriter, failures_of
+from proofgym.tasks.synth.statements import (
+    BugEvidence,
+    OfflineWriter,
+    StatementWriter,
+    failures_of,
+    only_names_and_exceptions,
+)
 from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner, TestOutcome
 
 #: fail-to-pass tests a real fix may have (a fix reverted that breaks more is a feature, not a bug)
@@ -465,6 +471,12 @@ class ReleaseHistory:
         if statement is None:
             hidden = [self.test_sources[f] for f in {t.split("::", 1)[0] for t in failing}]
             statement = written_statement(pin, outcomes, hidden, len(p2p), patch=patch, bugs=bugs)
+            if only_names_and_exceptions(statement[1]):
+                # the failure carried no value or message to describe ("the behaviour it had
+                # before"): no report a person would file, so no task (the manifest test
+                # refuses such a report anyway; this spares its grading)
+                self.report.reject("report_says_nothing")
+                return
         title, report, provenance = statement
         record = TaskRecord(task_id(pin.name, patch), pin.name, pin.version, 1, bugs, pin.seed,
                             patch, tuple(sorted(failing)), tuple(p2p), title, report,
