@@ -169,17 +169,25 @@ class _Inputs:
         self.floats = [v for v in values if isinstance(v, float)]
         self.words = {w for s in self.norm for w in _WORD.findall(s)}
         self._int_set, self._float_set = set(self.ints), set(self.floats)
+        self._joined = " ".join(self.strings)
+        # answers by text: a test's candidate replacements ask about the same texts again and
+        # again (each leaf's draws, each layout), and the inputs never change
+        self._texts: dict[str, tuple[bool, bool, bool]] = {}
 
     def has_int(self, v: int) -> bool:
         return v in self._int_set
 
     def has_float(self, v: float) -> bool:
-        return v in self._float_set or repr(v) in " ".join(self.strings)
+        return v in self._float_set or repr(v) in self._joined
 
     def has_text(self, s: str) -> tuple[bool, bool, bool]:
-        norm = _normal(s)
-        return (any(s in t for t in self.strings), any(norm in t for t in self.norm),
-                all(w in self.words for w in _WORD.findall(norm)))
+        found = self._texts.get(s)
+        if found is None:
+            norm = _normal(s)
+            found = self._texts[s] = (any(s in t for t in self.strings),
+                                      any(norm in t for t in self.norm),
+                                      all(w in self.words for w in _WORD.findall(norm)))
+        return found
 
 
 _DIGITS = re.compile(r"\d+")
@@ -211,13 +219,21 @@ def _features(value: object, near: _Inputs, far: _Inputs, level: int, loose: boo
         rel = [lambda: (near.has_float(value),), lambda: (far.has_float(value),)]
     elif isinstance(value, (str, bytes)):
         text = value.decode("latin-1") if isinstance(value, bytes) else value
-        classes = tuple(_char_class(c) for c in text)
-        form = (type(value), tuple(c for i, c in enumerate(classes) if i == 0 or classes[i - 1] != c)) \
-            if loose else (type(value), len(text), classes)
+        form = _text_form(type(value), text, loose)
         rel = [lambda: near.has_text(text), lambda: far.has_text(text)]
     else:
         return (type(value), value)
     return form + tuple(x for r in rel[:level] for x in r())  # the costly part only when asked
+
+
+@functools.lru_cache(maxsize=65536)
+def _text_form(kind: type, text: str, loose: bool) -> _Feature:
+    """A string's (or bytes') form for :func:`_features` (the same text is asked about many
+    times: once per candidate it is drawn as, per leaf and per layout)."""
+    classes = tuple(_char_class(c) for c in text)
+    if loose:
+        return (kind, tuple(c for i, c in enumerate(classes) if i == 0 or classes[i - 1] != c))
+    return (kind, len(text), classes)
 
 
 @functools.lru_cache(maxsize=4096)
