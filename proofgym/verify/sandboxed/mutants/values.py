@@ -170,6 +170,8 @@ class _Inputs:
         self.words = {w for s in self.norm for w in _WORD.findall(s)}
         self._int_set, self._float_set = set(self.ints), set(self.floats)
         self._joined = " ".join(self.strings)
+        #: what the answers below depend on (equal inputs answer alike: see :func:`_verdicts`)
+        self.key = (tuple(self.strings), tuple(self.ints), tuple(map(repr, self.floats)))
         # answers by text: a test's candidate replacements ask about the same texts again and
         # again (each leaf's draws, each layout), and the inputs never change
         self._texts: dict[str, tuple[bool, bool, bool]] = {}
@@ -287,8 +289,13 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
             words = [w for s in tokens for w in _WORD.findall(s)]
             tokens += [text[:m.start()] + w + text[m.end():] for m in _WORD.finditer(text)
                        for w in words if w != m.group()]
-            loose = [v for v in tokens if v != value
-                     and _features(v, near, far, level, loose=True) == loose_want]
+            alike = _verdicts(value, level, near, far, "loose")
+            loose = []
+            for v in tokens:
+                if v not in alike:
+                    alike[v] = v != value and _features(v, near, far, level, loose=True) == loose_want
+                if alike[v]:
+                    loose.append(v)
             rng.shuffle(loose)
             yield from dict.fromkeys(loose)
         strings = [*near.strings, *near.norm, *far.strings, *far.norm,
@@ -303,7 +310,7 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
     else:
         return
     form = _features(value, near, far, 0)  # the cheap part first: most draws differ in form
-    verdicts: dict[object, bool] = {}
+    verdicts = _verdicts(value, level, near, far, "fits")
 
     def fits(v: object) -> bool:
         if v not in verdicts:
@@ -318,6 +325,23 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
         ok += extra
         rng.shuffle(ok)
     yield from dict.fromkeys(ok)
+
+
+#: Which candidates fit a value, by the value, the level and the inputs: a test's leaves are
+#: mutated again in every layout (each grading's, the bench's), over equal inputs, and asked
+#: about the same candidates (every window of every input string, for a string).
+_VERDICTS: dict[tuple[object, ...], dict[object, bool]] = {}
+_VERDICTS_KEPT = 256
+
+
+def _verdicts(value: object, level: int, near: _Inputs, far: _Inputs, which: str) -> dict[object, bool]:
+    key = (type(value), repr(value), level, near.key, far.key, which)
+    found = _VERDICTS.get(key)
+    if found is None:
+        if len(_VERDICTS) >= _VERDICTS_KEPT:
+            _VERDICTS.clear()  # (a plain dict: graded on threads, a lost entry is only recomputed)
+        found = _VERDICTS[key] = {}
+    return found
 
 
 _STDLIB_VALUES = {"date": datetime.date, "datetime": datetime.datetime, "time": datetime.time,
