@@ -99,9 +99,10 @@ def test_the_index_links_every_page_and_only_pages_that_exist():
         f"missing {sorted({p.name for p in ordered} - {p.name for p in DOCS})}")
 
 
-# A page that starts a local Ray cluster runs on the test worker that runs
-# tests/rollout/test_ray.py, so the whole guide does (it is one walk through one directory).
-@pytest.mark.xdist_group("ray")
+# No xdist group: the walk is the suite's longest test, and in the Ray tests' group (for the one
+# page that starts a local Ray cluster) it ran only after them, on one worker. A local cluster
+# has its own session directory and ports: this page's ran beside tests/rollout/test_ray.py's
+# cluster and tests/cli/test_ray_fit.py's local one, both passing.
 @pytest.mark.slow
 def test_every_page_runs_in_one_directory_in_index_order(tmp_path):
     chosen = {n.strip() for n in os.environ.get("DOCS_PAGES", "").split(",") if n.strip()}

@@ -514,9 +514,11 @@ def test_a_test_file_that_hangs_on_the_old_code_leaves_the_other_files_candidate
 
     monkeypatch.setattr(history, "RUN_TIMEOUT_S", 4.0)  # the hang costs this, twice
     # release "a": 1.1 with the clamp bug, and a titlecase that never returns on '' (so
-    # tests/test_text.py hangs as a whole; cachetools 8.0.1 looped so on iteration)
+    # tests/test_text.py hangs as a whole; cachetools 8.0.1 looped so on iteration). It waits
+    # rather than spins: the two hangs spun 8 s of CPU out of a suite that is short of it
     hanging = MODULE_B.replace("        return hi\n", "        return lo\n").replace(
-        "def titlecase(text):\n", "def titlecase(text):\n    while not text:\n        pass\n")
+        "def titlecase(text):\n",
+        "def titlecase(text):\n    import time\n\n    while not text:\n        time.sleep(0.05)\n")
     before = _older_release(tmp_path, {"pgcal/__init__.py": hanging})
     report = release_history(_pin(), quiet=True, before=before)
     assert report.rejected.get("test_file_hangs_on_a") == 1, report.to_dict()

@@ -47,18 +47,17 @@ def test_hidden_test_canaries_are_invisible_to_the_agent():
     def search(task):
         with SandboxRuntime(limits=FAST_LIMITS.__class__(command_timeout_s=120)) as rt:
             task.setup_runtime(rt)
-            found = _grep_everything(rt, _canary(task.id))
             mounts = rt.execute("bash", {"command": "cat /proc/self/mountinfo"}).output
             assert "code_repair" not in mounts and str(task.root) not in mounts
-            # positive control: the same search finds the canary once it is in the sandbox
+            # with its positive control: the canary planted in the workspace first, one search
+            # of the whole file system must find it there and nowhere else (a search before the
+            # planting and one after walked every file twice, a CI cost, for the same claim)
             rt.execute("write_file", {"path": "planted.txt", "content": _canary(task.id)})
-            control = _grep_everything(rt, _canary(task.id))
-            return task.id, found, control
+            return task.id, _grep_everything(rt, _canary(task.id))
 
     with ThreadPoolExecutor(2) as pool:
-        for task_id, found, control in pool.map(search, tasks):
-            assert found == "", f"{task_id}: canary visible at {found}"
-            assert control.strip() == "/workspace/planted.txt", (task_id, control)
+        for task_id, found in pool.map(search, tasks):
+            assert found.split() == ["/workspace/planted.txt"], f"{task_id}: canary visible at {found}"
 
 
 def test_host_files_are_not_visible(sandbox):

@@ -68,8 +68,12 @@ def test_reference_policy_scores_one_on_every_task_through_the_cli(code_repair_r
 
 #: Every control on every task is ``proofgym validate proofgym/CodeRepair-v0`` (about ten
 #: minutes on 2 cores: 16 tasks x 23 controls, each a fresh sandbox running one process per test);
-#: the suite plays them all on every fifth task, and PROOFGYM_FULL_SWEEP=1 on all of them.
-SWEEP_EVERY = 1 if os.environ.get("PROOFGYM_FULL_SWEEP") == "1" else 5
+#: the suite plays them all on every eighth task (two), and PROOFGYM_FULL_SWEEP=1 on all of them.
+#: The controls attack the grading, not a task's code: what a task adds to their outcome is its
+#: hidden tests' mutants and withheld checks, checked for every task elsewhere: every hidden test
+#: gets a mutant that the reference fix fails (tests/security/test_attack_mutant_classifier.py)
+#: and every check against a literal is withheld (tests/verify/sandboxed/test_withheld.py).
+SWEEP_EVERY = 1 if os.environ.get("PROOFGYM_FULL_SWEEP") == "1" else 8
 
 
 @pytest.mark.slow

@@ -169,17 +169,27 @@ class _Inputs:
         self.floats = [v for v in values if isinstance(v, float)]
         self.words = {w for s in self.norm for w in _WORD.findall(s)}
         self._int_set, self._float_set = set(self.ints), set(self.floats)
+        self._joined = " ".join(self.strings)
+        #: what the answers below depend on (equal inputs answer alike: see :func:`_verdicts`)
+        self.key = (tuple(self.strings), tuple(self.ints), tuple(map(repr, self.floats)))
+        # answers by text: a test's candidate replacements ask about the same texts again and
+        # again (each leaf's draws, each layout), and the inputs never change
+        self._texts: dict[str, tuple[bool, bool, bool]] = {}
 
     def has_int(self, v: int) -> bool:
         return v in self._int_set
 
     def has_float(self, v: float) -> bool:
-        return v in self._float_set or repr(v) in " ".join(self.strings)
+        return v in self._float_set or repr(v) in self._joined
 
     def has_text(self, s: str) -> tuple[bool, bool, bool]:
-        norm = _normal(s)
-        return (any(s in t for t in self.strings), any(norm in t for t in self.norm),
-                all(w in self.words for w in _WORD.findall(norm)))
+        found = self._texts.get(s)
+        if found is None:
+            norm = _normal(s)
+            found = self._texts[s] = (any(s in t for t in self.strings),
+                                      any(norm in t for t in self.norm),
+                                      all(w in self.words for w in _WORD.findall(norm)))
+        return found
 
 
 _DIGITS = re.compile(r"\d+")
@@ -211,13 +221,21 @@ def _features(value: object, near: _Inputs, far: _Inputs, level: int, loose: boo
         rel = [lambda: (near.has_float(value),), lambda: (far.has_float(value),)]
     elif isinstance(value, (str, bytes)):
         text = value.decode("latin-1") if isinstance(value, bytes) else value
-        classes = tuple(_char_class(c) for c in text)
-        form = (type(value), tuple(c for i, c in enumerate(classes) if i == 0 or classes[i - 1] != c)) \
-            if loose else (type(value), len(text), classes)
+        form = _text_form(type(value), text, loose)
         rel = [lambda: near.has_text(text), lambda: far.has_text(text)]
     else:
         return (type(value), value)
     return form + tuple(x for r in rel[:level] for x in r())  # the costly part only when asked
+
+
+@functools.lru_cache(maxsize=65536)
+def _text_form(kind: type, text: str, loose: bool) -> _Feature:
+    """A string's (or bytes') form for :func:`_features` (the same text is asked about many
+    times: once per candidate it is drawn as, per leaf and per layout)."""
+    classes = tuple(_char_class(c) for c in text)
+    if loose:
+        return (kind, tuple(c for i, c in enumerate(classes) if i == 0 or classes[i - 1] != c))
+    return (kind, len(text), classes)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -271,8 +289,13 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
             words = [w for s in tokens for w in _WORD.findall(s)]
             tokens += [text[:m.start()] + w + text[m.end():] for m in _WORD.finditer(text)
                        for w in words if w != m.group()]
-            loose = [v for v in tokens if v != value
-                     and _features(v, near, far, level, loose=True) == loose_want]
+            alike = _verdicts(value, level, near, far, "loose")
+            loose = []
+            for v in tokens:
+                if v not in alike:
+                    alike[v] = v != value and _features(v, near, far, level, loose=True) == loose_want
+                if alike[v]:
+                    loose.append(v)
             rng.shuffle(loose)
             yield from dict.fromkeys(loose)
         strings = [*near.strings, *near.norm, *far.strings, *far.norm,
@@ -287,7 +310,7 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
     else:
         return
     form = _features(value, near, far, 0)  # the cheap part first: most draws differ in form
-    verdicts: dict[object, bool] = {}
+    verdicts = _verdicts(value, level, near, far, "fits")
 
     def fits(v: object) -> bool:
         if v not in verdicts:
@@ -302,6 +325,23 @@ def _candidates(value: object, near: _Inputs, far: _Inputs, pool: MutationPool, 
         ok += extra
         rng.shuffle(ok)
     yield from dict.fromkeys(ok)
+
+
+#: Which candidates fit a value, by the value, the level and the inputs: a test's leaves are
+#: mutated again in every layout (each grading's, the bench's), over equal inputs, and asked
+#: about the same candidates (every window of every input string, for a string).
+_VERDICTS: dict[tuple[object, ...], dict[object, bool]] = {}
+_VERDICTS_KEPT = 256
+
+
+def _verdicts(value: object, level: int, near: _Inputs, far: _Inputs, which: str) -> dict[object, bool]:
+    key = (type(value), repr(value), level, near.key, far.key, which)
+    found = _VERDICTS.get(key)
+    if found is None:
+        if len(_VERDICTS) >= _VERDICTS_KEPT:
+            _VERDICTS.clear()  # (a plain dict: graded on threads, a lost entry is only recomputed)
+        found = _VERDICTS[key] = {}
+    return found
 
 
 _STDLIB_VALUES = {"date": datetime.date, "datetime": datetime.datetime, "time": datetime.time,
