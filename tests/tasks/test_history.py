@@ -523,3 +523,24 @@ def test_a_test_file_that_hangs_on_the_old_code_leaves_the_other_files_candidate
     (record,) = report.records
     assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
     assert [(b["function"], b["line"]) for b in record.bugs] == [("clamp", 6)]
+
+
+@pytest.mark.slow
+def test_a_release_whose_suite_does_not_finish_gives_a_one_line_reason(index, tmp_path, monkeypatch):
+    require_tool("bwrap")
+    import functools
+
+    import proofgym.tasks.synth.history as history
+
+    # click 8.5.1's suite waits on a terminal in the sandbox: its first run timed out and the
+    # error ended `tasks history` for every project after it; now it is the pair's reason
+    monkeypatch.setattr(history, "SuiteRunner", functools.partial(history.SuiteRunner, timeout_s=4.0))
+    waits = _sdist("1.3", {"pgcal/__init__.py": MODULE_B, "tests/test_num.py": TEST_NUM_B,
+                           "tests/test_wait.py": "def test_wait():\n    while True:\n        pass\n"})
+    path = tmp_path / "pgcal-1.3.tar.gz"
+    path.write_bytes(waits)
+    pin = _pin().with_release("1.3", hashlib.sha256(waits).hexdigest(), path.as_uri()).at("1.3")
+    before = _older_release(tmp_path, {"pgcal/__init__.py": MODULE_A, "tests/test_num.py": TEST_NUM_A})
+    report = release_history(pin, quiet=True, before=before)
+    assert report.records == []
+    assert report.reason == "1.3's suite does not finish in the sandbox within 4 s", report.reason
