@@ -32,6 +32,7 @@ from proofgym.tasks.synth.history import (
 )
 from proofgym.tasks.synth.manifest import SYNTHETIC, StableSuite, TaskRecord, write_suites
 from proofgym.tasks.synth.recipe import RecipeError
+from proofgym.tasks.synth.release_names import unresolved_names
 from proofgym.tasks.synth.statements import only_names_and_exceptions
 from proofgym.tasks.synth.testrun import TestOutcome as Outcome
 from tests.conftest import require_tool
@@ -308,6 +309,30 @@ def test_a_revert_that_leaves_a_read_name_undefined_is_no_release_s_code():
     assert orphaned_names(b, b.replace(b"import os\n", b""), "v.py") == set()  # not read
     star = b"from os.path import *\n" + b.replace(b"import warnings\n", b"")
     assert orphaned_names(b, star, "v.py") == set()  # a star import may bring it
+
+
+@pytest.mark.pure
+def test_a_revert_that_leaves_a_local_or_a_parameter_read_but_unbound_is_no_release_s_code():
+    # tomlkit 0.11.5 added `original = ...` to String.__add__ and passed it on in another hunk;
+    # reverting the first alone left `original` read and bound nowhere in the function (another
+    # function of the module binds a local of that name: a module-wide name set missed it)
+    b = (b"def add(self, other):\n    result = str(self) + other\n"
+         b"    original = self._original + other\n    return self._new(result, original)\n\n\n"
+         b"def other(x):\n    original = x\n    return original\n")
+    assert orphaned_names(b, b.replace(b"    original = self._original + other\n", b""),
+                          "tomlkit/items.py") == {"original"}
+    # boltons 23.1.0's pairwise_iter(src, end=_UNSET): the parameter reverted, `end` still read
+    p = b"_UNSET = object()\n\n\ndef pairwise_iter(src, end=_UNSET):\n    return windowed(src, 2, end)\n"
+    assert orphaned_names(p, p.replace(b", end=_UNSET", b""), "b.py") == {"end"}
+    # a name read and bound nowhere in both (a module filled through globals()) is not the revert's
+    g = b"globals()['late'] = 1\n\n\ndef f():\n    return late\n"
+    assert orphaned_names(g, g + b"\n\ndef h():\n    return 2\n", "g.py") == set()
+    # a nested function reading its enclosing function's local, a `global` it assigns, a
+    # module dunder: all bound
+    n = (b"def outer():\n    x = 1\n    def inner():\n        return x\n    return inner\n\n\n"
+         b"def setter():\n    global CACHE\n    CACHE = {}\n\n\ndef reader():\n    return CACHE, __file__\n")
+    assert unresolved_names(n, "n.py") == set()
+    assert unresolved_names(b"from os import *\n\n\ndef f():\n    return path\n") is None
 
 
 @pytest.mark.pure
