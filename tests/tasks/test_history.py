@@ -32,6 +32,7 @@ from proofgym.tasks.synth.history import (
 )
 from proofgym.tasks.synth.manifest import SYNTHETIC, StableSuite, TaskRecord, write_suites
 from proofgym.tasks.synth.recipe import RecipeError
+from proofgym.tasks.synth.release_names import unresolved_names
 from proofgym.tasks.synth.statements import only_names_and_exceptions
 from proofgym.tasks.synth.testrun import TestOutcome as Outcome
 from tests.conftest import require_tool
@@ -311,6 +312,30 @@ def test_a_revert_that_leaves_a_read_name_undefined_is_no_release_s_code():
 
 
 @pytest.mark.pure
+def test_a_revert_that_leaves_a_local_or_a_parameter_read_but_unbound_is_no_release_s_code():
+    # tomlkit 0.11.5 added `original = ...` to String.__add__ and passed it on in another hunk;
+    # reverting the first alone left `original` read and bound nowhere in the function (another
+    # function of the module binds a local of that name: a module-wide name set missed it)
+    b = (b"def add(self, other):\n    result = str(self) + other\n"
+         b"    original = self._original + other\n    return self._new(result, original)\n\n\n"
+         b"def other(x):\n    original = x\n    return original\n")
+    assert orphaned_names(b, b.replace(b"    original = self._original + other\n", b""),
+                          "tomlkit/items.py") == {"original"}
+    # boltons 23.1.0's pairwise_iter(src, end=_UNSET): the parameter reverted, `end` still read
+    p = b"_UNSET = object()\n\n\ndef pairwise_iter(src, end=_UNSET):\n    return windowed(src, 2, end)\n"
+    assert orphaned_names(p, p.replace(b", end=_UNSET", b""), "b.py") == {"end"}
+    # a name read and bound nowhere in both (a module filled through globals()) is not the revert's
+    g = b"globals()['late'] = 1\n\n\ndef f():\n    return late\n"
+    assert orphaned_names(g, g + b"\n\ndef h():\n    return 2\n", "g.py") == set()
+    # a nested function reading its enclosing function's local, a `global` it assigns, a
+    # module dunder: all bound
+    n = (b"def outer():\n    x = 1\n    def inner():\n        return x\n    return inner\n\n\n"
+         b"def setter():\n    global CACHE\n    CACHE = {}\n\n\ndef reader():\n    return CACHE, __file__\n")
+    assert unresolved_names(n, "n.py") == set()
+    assert unresolved_names(b"from os import *\n\n\ndef f():\n    return path\n") is None
+
+
+@pytest.mark.pure
 def test_a_failure_with_nothing_to_describe_gives_a_report_the_history_gate_drops():
     """What ``ReleaseHistory._task`` refuses as ``report_says_nothing`` (tomlkit 0.14.0's
     `_render_table` and xmltodict 1.0.0's memory check gave "Expected: the behaviour it had
@@ -525,3 +550,24 @@ def test_a_test_file_that_hangs_on_the_old_code_leaves_the_other_files_candidate
     (record,) = report.records
     assert record.fail_to_pass == ("tests/test_num.py::test_clamp_above",)
     assert [(b["function"], b["line"]) for b in record.bugs] == [("clamp", 6)]
+
+
+@pytest.mark.slow
+def test_a_release_whose_suite_does_not_finish_gives_a_one_line_reason(index, tmp_path, monkeypatch):
+    require_tool("bwrap")
+    import functools
+
+    import proofgym.tasks.synth.history as history
+
+    # click 8.5.1's suite waits on a terminal in the sandbox: its first run timed out and the
+    # error ended `tasks history` for every project after it; now it is the pair's reason
+    monkeypatch.setattr(history, "SuiteRunner", functools.partial(history.SuiteRunner, timeout_s=4.0))
+    waits = _sdist("1.3", {"pgcal/__init__.py": MODULE_B, "tests/test_num.py": TEST_NUM_B,
+                           "tests/test_wait.py": "def test_wait():\n    while True:\n        pass\n"})
+    path = tmp_path / "pgcal-1.3.tar.gz"
+    path.write_bytes(waits)
+    pin = _pin().with_release("1.3", hashlib.sha256(waits).hexdigest(), path.as_uri()).at("1.3")
+    before = _older_release(tmp_path, {"pgcal/__init__.py": MODULE_A, "tests/test_num.py": TEST_NUM_A})
+    report = release_history(pin, quiet=True, before=before)
+    assert report.records == []
+    assert report.reason == "1.3's suite does not finish in the sandbox within 4 s", report.reason

@@ -8,6 +8,7 @@ from proofgym.envs.repo_repair import check_record
 from proofgym.tasks.synth import FetchError, ProjectSynth, apply_patch, fetch_sdist, materialize
 from proofgym.tasks.synth.discover import list_test_functions
 from proofgym.tasks.synth.hiding import strip_tests
+from proofgym.tasks.synth.release_names import orphaned_names
 from tests.conftest import require_tool
 from tests.tasks.synth_helpers import MODULE, TESTS, build_sdist, demo_pin
 
@@ -98,6 +99,20 @@ def test_synthesis_keeps_only_valid_tasks_and_is_deterministic(tmp_path, cache):
     assert [c.changes for c in _candidates(first)] == [c.changes for c in _candidates(again)]
     other = ProjectSynth(demo_pin(tmp_path / "index", seed=1), quiet=True)
     assert [c.changes for c in _candidates(other)] != [c.changes for c in _candidates(first)]
+
+
+def test_a_drop_that_leaves_a_name_read_but_unbound_is_no_candidate(tmp_path, cache):
+    # dropping `out = []` from chunks leaves `out` read and bound nowhere: a NameError no
+    # release could ship, whatever failure a broad except makes of it (python-json-logger's
+    # formatStack without `stack_info_str = ...` failed as a JSONDecodeError, so the
+    # NameError check of the failures missed it)
+    synth = ProjectSynth(demo_pin(tmp_path / "index"), quiet=True)
+    candidates = _candidates(synth)
+    assert synth.report.rejected.get("orphaned_name", 0) >= 1, synth.report.rejected
+    assert not [c.sites for c in candidates for path, (old, new) in c.changes.items()
+                if orphaned_names(old, new, path)]
+    assert all(b"    out = []\n" in new or b"out.append" not in new
+               for c in candidates for _, new in c.changes.values())
 
 
 def _candidates(synth: ProjectSynth):

@@ -45,6 +45,7 @@ from proofgym.tasks.synth.manifest import TaskRecord, pristine_tree, task_id
 from proofgym.tasks.synth.operators import Site, apply_site, sites
 from proofgym.tasks.synth.patch import make_patch
 from proofgym.tasks.synth.recipe import ProjectPin
+from proofgym.tasks.synth.release_names import orphaned_names
 from proofgym.tasks.synth.statements import BugEvidence, OfflineWriter, StatementWriter, failures_of
 from proofgym.tasks.synth.tells import names_a_removed_name
 from proofgym.tasks.synth.testrun import SuiteRun, SuiteRunner
@@ -261,6 +262,12 @@ class ProjectSynth:
             mutated = apply_site(original, site)
             if mutated is None:
                 self.report.reject("invalid_mutant")
+                continue
+            # a dropped `x = ...` whose `x` is still read: a NameError no release could ship,
+            # even where a broad except turns it into another failure (python-json-logger's
+            # formatStack gave a JSONDecodeError); only a drop can unbind a name
+            if site.operator.startswith("drop_") and orphaned_names(original, mutated, path):
+                self.report.reject("orphaned_name")
                 continue
             cands.append(Candidate(((path, site),), {path: (original, mutated)},
                                    self._select({key}), frozenset({key})))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import symtable
 from pathlib import Path
 
 from proofgym.tasks.synth.hunks import Hunk
@@ -91,9 +92,10 @@ def identifiers(path: str, data: bytes) -> set[str]:
 
 def orphaned_names(before: bytes, after: bytes, path: str = "") -> set[str]:
     """The names ``after`` (a file with some hunks reverted) still reads but no longer defines,
-    that ``before`` defined: a tree no release shipped (``import warnings`` reverted while
-    ``warnings.warn`` stays). Such a failure hides behind any check that swallows the
-    ``NameError`` (``pytest.warns`` reports "DID NOT WARN")."""
+    that ``before`` defined or resolved: a tree no release shipped (``import warnings`` reverted
+    while ``warnings.warn`` stays; a function's ``original = ...`` reverted while its ``return
+    self._new(result, original)`` stays, tomlkit 0.11.5). Such a failure hides behind any check
+    that swallows the ``NameError`` (``pytest.warns`` reports "DID NOT WARN")."""
     try:
         tree = ast.parse(after)
     except (SyntaxError, ValueError):
@@ -102,7 +104,45 @@ def orphaned_names(before: bytes, after: bytes, path: str = "") -> set[str]:
     if "*" in defined:  # a star import may define anything
         return set()
     reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return (reads & identifiers(path, before)) - defined - set(dir(builtins))
+    module_level = (reads & identifiers(path, before)) - defined - set(dir(builtins))
+    was, now = unresolved_names(before, path), unresolved_names(after, path)
+    return module_level | (now - was if was is not None and now is not None else set())
+
+
+# set by the import system in every module's namespace, not by its code
+_MODULE_NAMES = frozenset({"__file__", "__name__", "__doc__", "__spec__", "__loader__",
+                           "__package__", "__path__", "__builtins__", "__cached__",
+                           "__annotations__"})
+
+
+def unresolved_names(source: bytes, path: str = "") -> set[str] | None:
+    """The names a function or class body of ``source`` reads that no scope binds: neither its
+    own (assigned, a parameter, imported), nor an enclosing function's, nor the module's, nor a
+    builtin (each raises ``NameError`` when reached). ``None`` when ``source`` does not compile
+    or star-imports (anything may be bound)."""
+    try:
+        table = symtable.symtable(source.decode("utf-8", "replace"), path or "<module>", "exec")
+    except (SyntaxError, ValueError):
+        return None
+    if any(isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
+           for node in ast.walk(ast.parse(source))):
+        return None
+    bound = {s.get_name() for s in table.get_symbols()
+             if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    scopes, out = list(table.get_children()), set()
+    while scopes:
+        scope = scopes.pop()
+        scopes.extend(scope.get_children())
+        for sym in scope.get_symbols():
+            if sym.is_declared_global() and sym.is_assigned():  # `global x; x = ...`
+                bound.add(sym.get_name())
+    scopes = list(table.get_children())
+    while scopes:
+        scope = scopes.pop()
+        scopes.extend(scope.get_children())
+        out.update(sym.get_name() for sym in scope.get_symbols()
+                   if sym.is_referenced() and sym.is_global())
+    return out - bound - set(dir(builtins)) - _MODULE_NAMES
 
 
 def enclosing(source: bytes, line: int) -> str:
@@ -122,4 +162,4 @@ def enclosing(source: bytes, line: int) -> str:
 
 
 __all__ = ["behavioural", "counterpart", "enclosing", "identifiers", "missing_name",
-           "orphaned_names", "reverts_an_import"]
+           "orphaned_names", "reverts_an_import", "unresolved_names"]
