@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 import symtable
 from pathlib import Path
@@ -115,7 +116,8 @@ _MODULE_NAMES = frozenset({"__file__", "__name__", "__doc__", "__spec__", "__loa
                            "__annotations__"})
 
 
-def unresolved_names(source: bytes, path: str = "") -> set[str] | None:
+@functools.lru_cache(maxsize=64)  # the same `before` file is asked again for each candidate
+def unresolved_names(source: bytes, path: str = "") -> frozenset[str] | None:
     """The names a function or class body of ``source`` reads that no scope binds: neither its
     own (assigned, a parameter, imported), nor an enclosing function's, nor the module's, nor a
     builtin (each raises ``NameError`` when reached). ``None`` when ``source`` does not compile
@@ -142,7 +144,7 @@ def unresolved_names(source: bytes, path: str = "") -> set[str] | None:
         scopes.extend(scope.get_children())
         out.update(sym.get_name() for sym in scope.get_symbols()
                    if sym.is_referenced() and sym.is_global())
-    return out - bound - set(dir(builtins)) - _MODULE_NAMES
+    return frozenset(out - bound - set(dir(builtins)) - _MODULE_NAMES)
 
 
 def enclosing(source: bytes, line: int) -> str:
