@@ -6,6 +6,9 @@ worker still starting (forked, not yet in ``worker_main``) waits on it. So the f
 its parent, the pool's process, through a pidfd and leaves with ``os._exit`` when it is gone:
 its workers, which hold the parent-death signal (``worker.tie_to_owner``), go with it at once.
 When it ends the ordinary way (every client gone), it skips the interpreter's teardown too.
+A child whose client went before sending the process to run (the pool's process exiting while
+a worker starts) finds end of file where that process should be: it exits with status 1 and
+no traceback on the stderr it shares with the pool's process.
 Importing this module anywhere but in ``multiprocessing.forkserver.main`` does nothing.
 """
 
@@ -79,5 +82,23 @@ def _tie() -> None:
     threading.Thread(target=watch, name="proofgym-forkserver-tie", daemon=True).start()
 
 
+def _quiet_when_the_client_is_gone() -> None:
+    """Wrap the forked child's entry: an ``EOFError`` out of it can only come from reading the
+    preparation data or the process object (``_bootstrap`` reports the process's own errors
+    itself), that is, from a client that went before writing them: nothing to run or report."""
+    from multiprocessing import spawn
+
+    serve = spawn._main
+
+    def main(fd: int, parent_sentinel: int) -> int:
+        try:
+            return serve(fd, parent_sentinel)
+        except EOFError:
+            return 1
+
+    spawn._main = main
+
+
 if _in_forkserver_main():
+    _quiet_when_the_client_is_gone()
     _tie()

@@ -218,3 +218,25 @@ def test_evaluate_boots_its_pool_with_the_envs_grader_module() -> None:
     assert _grader_modules("proofgym/Arith-v0") == ["proofgym.envs.arith"]
     assert _grader_modules("proofgym/CodeRepair-v0") == ["proofgym.envs.code_repair"]
     assert _grader_modules("no-such-env-v0") == []
+
+
+def test_a_forkserver_child_whose_client_left_before_sending_its_process_goes_quietly() -> None:
+    """The race behind the test above, made certain: a client asks the pool's forkserver for a
+    child and goes before writing the process to start (its process exiting mid-``start``). The
+    forked child finds end of file where its preparation data should be; it exits without a
+    traceback on the stderr it shares with the pool's process."""
+    script = (
+        "import os, multiprocessing as mp\n"
+        "from multiprocessing import forkserver\n"
+        "mp.get_context('forkserver').set_forkserver_preload(\n"
+        "    ['proofgym', 'proofgym.verify.pool.forkserver_tie'])\n"
+        "status, data = forkserver.connect_to_new_process([])\n"
+        "os.close(data)  # gone before the preparation data\n"
+        "pid = forkserver.read_signed(status)\n"
+        "code = forkserver.read_signed(status)\n"
+        "print(pid > 0, code)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == "True" and proc.stdout.split()[1] != "0", proc.stdout
+    assert "Traceback" not in proc.stderr and "EOFError" not in proc.stderr, proc.stderr
