@@ -19,6 +19,11 @@ the key, so one task's grading also waits for the other's episodes).
   cannot starve a grading (a GRPO group's gradings run once its episodes have ended). A stream of
   gradings can delay new episodes of their key, but gradings come from ended episodes, so the
   stream ends. Episodes and gradings of other keys never wait for each other.
+* **No deadlock**: the one exception to fairness is a process that holds a live episode of the
+  key: its next episode of the key starts at once (no grading of the key can be running then).
+  Its live episode may end only after that next one starts (a trainer resetting a group's
+  environments one after another), so waiting there would wait for ever on a grading that waits
+  for it. A grading then waits until that process has no episode of the key left.
 
 The leases are ``flock`` locks on two files per key in a directory of the running user
 (:func:`lease_dir`), so they hold across every proofgym process of the host user (``eval``,
@@ -139,20 +144,38 @@ class HiddenLease:
                 finally:
                     os.close(ep)
                 return self.granted
-            gr = _open(self.key, "gr")
-            try:
-                if not _try(gr, fcntl.LOCK_EX):  # a grading holds or waits
-                    return False
-                ep = _open(self.key, "ep")
-                if not _try(ep, fcntl.LOCK_SH):  # a grading checking this very moment
+            with _HELD_LOCK:
+                if _HELD.get(self.key):
+                    # this process holds a live episode of the key: no grading of it runs
+                    # (one would have needed that episode gone), and one that waits keeps
+                    # waiting for this one too. Waiting for it here could deadlock: the
+                    # live episode may end only after this one starts (a trainer's resets)
+                    ep = _open(self.key, "ep")
+                    # counted after the share is taken: a lease the garbage collector releases
+                    # meanwhile (in this thread: the lock is reentrant) may have been the last
+                    if _try(ep, fcntl.LOCK_SH) and _HELD.get(self.key):
+                        return self._grant(ep)
                     os.close(ep)
                     return False
-                self._fd = ep  # held before the exclusive hold on K.gr goes
-                self.granted = True
-                _LIVE.add(self)
-                return True
-            finally:
-                os.close(gr)
+                gr = _open(self.key, "gr")
+                try:
+                    if not _try(gr, fcntl.LOCK_EX):  # a grading holds or waits
+                        return False
+                    ep = _open(self.key, "ep")
+                    if not _try(ep, fcntl.LOCK_SH):  # a grading checking this very moment
+                        os.close(ep)
+                        return False
+                    return self._grant(ep)  # K.ep held before the exclusive hold on K.gr goes
+                finally:
+                    os.close(gr)
+
+    def _grant(self, ep: int) -> bool:
+        """An episode's grant (``self._lock`` and ``_HELD_LOCK`` held)."""
+        self._fd = ep
+        self.granted = True
+        _HELD[self.key] = _HELD.get(self.key, 0) + 1
+        _LIVE.add(self)
+        return True
 
     def wait(self, timeout_s: float = WAIT_S) -> HiddenLease:
         """:meth:`poll` until granted; :class:`LeaseTimeout` after ``timeout_s`` (the lease is
@@ -175,7 +198,17 @@ class HiddenLease:
         """Let the lease go (idempotent, any thread)."""
         with self._lock:
             fd, self._fd = self._fd, -1
+            episode = self.granted and self.kind == "episode"
             self.granted = False
+            if fd >= 0 and episode:
+                # counted down and closed at once, so no episode of this process starts on the
+                # strength of one that is already gone
+                with _HELD_LOCK:
+                    _HELD[self.key] -= 1
+                    if not _HELD[self.key]:
+                        del _HELD[self.key]
+                    os.close(fd)
+                return
         if fd >= 0:
             os.close(fd)  # the flock goes with its last descriptor
 
@@ -204,13 +237,17 @@ class HiddenLease:
 
 
 _LIVE: weakref.WeakSet[HiddenLease] = weakref.WeakSet()
+#: granted episode leases of this process, per key (reentrant: ``__del__`` releases)
+_HELD: dict[str, int] = {}
+_HELD_LOCK = threading.RLock()
 
 
 def _after_fork() -> None:
-    global _LIVE
+    global _LIVE, _HELD, _HELD_LOCK
     for lease in list(_LIVE):
         lease._forget_after_fork()
     _LIVE = weakref.WeakSet()
+    _HELD, _HELD_LOCK = {}, threading.RLock()
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -35,7 +35,7 @@ from proofgym.runtimes.grading_lease import (
 )
 from proofgym.verify.pool import VerifierPool
 from proofgym.verify.sandboxed import run_pytest
-from tests.conftest import require_tool
+from tests.conftest import REPO, require_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "proofgym" / "envs" / "code_repair" / "data"
@@ -190,8 +190,9 @@ def test_episodes_share_gradings_share_and_a_waiting_grading_holds_new_episodes_
     second = episode_lease(key, timeout_s=1.0)  # episodes of one key share
     grading = HiddenLease(key, "grading")
     assert not grading.poll()  # two episodes live
-    with pytest.raises(LeaseTimeout):  # the waiting grading holds new episodes back
-        episode_lease(key, timeout_s=0.3)
+    # the waiting grading holds new episodes back, those of another process (this process
+    # holds live episodes of the key, see the next test)
+    assert _episode_in_another_process(key, timeout_s=0.3) == "LeaseTimeout"
     first.release()
     assert not grading.poll()
     second.release()
@@ -202,6 +203,47 @@ def test_episodes_share_gradings_share_and_a_waiting_grading_holds_new_episodes_
     assert episode_lease(_key("another task"), timeout_s=1.0).granted  # another key: no wait
     grading.release()
     other.release()
+    episode_lease(key, timeout_s=1.0).release()
+
+
+def _episode_in_another_process(key: str, timeout_s: float) -> str:
+    """Whether another process gets an episode lease of ``key`` within ``timeout_s``."""
+    script = ("import sys\n"
+              "from proofgym.runtimes.grading_lease import LeaseTimeout, episode_lease\n"
+              "try:\n"
+              "    episode_lease(sys.argv[1], timeout_s=float(sys.argv[2])).release()\n"
+              "    print('granted')\n"
+              "except LeaseTimeout:\n"
+              "    print('LeaseTimeout')\n")
+    proc = subprocess.run([sys.executable, "-c", script, key, str(timeout_s)], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_a_process_with_a_live_episode_starts_another_while_a_grading_waits():
+    """A trainer resets its environments one after another (a GRPO group: one task, several
+    copies) while a grading of that task, from another process, waits for the first episode to
+    end. That episode ends only after the trainer's next reset, so the next episode cannot wait for
+    the grading: it did (the fairness rule), and both waited out the hour-long lease timeout (the
+    suite's GRPO and trainer-exit tests hung 15 minutes on each other). An episode of a key whose
+    process holds a live episode of it starts at once; the grading still waits for all of them,
+    and a process that holds none waits for the grading as before."""
+    key = _key(f"deadlock-{os.getpid()}-{time.time()}")
+    first = episode_lease(key)
+    grading = HiddenLease(key, "grading")
+    assert not grading.poll()  # it waits, and holds its share: new episodes of others wait
+    second = episode_lease(key, timeout_s=0.5)  # the trainer's next reset: no wait
+    assert second.granted
+    assert not grading.poll()
+    assert _episode_in_another_process(key, timeout_s=0.3) == "LeaseTimeout"
+    first.release()
+    assert not grading.poll()  # the second episode is live
+    second.release()
+    assert grading.poll()  # no episode live: the grading runs
+    with pytest.raises(LeaseTimeout):  # while it runs, no episode of the key starts here either
+        episode_lease(key, timeout_s=0.3)
+    grading.release()
     episode_lease(key, timeout_s=1.0).release()
 
 
