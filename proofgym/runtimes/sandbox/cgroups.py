@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proofgym.runtimes.sandbox.namespaces import release_cgroup
+from proofgym.runtimes.sandbox.scratch import pid_namespace
 
 _ROOT = Path("/sys/fs/cgroup")
 _counter = itertools.count()
@@ -154,17 +155,6 @@ def _own_path(controller: str) -> str:
     return ""
 
 
-def _pid_namespace() -> int | None:
-    """This process's pid namespace (the inode of ``/proc/self/ns/pid``), or ``None`` when the
-    ``/proc`` here is another pid namespace's (then no pid under it can be checked as ours)."""
-    try:
-        if os.readlink("/proc/self") != str(os.getpid()):
-            return None
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return None
-
-
 def _sweep(parent: Path) -> None:
     """Remove empty cgroups left by proofgym processes that died without closing them.
 
@@ -172,7 +162,7 @@ def _sweep(parent: Path) -> None:
     kernel's, shared with proofgym instances in other pid namespaces (containers), whose pids
     mean nothing here, so a live one's cgroup, empty between two of its sandboxes, would look
     like a dead one's leftover (``tests/security/test_attack_other_instance_sweep.py``)."""
-    ours = _pid_namespace()
+    ours = pid_namespace()
     if ours is None:
         return
     for d in parent.glob("proofgym-*-*"):
@@ -210,7 +200,7 @@ def create(memory_bytes: int, max_processes: int,
     # the pid and its namespace say whose it is (for the sweep; 0: a /proc of another pid
     # namespace, never swept); the random part keeps a name this process's pid had before (a
     # dead process's leftover with the same pid, which the sweep keeps) from colliding
-    name = (f"proofgym-{os.getpid()}-{_pid_namespace() or 0}-{next(_counter)}-"
+    name = (f"proofgym-{os.getpid()}-{pid_namespace() or 0}-{next(_counter)}-"
             f"{secrets.token_hex(4)}")
     v1 = [(_ROOT / "pids", "pids"), (_ROOT / "memory", "memory")]
     if all((root / "cgroup.procs").exists() for root, _ in v1):
