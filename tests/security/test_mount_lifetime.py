@@ -2,7 +2,8 @@
 
 A sandbox's mounts live in a mount namespace of its own (they go with its last process); what
 is left in the host's view, the scratch directory (a tmpfs as root), is named with the owner's
-pid and removed by the next run that creates scratch space in the same place. The runtime's
+pid (and its pid namespace) and removed by the next run in that namespace that creates scratch
+space in the same place. The runtime's
 case is the attack suite's (``test_attack_kill9_leftovers.py``); here: the sweep itself, and a
 grading run killed with SIGKILL halfway through its tests.
 """
@@ -20,6 +21,7 @@ import pytest
 
 from proofgym.runtimes.sandbox import SandboxRuntime
 from proofgym.runtimes.sandbox.bwrap import remove_scratch, scratch_dir, sweep_scratch
+from proofgym.runtimes.sandbox.scratch import pid_namespace
 from tests.conftest import REPO, require_tool
 from tests.sandbox_helpers import FAST_LIMITS
 
@@ -38,10 +40,14 @@ def _dead_pid() -> int:
 
 
 def test_scratch_of_a_dead_owner_is_swept_and_a_live_owners_is_kept(tmp_path):
-    dead = tmp_path / f"proofgym-sandbox-{_dead_pid()}-abc"
-    alive = tmp_path / f"proofgym-grade-{os.getppid()}-def"
+    ns, gone = pid_namespace(), _dead_pid()
+    dead = tmp_path / f"proofgym-sandbox-{gone}-{ns}-abc"
+    alive = tmp_path / f"proofgym-grade-{os.getppid()}-{ns}-def"
     system = tmp_path / "proofgym-system-1234-ffff"  # the shared minimal system: never swept
-    for d in (dead, alive, system):
+    # another pid namespace's (its pid cannot be checked here), and an older proofgym's name
+    foreign = tmp_path / f"proofgym-sandbox-{gone}-{ns + 1}-ghi"
+    unnamed = tmp_path / f"proofgym-sandbox-{gone}-jkl"
+    for d in (dead, alive, system, foreign, unnamed):
         (d / "ep0" / "upper").mkdir(parents=True)
         (d / "ep0" / "upper" / "f").write_text("x")
     (dead / "ep0" / "work" / "work").mkdir(parents=True)
@@ -51,15 +57,16 @@ def test_scratch_of_a_dead_owner_is_swept_and_a_live_owners_is_kept(tmp_path):
         (dead / "inside").write_text("on the tmpfs")
     assert sweep_scratch(tmp_path) == [dead]
     assert not dead.exists() and alive.exists() and system.exists()
+    assert foreign.exists() and unnamed.exists()
     assert _mounts_under(tmp_path) == []
 
 
 def test_new_scratch_space_sweeps_its_parent_first(tmp_path):
-    leftover = tmp_path / f"proofgym-sandbox-{_dead_pid()}-xyz"
+    leftover = tmp_path / f"proofgym-sandbox-{_dead_pid()}-{pid_namespace()}-xyz"
     leftover.mkdir()
     root = scratch_dir("proofgym-sandbox-", 16, parent=tmp_path)
     try:
-        assert root.name.startswith(f"proofgym-sandbox-{os.getpid()}-")
+        assert root.name.startswith(f"proofgym-sandbox-{os.getpid()}-{pid_namespace()}-")
         assert not leftover.exists()
     finally:
         remove_scratch(root)

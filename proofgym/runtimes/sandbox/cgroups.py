@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proofgym.runtimes.sandbox.namespaces import release_cgroup
+from proofgym.runtimes.sandbox.scratch import pid_namespace
 
 _ROOT = Path("/sys/fs/cgroup")
 _counter = itertools.count()
@@ -155,13 +156,21 @@ def _own_path(controller: str) -> str:
 
 
 def _sweep(parent: Path) -> None:
-    """Remove empty cgroups left by proofgym processes that died without closing them."""
+    """Remove empty cgroups left by proofgym processes that died without closing them.
+
+    Only the ones made in this pid namespace (the name says which): the hierarchy is the
+    kernel's, shared with proofgym instances in other pid namespaces (containers), whose pids
+    mean nothing here, so a live one's cgroup, empty between two of its sandboxes, would look
+    like a dead one's leftover (``tests/security/test_attack_other_instance_sweep.py``)."""
+    ours = pid_namespace()
+    if ours is None:
+        return
     for d in parent.glob("proofgym-*-*"):
-        try:
-            pid = int(d.name.split("-")[1])
-        except (IndexError, ValueError):
-            continue
-        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+        parts = d.name.split("-")
+        if len(parts) != 5 or not (parts[1].isdigit() and parts[2].isdigit()):
+            continue  # not a sandbox cgroup, or made by a proofgym that did not name its namespace
+        pid, namespace = int(parts[1]), int(parts[2])
+        if namespace == ours and pid != os.getpid() and not Path(f"/proc/{pid}").exists():
             try:
                 d.rmdir()
             except OSError:
@@ -188,10 +197,11 @@ def create(memory_bytes: int, max_processes: int,
            cpus: float | None = None) -> SandboxCgroup | None:
     """A fresh cgroup with the limits set, or ``None`` when cgroups are not writable here.
     ``cpus``: a CPU quota in CPUs (``None``: a fair share only)."""
-    # the pid says whose it is (for the sweep); the random part keeps a name this process's pid
-    # had before (a dead process's leftover with the same pid, which the sweep keeps) from
-    # colliding
-    name = f"proofgym-{os.getpid()}-{next(_counter)}-{secrets.token_hex(4)}"
+    # the pid and its namespace say whose it is (for the sweep; 0: a /proc of another pid
+    # namespace, never swept); the random part keeps a name this process's pid had before (a
+    # dead process's leftover with the same pid, which the sweep keeps) from colliding
+    name = (f"proofgym-{os.getpid()}-{pid_namespace() or 0}-{next(_counter)}-"
+            f"{secrets.token_hex(4)}")
     v1 = [(_ROOT / "pids", "pids"), (_ROOT / "memory", "memory")]
     if all((root / "cgroup.procs").exists() for root, _ in v1):
         made: list[Path] = []

@@ -1,8 +1,10 @@
 """Scratch space for overlay upper directories, and its removal, also after a crash.
 
-A scratch directory is named with the pid of the process that owns it, so a later run can tell
-leftovers of a process that died (``SIGKILL``, the OOM killer) from scratch space in use, and
-remove them (:func:`sweep_scratch`, run once per parent directory and process).
+A scratch directory is named with the pid of the process that owns it and that pid's namespace,
+so a later run in the same pid namespace can tell leftovers of a process that died (``SIGKILL``,
+the OOM killer) from scratch space in use, and remove them (:func:`sweep_scratch`, run once per
+parent directory and process). A pid of another namespace (a container sharing the temp dir)
+cannot be checked from here: its directories are left alone.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ _MS_NOSUID = 2
 _MS_NODEV = 4
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
-_SCRATCH_NAME = re.compile(r"^proofgym-(?!system-)[a-z]+-(\d+)-")
+_SCRATCH_NAME = re.compile(r"^proofgym-(?!system-)[a-z]+-(\d+)-(\d+)-")
 _swept_scratch: set[str] = set()
 
 
@@ -38,7 +40,8 @@ def scratch_dir(prefix: str, size_mb: int, parent: str | Path | None = None) -> 
     if str(parent_dir) not in _swept_scratch:
         _swept_scratch.add(str(parent_dir))
         sweep_scratch(parent_dir)
-    root = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent_dir))
+    root = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-{pid_namespace() or 0}-",
+                                 dir=parent_dir))
     if os.geteuid() == 0:
         _check(_libc.mount(b"tmpfs", str(root).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
                            f"size={size_mb}m,mode=0700,uid=0,gid=0".encode()),
@@ -46,19 +49,34 @@ def scratch_dir(prefix: str, size_mb: int, parent: str | Path | None = None) -> 
     return root
 
 
+def pid_namespace() -> int | None:
+    """This process's pid namespace (the inode of ``/proc/self/ns/pid``), or ``None`` when the
+    ``/proc`` here is another pid namespace's (then no pid under it can be checked as ours)."""
+    try:
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return None
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
 def sweep_scratch(parent: Path) -> list[Path]:
     """Remove the scratch directories (and their tmpfs) under ``parent`` whose owning process
     is gone: what an eval process killed with SIGKILL left behind. Returns what was removed.
     Only this user's directories: in a shared temp dir another user can make one of that name
-    (or swap in a link to a mount point), and it is not ours to remove or unmount."""
-    removed = []
+    (or swap in a link to a mount point), and it is not ours to remove or unmount. Only this
+    pid namespace's: another's pids mean nothing here, and a live owner would look dead
+    (``tests/security/test_attack_other_instance_sweep.py``)."""
+    removed: list[Path] = []
+    ours = pid_namespace()
     try:
-        names = os.listdir(parent)
+        names = os.listdir(parent) if ours is not None else []
     except OSError:
         return removed
     for name in names:
         m = _SCRATCH_NAME.match(name)
-        if m is None or int(m.group(1)) == os.getpid() or os.path.exists(f"/proc/{m.group(1)}"):
+        if (m is None or int(m.group(2)) != ours or int(m.group(1)) == os.getpid()
+                or os.path.exists(f"/proc/{m.group(1)}")):
             continue
         path = parent / name
         try:
