@@ -32,6 +32,8 @@ def _plain_copy(value: Any) -> Any:
     if isinstance(value, (str, int, float, type(None))):
         return value
     if type(value) in (tuple, list):
+        if all(type(v) is str for v in value):  # a test-id list: nothing in it to copy
+            return value if type(value) is tuple else list(value)
         return type(value)(_plain_copy(v) for v in value)
     if type(value) is dict:
         return {_plain_copy(k): _plain_copy(v) for k, v in value.items()}
