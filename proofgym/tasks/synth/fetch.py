@@ -10,12 +10,10 @@ pristine source stays on the host (see ``docs/real-repositories.md``).
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
 import shutil
-import ssl
 import sys
 import tarfile
 import tempfile
@@ -28,6 +26,7 @@ from typing import NamedTuple
 import httpx
 
 from proofgym.core.errors import FetchError as FetchError
+from proofgym.core.tls import tls_context
 from proofgym.runtimes.private_dirs import cache_home
 
 #: The package index asked for sdists; ``$PROOFGYM_PYPI`` names another (a mirror), read at each call.
@@ -143,18 +142,9 @@ def _download(url: str, *, timeout_s: float) -> Iterator[tuple[int, Iterator[byt
             yield os.fstat(f.fileno()).st_size, iter(lambda: f.read(1 << 16), b"")
         return
     with httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True,
-                      verify=_tls_context(os.environ.get("SSL_CERT_FILE"),
-                                          os.environ.get("SSL_CERT_DIR"))) as resp:
+                      verify=tls_context()) as resp:
         resp.raise_for_status()
         yield int(resp.headers.get("Content-Length") or 0), resp.iter_bytes(1 << 16)
-
-
-@functools.cache
-def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
-    """httpx's default TLS context (its CA bundle, or ``$SSL_CERT_FILE`` / ``$SSL_CERT_DIR``),
-    made once per setting: each ``httpx.stream`` made its own, and loading the CA bundle is some
-    40 ms of CPU, paid on every index request and sdist download (plain HTTP ones too)."""
-    return httpx.create_ssl_context()
 
 
 def _sha256(path: Path) -> str:
