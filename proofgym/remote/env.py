@@ -44,6 +44,7 @@ from proofgym.core import (
     Verdict,
 )
 from proofgym.core.errors import ConfigError
+from proofgym.core.tls import tls_context
 from proofgym.env import UniversalVerifiableEnv, VerificationJob, check_render_mode, transcript_lines
 from proofgym.remote.served import (
     RemoteError,
@@ -91,7 +92,7 @@ class RemoteEnv(gymnasium.Env[dict[str, Any], AgentAction]):
         self.timeout_s = timeout_s
         self.render_mode = check_render_mode(render_mode)
         self._http = httpx.Client(base_url=self.url, headers=request_headers(token),
-                                  timeout=httpx.Timeout(timeout_s, connect=60.0))
+                                  timeout=httpx.Timeout(timeout_s, connect=60.0), verify=tls_context())
         try:
             response = self._http.get("/describe", timeout=60.0)
         except httpx.HTTPError as exc:
@@ -179,7 +180,7 @@ class RemoteEnv(gymnasium.Env[dict[str, Any], AgentAction]):
             self._hold_http.close()
         hold = httpx.Client(base_url=self.url, headers={**request_headers(self.token),
                                                          SESSION_HEADER: self.session_id},
-                            timeout=httpx.Timeout(None, connect=60.0))
+                            timeout=httpx.Timeout(None, connect=60.0), verify=tls_context())
 
         def held() -> None:
             with contextlib.suppress(httpx.HTTPError, RuntimeError):  # ended: closed, or the server went

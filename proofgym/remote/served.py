@@ -16,6 +16,7 @@ import pydantic
 
 from proofgym.core import ConfigError, ProofgymError, Task, TaskSpec, Trace, Verdict
 from proofgym.core.errors import RemoteError as RemoteError
+from proofgym.core.tls import tls_context
 from proofgym.runtimes import Artifact
 from proofgym.tools import schema_docstring
 from proofgym.wire import Described, ServedTask
@@ -80,7 +81,7 @@ def fetch_verdict(server: str, trajectory_id: str, token: str | None, *,
                   timeout_s: float = 600.0) -> Verdict:
     """The server's verdict for ``trajectory_id``, waiting while it is pending."""
     deadline = time.monotonic() + timeout_s
-    with httpx.Client(headers=request_headers(token), timeout=70.0) as client:
+    with httpx.Client(headers=request_headers(token), timeout=70.0, verify=tls_context()) as client:
         while True:
             # an id is CONTRACT/TASK#ATTEMPT: '#' would end the path
             response = client.get(f"{server}/verdicts/{quote(trajectory_id, safe='')}", params={"wait": 60})
@@ -159,7 +160,8 @@ class ServedSpecs:
 
     def get(self, task_id: str) -> TaskSpec:
         if self._specs is None:
-            response = httpx.get(f"{self.server}/prompts", headers=request_headers(self.token), timeout=120)
+            response = httpx.get(f"{self.server}/prompts", headers=request_headers(self.token), timeout=120,
+                                 verify=tls_context())
             if response.status_code != 200:
                 raise RemoteError(f"the server refused /prompts ({response.status_code}): "
                                   f"{response.text[:300]}")

@@ -31,6 +31,7 @@ from proofgym.chat_client import (
     retryable_status,
     transport_error,
 )
+from proofgym.core.tls import tls_context
 
 __all__ = ["TRANSPORTS", "ChatTransport", "HttpxTransport", "OpenAITransport", "TransportError"]
 
@@ -85,7 +86,7 @@ class HttpxTransport:
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         self._timeout_s = timeout_s
         # no pool limit: the run's concurrency is the limit, as for the SDK's own client
-        self._client = httpx.AsyncClient(timeout=timeout_s, limits=httpx.Limits(
+        self._client = httpx.AsyncClient(timeout=timeout_s, verify=tls_context(), limits=httpx.Limits(
             max_connections=None, max_keepalive_connections=None))
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -138,6 +138,13 @@ class RepoRepairTask(Task):
     def content(self) -> Mapping[str, Any]:
         return {"id": self.id, "record": self.record.to_dict(), "pin": self.pin.to_dict()}
 
+    @cached_property
+    def content_hash(self) -> str:  # type: ignore[override]
+        """Computed once per task: its content (the frozen record and pin) cannot change, and a
+        task set's manifest, its splits and a run's contract each ask every task again (some ten
+        times per task per run start: a second of ``asdict`` over the bundled manifest each)."""
+        return Task.content_hash.fget(self)  # type: ignore[attr-defined]
+
     def reference_solution(self) -> ActionScript:
         return self.inner.reference_solution()
 

@@ -338,7 +338,7 @@ def _finish(docs: Corpus, level: int, made: list[tuple[str, Plan, str, str | Non
                 wrong.append(("neighbour", other[2]))
                 break
         if level in (2, 3, 5):
-            top = docs.search(plan.query, 1).hits[0].doc_id
+            top = docs.ranked_ids(plan.query, 1)[0]  # search()'s first hit (same order)
             if top != first:
                 if field is None:
                     top_answer = top

@@ -26,6 +26,7 @@ from typing import NamedTuple
 import httpx
 
 from proofgym.core.errors import FetchError as FetchError
+from proofgym.core.tls import tls_context
 from proofgym.runtimes.private_dirs import cache_home
 
 #: The package index asked for sdists; ``$PROOFGYM_PYPI`` names another (a mirror), read at each call.
@@ -140,7 +141,8 @@ def _download(url: str, *, timeout_s: float) -> Iterator[tuple[int, Iterator[byt
         with open(urllib.parse.unquote(parts.path), "rb") as f:
             yield os.fstat(f.fileno()).st_size, iter(lambda: f.read(1 << 16), b"")
         return
-    with httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as resp:
+    with httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True,
+                      verify=tls_context()) as resp:
         resp.raise_for_status()
         yield int(resp.headers.get("Content-Length") or 0), resp.iter_bytes(1 << 16)
 

@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from proofgym.runtimes.private_dirs import write_atomic
 from proofgym.tasks.synth.fetch import cache_dir, fetch_sdist, unpack
 from proofgym.tasks.synth.hiding import secrets_of, stale_copies, strip_tests
 from proofgym.tasks.synth.patch import apply_patch, patched_paths
-from proofgym.tasks.synth.recipe import ProjectPin
+from proofgym.tasks.synth.recipe import ProjectPin, plain_fields
 
 #: Pytest configuration files a task protects (besides its test paths and every conftest.py).
 #: The origin of a bug injected by an operator (every record written before origins existed).
@@ -75,7 +75,7 @@ class TaskRecord:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = plain_fields(self)
         if not out["provenance"]:  # records without one stay byte-identical
             del out["provenance"]
         if out["unwithheld"]:

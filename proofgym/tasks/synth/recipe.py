@@ -4,9 +4,10 @@ sdists it names are fetched on first use."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,25 @@ RECIPE_VERSION = 1
 SPLITS = ("train", "heldout")
 #: the keys a ``releases`` entry may set for itself (a release laid out otherwise than the pin)
 RELEASE_LAYOUT = ("tests", "source", "python_path")
+
+
+def plain_fields(obj: Any) -> dict[str, Any]:
+    """``dataclasses.asdict`` of a record of plain data (no nested dataclass), as a copy: its
+    generic walk (a dataclass check and a ``deepcopy`` call per string of a test-id list) was
+    most of a task set's content hashing (every RepoRepair record, at every run start)."""
+    return {f.name: _plain_copy(getattr(obj, f.name)) for f in fields(obj)}
+
+
+def _plain_copy(value: Any) -> Any:
+    if isinstance(value, (str, int, float, type(None))):
+        return value
+    if type(value) in (tuple, list):
+        if all(type(v) is str for v in value):  # a test-id list: nothing in it to copy
+            return value if type(value) is tuple else list(value)
+        return type(value)(_plain_copy(v) for v in value)
+    if type(value) is dict:
+        return {_plain_copy(k): _plain_copy(v) for k, v in value.items()}
+    return copy.deepcopy(value)
 
 
 @dataclass(frozen=True)
@@ -95,7 +115,7 @@ class ProjectPin:
         return pin
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in plain_fields(self).items()}
         if not self.releases:  # recipes written before the field existed stay byte-identical
             del out["releases"]
         return out
