@@ -63,8 +63,15 @@ def test_fork_bomb(patient_sandbox):
 
 def test_fork_bomb_in_the_foreground(sandbox):
     r = bash(sandbox, "python -c 'import os\nwhile True: os.fork()'")
-    assert r.error_kind is not None
-    assert r.error_kind.value in ("execution_error", "timeout")
+    if r.error_kind is None and os.geteuid() != 0:
+        # without a cgroup (an ordinary user) nothing counts the process limit's refusals, and
+        # every process of this bomb dies at its first refused fork: once all of them did before
+        # the command ended (CI saw it once) it is the command's own failure, as the agent sees
+        # it. Contained all the same: the shell lives and nothing is left running (below)
+        assert "Resource temporarily unavailable" in r.output and "[exit code 1]" in r.output, r
+    else:
+        assert r.error_kind is not None, r
+        assert r.error_kind.value in ("execution_error", "timeout")
     _next_command_works(sandbox)
 
 
