@@ -93,9 +93,14 @@ def _grade(snap: Path, mode: str, *, mutants: bool = False):
 def test_a_forged_report_on_every_reachable_descriptor_passes_nothing(snap: Path):
     require_tool("bwrap")
     run = _grade(snap, "write")
-    # the forgery reached no channel that is read as a result: the real tests ran and failed
+    # the forgery reached no channel that is read as a result: the real tests ran, none passed.
+    # The forger also sets every descriptor it holds non-blocking and writes 280 kB into each,
+    # its test's own outcome channel among them: whether that test's outcome still gets out
+    # ("failed") or not ("crashed") depends on how fast the runner drains it (CI's user pass saw
+    # "crashed" once). Both are the test's scored failure, never a pass nor a grader error
     assert run.failure is None and run.report_error is None, run
-    assert run.results == dict.fromkeys(_IDS, "failed"), (run.results, run.messages)
+    assert set(run.results) == set(_IDS), (run.results, run.messages)
+    assert set(run.results.values()) <= {"failed", "crashed"}, (run.results, run.messages)
     for test, message in run.messages.items():  # a message stays text of bounded size
         assert isinstance(message, str) and len(message) <= _MAX_MESSAGE, test
     honest = run_pytest(snap, {"app.py": b"def add(a, b):\n    return a + b\n"}, tests=_IDS,
