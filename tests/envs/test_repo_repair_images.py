@@ -45,13 +45,18 @@ def _bundled_pins():
 def _locked(pin) -> PackagesImage:
     image = PackagesImage(WheelLock.parse("\n".join(pin.lock) + "\n"))
     if len(image.wheel_modules()) < len(image.lock.pins):
-        try:
-            image.fetch()
-        except ImageError as exc:
-            if IN_CI:
-                raise
-            pytest.skip(f"PyPI is not reachable here: {exc}")
+        _fetch(image)
     return image
+
+
+def _fetch(image: PackagesImage) -> None:
+    """The image's wheels (``pip download --require-hashes``); off CI, no PyPI is a skip."""
+    try:
+        image.fetch()
+    except ImageError as exc:
+        if IN_CI:
+            raise
+        pytest.skip(f"PyPI is not reachable here: {exc}")
 
 
 def _wheel_files(image: PackagesImage) -> dict[str, str]:
@@ -80,13 +85,7 @@ def _fetch_every_lock(pins) -> None:
                 batches.append(batch := {})
             batch[name] = line
     for batch in batches:
-        image = PackagesImage(WheelLock.parse("\n".join(batch.values()) + "\n"))
-        try:
-            image.fetch()
-        except ImageError as exc:
-            if IN_CI:
-                raise
-            pytest.skip(f"PyPI is not reachable here: {exc}")
+        _fetch(PackagesImage(WheelLock.parse("\n".join(batch.values()) + "\n")))
 
 
 @pytest.fixture(scope="module")
